@@ -1,0 +1,36 @@
+# Two entry points: `make demo` and `make test`. Both set up the virtualenv themselves.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+SLACKQUERY_HOME ?= $(CURDIR)/.slackquery/demo
+export SLACKQUERY_HOME
+
+.PHONY: setup demo test lint format clean
+
+$(STAMP): pyproject.toml requirements.lock
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet -c requirements.lock -e '.[dev]'
+	$(BIN)/python -m slackquery.duckdb_setup
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python -m slackquery.demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/sqlfluff lint models macros data-tests
+
+format: $(STAMP)
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+	$(BIN)/sqlfluff fix models macros data-tests
+
+test: lint
+	$(BIN)/pytest
+
+clean:
+	rm -rf $(VENV) .slackquery target dbt_packages logs .pytest_cache .ruff_cache

