@@ -1,0 +1,35 @@
+"""The console command contract: help for every subcommand, one-line errors, --json."""
+
+import json
+
+import pytest
+
+from slackquery.cli import COMMAND_MODULES, build_parser, main
+
+
+def test_every_subcommand_has_help(capsys: pytest.CaptureFixture[str]) -> None:
+    parser = build_parser()
+    subcommands = parser._subparsers._group_actions[0].choices  # argparse keeps them here
+    assert len(subcommands) == len(COMMAND_MODULES)
+    for name, subparser in subcommands.items():
+        assert subparser.description, f"`slackquery {name}` has no description"
+        with pytest.raises(SystemExit) as exit_info:
+            main([name, "--help"])
+        assert exit_info.value.code == 0
+    assert "usage: slackquery" in capsys.readouterr().out
+
+
+def test_settings_json_lists_every_setting(
+    settings: object, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["settings", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    names = {row["env"] for row in rows}
+    assert "SLACKQUERY_HOME" in names
+    assert all(row["description"] for row in rows)
+
+
+def test_unknown_subcommand_exits_non_zero() -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["no-such-command"])
+    assert exit_info.value.code != 0
