@@ -18,6 +18,12 @@ from slackquery.settings import get_settings
 COMMAND_MODULES = (
     "sample",
     "importer",
+    "project",
+    "embed",
+    "embedding_status",
+    "embed_server",
+    "show_settings",
+    "eval",
 )
 
 

@@ -44,7 +44,13 @@ class Settings(BaseSettings):
     # --- import --------------------------------------------------------------------------
     max_message_bytes: int = Field(
         default=1_000_000,
-        description="A message whose text is larger than this is skipped with a warning.",
+        description="A message whose JSON (text, blocks, attachments) is larger than this many "
+        "bytes is skipped with a warning.",
+    )
+    import_memory_limit: str = Field(
+        default="1536MB",
+        description="DuckDB memory limit while importing (e.g. `1536MB`, `4GB`); beyond it "
+        "staged rows spill to disk, which keeps a 1M-message import under 3 GiB of RAM.",
     )
 
     # --- embeddings ----------------------------------------------------------------------
@@ -76,6 +82,42 @@ class Settings(BaseSettings):
     embedding_lease_s: int = Field(
         default=900, ge=1, description="Seconds a claimed work item stays leased to one run."
     )
+    embedding_model_revision: str | None = Field(
+        default=None,
+        description="Pinned revision or digest of the model (part of the generation identity). "
+        "Default: the packaged model's version and weights hash, else the digest the "
+        "endpoint reports, else `unpinned`. When set, the endpoint must report the same.",
+    )
+    embedding_dimension: int | None = Field(
+        default=None,
+        ge=1,
+        description="Native vector dimension the model must return. Default: the packaged "
+        "model's (384); required for any other model.",
+    )
+    embedding_query_prefix: str | None = Field(
+        default=None,
+        description="Text put before every query (client-side). Default: the packaged "
+        "model's `query: `, else none (nomic-embed-text wants `search_query: `).",
+    )
+    embedding_document_prefix: str | None = Field(
+        default=None,
+        description="Text put before every document (client-side). Default: the packaged "
+        "model's `passage: `, else none (nomic-embed-text wants `search_document: `).",
+    )
+    embedding_backoff_max_s: float = Field(
+        default=300.0,
+        gt=0,
+        description="Longest delay before a failed work item is retried, seconds (capped "
+        "exponential backoff with jitter; a larger Retry-After is honoured as sent).",
+    )
+    embed_server_max_batch: int = Field(
+        default=256, ge=1, description="Most inputs one `embed-server` request may carry."
+    )
+    embed_server_max_body_bytes: int = Field(
+        default=4 * 1024 * 1024,
+        ge=1024,
+        description="Largest request body `embed-server` reads, streamed bodies included.",
+    )
 
     # --- artifacts -----------------------------------------------------------------------
     retain_artifacts: int = Field(
@@ -90,6 +132,12 @@ class Settings(BaseSettings):
         description="Largest relative change in document count against the published "
         "artifact that validation accepts (0.5 = ±50%).",
     )
+    validation_chunk_rows: int = Field(
+        default=250_000,
+        ge=1,
+        description="Rows per batch when Great Expectations validates an artifact; bounds "
+        "validation memory (vectors are reduced to norms in SQL, never loaded whole).",
+    )
 
     # --- serving -------------------------------------------------------------------------
     serve_host: str = Field(default="127.0.0.1", description="Bind address of `serve`.")
@@ -103,6 +151,33 @@ class Settings(BaseSettings):
         default=None,
         description="HMAC key that signs pagination cursors. Default: a random key per "
         "server process (cursors then die with the process).",
+    )
+    search_max_results: int = Field(
+        default=50, ge=1, le=500, description="Most results one search call may return (`limit`)."
+    )
+    search_max_filter_values: int = Field(
+        default=100, ge=1, description="Most values one search filter list may hold."
+    )
+    search_max_query_chars: int = Field(
+        default=2000, ge=1, description="Longest query text accepted, in characters."
+    )
+    search_max_query_tokens: int = Field(
+        default=64, ge=1, description="Query tokens kept for BM25; the rest are dropped."
+    )
+    search_candidate_window: int = Field(
+        default=100,
+        ge=1,
+        le=10_000,
+        description="Candidates each retrieval arm contributes to hybrid fusion; pagination "
+        "reaches at most the fused candidates of this window.",
+    )
+    serve_max_text_chars: int = Field(
+        default=4000,
+        ge=200,
+        description="Message text longer than this is cut, with a marker, in tool responses.",
+    )
+    serve_max_request_bytes: int = Field(
+        default=1_048_576, ge=1024, description="Largest HTTP request body `serve` accepts."
     )
 
     @cached_property

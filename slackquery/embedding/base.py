@@ -13,7 +13,14 @@ from typing import Protocol
 
 import numpy as np
 
+from slackquery.errors import SlackqueryError
+
 MAX_STORED_DIMENSION = 512
+
+# Version of the recipe that renders `search_documents.text_embedding` (`#channel author: text`,
+# owned by the dbt projection). Changing the recipe must change this, so old vectors stop
+# being comparable rather than silently mixing with new ones.
+TEXT_RECIPE_VERSION = "message-v1"
 
 
 @dataclass(frozen=True)
@@ -70,3 +77,63 @@ class Embedder(Protocol):
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         """Embed search queries (the generation's query prefix applied)."""
         ...
+
+    def embed_document_batch(self, texts: Sequence[str]) -> tuple[np.ndarray, dict[int, str]]:
+        """Document vectors plus `{row: reason}` for rows that are invalid (zeros in the array).
+
+        Transport failures raise `TransientEmbeddingError` or `RequestRejectedError`
+        (`slackquery.embedding.errors`); invalid vectors are reported per row, so one bad
+        document does not fail its batch.
+        """
+        ...
+
+
+class GenerationMismatchError(SlackqueryError):
+    """A query embedder's generation differs from the one the vectors were built with."""
+
+
+def ensure_same_generation(identity: GenerationIdentity, expected_generation_id: str) -> None:
+    """Refuse to compare vectors across generations (different model, recipe or dims).
+
+    Serving calls this with the artifact's `generation_id` before embedding a query: cosine
+    between two generations' vectors is meaningless, and silently returning bad rankings is
+    worse than an error.
+    """
+    if identity.generation_id != expected_generation_id:
+        raise GenerationMismatchError(
+            f"embedding generation mismatch: the artifact was built with "
+            f"{expected_generation_id!r} but the configured embedder is "
+            f"{identity.generation_id!r}; re-embed and rebuild, or configure the same model "
+            f"(SLACKQUERY_EMBEDDING_MODEL / _MODEL_REVISION / _DIMENSION / prefixes)"
+        )
+
+
+def finalize_vectors(
+    raw: np.ndarray | Sequence[Sequence[float]], identity: GenerationIdentity
+) -> tuple[np.ndarray, dict[int, str]]:
+    """Validate native vectors and turn them into stored ones.
+
+    Returns float32 `(n, stored_dimension)` L2-normalised vectors plus `{row: reason}` for
+    rows that are unusable (wrong dimension, non-finite, zero norm); their rows in the
+    array are zeros and must not be stored. Validation happens here, once, for every
+    transport, because a remote endpoint can return anything.
+    """
+    rows = list(raw) if not isinstance(raw, np.ndarray) else raw
+    count = len(rows)
+    stored = np.zeros((count, identity.stored_dimension), dtype=np.float32)
+    invalid: dict[int, str] = {}
+    for index in range(count):
+        vector = np.asarray(rows[index], dtype=np.float64)
+        if vector.ndim != 1 or vector.shape[0] != identity.native_dimension:
+            invalid[index] = f"wrong dimension {vector.shape}: expected {identity.native_dimension}"
+            continue
+        if not np.all(np.isfinite(vector)):
+            invalid[index] = "vector has non-finite values"
+            continue
+        kept = vector[: identity.stored_dimension]
+        norm = float(np.linalg.norm(kept))
+        if norm == 0.0 or not np.isfinite(norm):
+            invalid[index] = "vector has zero norm"
+            continue
+        stored[index] = (kept / norm).astype(np.float32)
+    return stored, invalid

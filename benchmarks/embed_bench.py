@@ -1,0 +1,189 @@
+"""Embedding benchmark: docs/s in-process and over HTTP, bookkeeping overhead, no-op re-run.
+
+    .venv/bin/python benchmarks/embed_bench.py [--docs 2000] [--noop-docs 100000] [--json]
+
+1. `--docs` synthetic Slack-like messages (deterministic, 6-40 words from a mixed-language
+   vocabulary, rendered `#channel author: text`) are embedded by `embed_pending` in-process,
+   then again through the real `embed-server` app (uvicorn on loopback, Ollama protocol).
+   Overhead = (run wall time - time inside the model call) / model time.
+2. No-op re-run: `--noop-docs` documents whose work items are already `succeeded`, with
+   seeded random unit vectors (not model output: only the bookkeeping is timed), then
+   `embed_pending` is timed with nothing to do (warm process, embedder already built).
+"""
+
+import argparse
+import hashlib
+import json
+import random
+import socket
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import uvicorn
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from slackquery.embedding import build_embedder  # noqa: E402
+from slackquery.embedding.packaged import PACKAGED_MODELS  # noqa: E402
+from slackquery.embedding.server import create_app  # noqa: E402
+from slackquery.embedding.work import embed_pending  # noqa: E402
+from slackquery.settings import Settings  # noqa: E402
+from tests.embedding.documents import SEARCH_DOCUMENTS_DDL  # noqa: E402
+
+VOCABULARY = (
+    "deploy failed migration postgres password rejected release tagged changelog on-call "
+    "rotation billing dashboard owner lunch friday staging prod rollback latency p99 alert "
+    "pager incident retro ticket ERR-42 28P01 v2.3.1 kubernetes pod restart memory leak "
+    "база данных недоступна 数据库 连接 超时 cache invalidation feature flag customer "
+    "escalation review approve merge branch hotfix"
+)
+WORDS = VOCABULARY.split()
+
+
+def synthetic_messages(count: int, seed: int = 42) -> list[str]:
+    """Deterministic Slack-like texts rendered like `text_embedding`."""
+    rng = random.Random(seed)
+    channels = ("general", "eng", "ops", "random", "support")
+    return [
+        f"#{rng.choice(channels)} user{rng.randrange(40)}: "
+        + " ".join(rng.choice(WORDS) for _ in range(rng.randint(6, 40)))
+        for _ in range(count)
+    ]
+
+
+def create_documents(path: Path, texts: list[str]) -> None:
+    """A state DB whose `search_documents` holds one active message per text (bulk insert)."""
+    connection = duckdb.connect(str(path))
+    connection.execute(SEARCH_DOCUMENTS_DDL)
+    ids = [f"W1:C1:{1700000000 + i}.000100" for i in range(len(texts))]
+    hashes = [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts]
+    connection.execute(
+        """
+        insert into search_documents (document_id, document_kind, text_embedding, text_hash,
+            is_active, message_ids)
+        select unnest($ids), 'message', unnest($texts), unnest($hashes), true, []
+        """,
+        {"ids": ids, "texts": texts, "hashes": hashes},
+    )
+    connection.close()
+
+
+def run_embed(settings: Settings) -> dict[str, Any]:
+    started = time.perf_counter()
+    result = embed_pending(settings)
+    wall = time.perf_counter() - started
+    return {
+        "documents": result["succeeded"],
+        "wall_s": round(wall, 2),
+        "model_s": result["model_s"],
+        "docs_per_s": round(result["succeeded"] / wall, 1),
+        "model_docs_per_s": round(result["succeeded"] / result["model_s"], 1),
+        "bookkeeping_overhead_pct": round(100 * (wall - result["model_s"]) / result["model_s"], 2),
+    }
+
+
+def bench_http(settings: Settings, home: Path, texts: list[str]) -> dict[str, Any]:
+    model = PACKAGED_MODELS[settings.embedding_model]
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(model, max_batch=256), log_level="warning", lifespan="off")
+    )
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        home.mkdir(parents=True)
+        create_documents(home / "state.duckdb", texts)
+        # A fresh Settings, not model_copy: the derived paths are cached properties.
+        http = Settings(
+            home=home,
+            embedding_transport="ollama",
+            embedding_url=f"http://127.0.0.1:{sock.getsockname()[1]}",
+        )
+        return run_embed(http)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+
+
+def bench_noop(settings: Settings, home: Path, count: int) -> dict[str, Any]:
+    home.mkdir(parents=True)
+    path = home / "state.duckdb"
+    texts = [f"#general user{i % 50}: message number {i}" for i in range(count)]
+    create_documents(path, texts)
+    config = Settings(home=home)
+    embed_pending(config, max_items=0)  # creates the schema and enqueues every document
+    identity = build_embedder(config).identity
+    rng = np.random.default_rng(0)
+    vectors = rng.standard_normal((count, identity.stored_dimension)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    connection = duckdb.connect(str(path))
+    connection.execute("create temp table seeded (document_id varchar, embedding float[])")
+    ids = [f"W1:C1:{1700000000 + i}.000100" for i in range(count)]
+    for start in range(0, count, 10_000):
+        connection.execute(
+            "insert into seeded select unnest($ids), unnest($vectors::float[][])",
+            {
+                "ids": ids[start : start + 10_000],
+                "vectors": vectors[start : start + 10_000].tolist(),
+            },
+        )
+    connection.execute(
+        """
+        update embedding_work_items as items set state = 'succeeded',
+            embedding = seeded.embedding, embedded_at = now(), updated_at = now()
+        from seeded where items.document_id = seeded.document_id
+        """
+    )
+    connection.close()
+    timings = []
+    for _ in range(3):
+        started = time.perf_counter()
+        result = embed_pending(config)
+        timings.append(time.perf_counter() - started)
+        assert result["claimed"] == 0 and result["counts"]["succeeded"] == count
+    return {
+        "documents": count,
+        "runs_s": [round(t, 3) for t in timings],
+        "best_s": round(min(timings), 3),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--docs", type=int, default=2000)
+    parser.add_argument("--noop-docs", type=int, default=100_000)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    texts = synthetic_messages(args.docs)
+    with tempfile.TemporaryDirectory(prefix="embed-bench-") as tmp:
+        root = Path(tmp)
+        (root / "inprocess").mkdir()
+        create_documents(root / "inprocess" / "state.duckdb", texts)
+        settings = Settings(home=root / "inprocess")
+        build_embedder(settings)  # load the model outside the timed runs
+        report = {
+            "in_process": run_embed(settings),
+            "http_ollama_embed_server": bench_http(settings, root / "http", texts),
+            "noop_rerun": bench_noop(settings, root / "noop", args.noop_docs),
+            "batch_size": settings.embedding_batch_size,
+        }
+    if args.json:
+        json.dump(report, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        for name, value in report.items():
+            sys.stdout.write(f"{name}: {value}\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,205 @@
+"""Validate one candidate artifact against every suite; one pass/fail result for publish.
+
+Run as `python -m expectations.checkpoint ARTIFACT [--previous PUBLISHED] [--output JSON]`:
+the build starts it in a fresh process, which opens the candidate (and the previous
+published artifact, for the drift check) read-only. Exit status 0 = passed, 1 = failed;
+the result JSON lists each failed expectation with sample offending ids.
+"""
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from expectations.context import make_context, run_suite
+from expectations.suites import (
+    Artifact,
+    artifact_metadata,
+    channels,
+    document_vectors,
+    fts_main_search_documents,
+    search_documents,
+    users,
+    workspaces,
+)
+from slackquery.artifacts import schema
+from slackquery.artifacts.files import write_json_atomic
+from slackquery.duckdb_setup import connect
+
+SUITES = (
+    artifact_metadata,
+    search_documents,
+    document_vectors,
+    workspaces,
+    channels,
+    users,
+    fts_main_search_documents,
+)
+DEFAULT_CHUNK_ROWS = 250_000
+MAX_NORM_ERROR = 1e-5
+UNBOUNDED = 2**62
+
+
+def _open(path: Path) -> duckdb.DuckDBPyConnection:
+    conn = connect(str(path), read_only=True)
+    conn.execute("set enable_progress_bar = false")
+    return conn
+
+
+def _metadata(conn: duckdb.DuckDBPyConnection) -> dict[str, Any] | None:
+    try:
+        cursor = conn.execute("select * from artifact_metadata limit 2")
+    except duckdb.CatalogException:
+        return None
+    rows = cursor.fetchall()
+    if len(rows) != 1:
+        return None
+    names = [column[0] for column in cursor.description]
+    return dict(zip(names, rows[0], strict=True))
+
+
+def _has_fts(conn: duckdb.DuckDBPyConnection) -> bool:
+    row = conn.execute(
+        "select count(*) from duckdb_tables() where schema_name = ? and table_name = 'docs'",
+        [schema.FTS_SCHEMA],
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def _drift_bounds(previous: int | None, drift: float) -> tuple[int, int]:
+    if previous is None:
+        return 0, UNBOUNDED
+    return int(previous * (1 - drift)), int(previous * (1 + drift)) + 1
+
+
+def parameters_for(
+    metadata: dict[str, Any], previous: dict[str, Any] | None, max_count_drift: float
+) -> dict[str, Any]:
+    """GX expectation parameters: the metadata's counts, drift bounds, the contract."""
+    generation = json.loads(metadata["generation_json"])
+    dimension = int(generation["stored_dimension"])
+    parameters: dict[str, Any] = {
+        "document_count": int(metadata["document_count"]),
+        "message_count": int(metadata["message_count"]),
+        "vector_count": int(metadata["vector_count"]),
+        "dimensions": [dimension],
+        "schema_versions": [schema.SCHEMA_VERSION],
+        "max_norm_error": MAX_NORM_ERROR,
+    }
+    for name, columns in schema.table_columns(dimension).items():
+        parameters[f"signature_{name}"] = [schema.schema_signature(columns)]
+    for count in ("document_count", "message_count"):
+        low, high = _drift_bounds(
+            int(previous[count]) if previous else None, max_count_drift
+        )
+        parameters[f"min_{count}"] = low
+        parameters[f"max_{count}"] = high
+    return parameters
+
+
+def validate_artifact(
+    path: Path,
+    *,
+    previous: Path | None = None,
+    max_count_drift: float = 0.5,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+) -> dict[str, Any]:
+    """Run every suite against the artifact at `path`; return the merged result."""
+    started = datetime.now(UTC)
+    result: dict[str, Any] = {
+        "artifact": str(path),
+        "previous": str(previous) if previous else None,
+        "started_at": started.isoformat(),
+        "success": False,
+        "suites": {},
+        "failures": [],
+    }
+    conn = _open(path)
+    try:
+        metadata = _metadata(conn)
+        if metadata is None:
+            result["failures"].append(
+                {
+                    "suite": artifact_metadata.TABLE,
+                    "expectation": "artifact_metadata_present",
+                    "description": "artifact_metadata has exactly one row",
+                    "column": None,
+                    "unexpected_count": None,
+                    "sample": [],
+                }
+            )
+            return result
+        previous_metadata = None
+        if previous is not None:
+            previous_conn = _open(previous)
+            try:
+                previous_metadata = _metadata(previous_conn)
+            finally:
+                previous_conn.close()
+        parameters = parameters_for(metadata, previous_metadata, max_count_drift)
+        result["build_id"] = metadata["build_id"]
+        result["parameters"] = parameters
+        artifact = Artifact(conn=conn, chunk_rows=chunk_rows, has_fts=_has_fts(conn))
+        context = make_context()
+        for module in SUITES:
+            outcome = run_suite(
+                context,
+                module.build_suite(),
+                module.check_frames(artifact),
+                id_columns=module.ID_COLUMNS,
+                parameters=parameters,
+            )
+            result["suites"][outcome.suite] = {
+                "success": outcome.success,
+                "batches": outcome.batches,
+                "evaluated": outcome.evaluated,
+                "failed": len(outcome.failures),
+                "batch_results": outcome.results,
+            }
+            result["failures"].extend(outcome.failures)
+        result["success"] = not result["failures"] and all(
+            suite["success"] for suite in result["suites"].values()
+        )
+        return result
+    finally:
+        conn.close()
+        result["completed_at"] = datetime.now(UTC).isoformat()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI entry: validate, write the result JSON, exit 0 when it passed and 1 when not."""
+    parser = argparse.ArgumentParser(
+        prog="python -m expectations.checkpoint",
+        description="Validate a search artifact (opened read-only) with the GX suites.",
+    )
+    parser.add_argument("artifact", type=Path, help="artifact file to validate")
+    parser.add_argument(
+        "--previous", type=Path, help="published artifact to compare counts against"
+    )
+    parser.add_argument("--max-count-drift", type=float, default=0.5, help="allowed drift")
+    parser.add_argument(
+        "--chunk-rows", type=int, default=DEFAULT_CHUNK_ROWS, help="rows per validated batch"
+    )
+    parser.add_argument("--output", type=Path, help="write the result JSON here")
+    args = parser.parse_args(argv)
+    result = validate_artifact(
+        args.artifact,
+        previous=args.previous,
+        max_count_drift=args.max_count_drift,
+        chunk_rows=args.chunk_rows,
+    )
+    if args.output:
+        write_json_atomic(args.output, result)
+    else:
+        json.dump(result, sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+    return 0 if result["success"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

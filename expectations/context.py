@@ -1,0 +1,124 @@
+"""The ephemeral GX context and the one way suites are run against DataFrame batches.
+
+DuckDB is not a GX SQL backend (a duckdb-engine datasource failed in metric resolution),
+so every suite validates pandas batches read from a read-only DuckDB connection. Big
+tables arrive in chunks of per-row check columns computed in SQL (a vector becomes its
+dimension, finiteness and norm error), so no batch ever holds the vectors themselves.
+"""
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import great_expectations as gx
+import pandas as pd
+from great_expectations.core.expectation_validation_result import (
+    ExpectationSuiteValidationResult,
+)
+from great_expectations.data_context.types.base import ProgressBarsConfig
+
+DATASOURCE = "search_artifact"
+SAMPLE_SIZE = 10
+
+
+def make_context() -> Any:
+    """An in-memory context with the pandas datasource every suite uses; no progress bars."""
+    context = gx.get_context(mode="ephemeral")
+    context.variables.progress_bars = ProgressBarsConfig(globally=False)
+    context.data_sources.add_pandas(DATASOURCE)
+    return context
+
+
+@dataclass
+class SuiteOutcome:
+    """The merged outcome of one suite over all the batches (chunks) of its table."""
+
+    suite: str
+    batches: int = 0
+    evaluated: int = 0
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    results: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def success(self) -> bool:
+        """True when every expectation passed on every batch (and there was a batch)."""
+        return self.batches > 0 and not self.failures
+
+
+def _sample(result: dict[str, Any], id_columns: list[str]) -> list[Any]:
+    """Offending ids (or values, or the observed value) of one failed expectation."""
+    details = result.get("result") or {}
+    index_list = details.get("partial_unexpected_index_list") or []
+    if index_list and id_columns:
+        return [
+            ":".join(str(row.get(column)) for column in id_columns)
+            if len(id_columns) > 1
+            else row.get(id_columns[0])
+            for row in index_list[:SAMPLE_SIZE]
+        ]
+    if details.get("partial_unexpected_list"):
+        return list(details["partial_unexpected_list"][:SAMPLE_SIZE])
+    if "observed_value" in details:
+        return [details["observed_value"]]
+    exception = result.get("exception_info") or {}
+    if exception.get("raised_exception"):
+        return [exception.get("exception_message")]
+    return []
+
+
+def run_suite(
+    context: Any,
+    suite: gx.ExpectationSuite,
+    frames: Iterable[pd.DataFrame],
+    *,
+    id_columns: list[str],
+    parameters: dict[str, Any],
+) -> SuiteOutcome:
+    """Validate every batch of one table against its suite and merge the outcomes."""
+    datasource = context.data_sources.get(DATASOURCE)
+    asset = datasource.add_dataframe_asset(suite.name)
+    batch_definition = asset.add_batch_definition_whole_dataframe(suite.name)
+    suite = context.suites.add(suite)
+    definition = context.validation_definitions.add(
+        gx.ValidationDefinition(name=suite.name, data=batch_definition, suite=suite)
+    )
+    outcome = SuiteOutcome(suite=suite.name)
+    result_format = {
+        "result_format": "SUMMARY",
+        "partial_unexpected_count": SAMPLE_SIZE,
+        "unexpected_index_column_names": id_columns,
+    }
+    for frame in frames:
+        result: ExpectationSuiteValidationResult = definition.run(
+            batch_parameters={"dataframe": frame},
+            expectation_parameters=parameters,
+            result_format=result_format,
+        )
+        outcome.batches += 1
+        outcome.evaluated += len(result.results)
+        payload = result.to_json_dict()
+        for item in payload["results"]:
+            if item["success"]:
+                continue
+            config = item["expectation_config"]
+            details = item.get("result") or {}
+            outcome.failures.append(
+                {
+                    "suite": suite.name,
+                    "batch": outcome.batches,
+                    "expectation": config["type"],
+                    "description": config.get("description") or "",
+                    "column": config["kwargs"].get("column"),
+                    "unexpected_count": details.get("unexpected_count"),
+                    "sample": _sample(item, id_columns),
+                }
+            )
+        outcome.results.append(
+            {
+                "batch": outcome.batches,
+                "rows": len(frame),
+                "success": payload["success"],
+                "statistics": payload["statistics"],
+            }
+        )
+    return outcome

@@ -1,0 +1,38 @@
+"""`users`: one row per author of a searchable document."""
+
+from collections.abc import Iterator
+
+import great_expectations as gx
+import great_expectations.expectations as gxe
+import pandas as pd
+
+from expectations.suites import Artifact, param, signature_sql
+
+TABLE = "users"
+ID_COLUMNS = ["workspace_id", "user_id"]
+
+
+def build_suite() -> gx.ExpectationSuite:
+    """Expectations over the user listing."""
+    suite = gx.ExpectationSuite(name=TABLE)
+    for expectation in (
+        gxe.ExpectColumnValuesToBeInSet(
+            column="schema_signature",
+            value_set=param(f"signature_{TABLE}"),
+            description="columns and types in contract order",
+        ),
+        gxe.ExpectColumnValuesToNotBeNull(column="user_id", description="ids non-null"),
+        gxe.ExpectColumnValuesToNotBeNull(column="workspace_id", description="workspace known"),
+        gxe.ExpectCompoundColumnsToBeUnique(
+            column_list=ID_COLUMNS, description="one row per workspace and user"
+        ),
+    ):
+        suite.add_expectation(expectation)
+    return suite
+
+
+def check_frames(artifact: Artifact) -> Iterator[pd.DataFrame]:
+    """The whole table (one row per author; small next to the documents)."""
+    yield artifact.conn.execute(
+        f"select *, {signature_sql(TABLE)} as schema_signature from {TABLE}"
+    ).df()

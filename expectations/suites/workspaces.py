@@ -1,0 +1,37 @@
+"""`workspaces`: one row per workspace that has searchable documents."""
+
+from collections.abc import Iterator
+
+import great_expectations as gx
+import great_expectations.expectations as gxe
+import pandas as pd
+
+from expectations.suites import Artifact, param, signature_sql
+
+TABLE = "workspaces"
+ID_COLUMNS = ["workspace_id"]
+
+
+def build_suite() -> gx.ExpectationSuite:
+    """Expectations over the scope listing of workspaces."""
+    suite = gx.ExpectationSuite(name=TABLE)
+    for expectation in (
+        gxe.ExpectTableRowCountToBeBetween(min_value=1, description="at least one workspace"),
+        gxe.ExpectColumnValuesToBeInSet(
+            column="schema_signature",
+            value_set=param(f"signature_{TABLE}"),
+            description="columns and types in contract order",
+        ),
+        gxe.ExpectColumnValuesToNotBeNull(column="workspace_id", description="ids non-null"),
+        gxe.ExpectColumnValuesToBeUnique(column="workspace_id", description="ids unique"),
+        gxe.ExpectColumnValuesToNotBeNull(column="workspace_slug", description="slug known"),
+    ):
+        suite.add_expectation(expectation)
+    return suite
+
+
+def check_frames(artifact: Artifact) -> Iterator[pd.DataFrame]:
+    """The whole (small) table."""
+    yield artifact.conn.execute(
+        f"select *, {signature_sql(TABLE)} as schema_signature from {TABLE}"
+    ).df()

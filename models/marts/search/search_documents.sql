@@ -1,0 +1,375 @@
+{#
+    Incremental, unlike the FTS-indexed marts of the house style: this table is
+    the state database's projection (1M+ rows), not something searched in
+    place. The artifact build copies it and indexes the copy. A run rewrites
+    only documents whose inputs changed: payload hash, rendered text, author,
+    conversation or workspace names, thread membership.
+#}
+{{
+    config(
+        materialized='incremental',
+        unique_key='document_id',
+        incremental_strategy='delete+insert',
+        on_schema_change='fail'
+    )
+}}
+
+with
+
+messages as (
+
+    select
+        message_id,
+        workspace_id,
+        channel_id,
+        author_id,
+        author_name,
+        source_message_id,
+        ts,
+        thread_ts,
+        ts_us,
+        posted_at,
+        thread_id,
+        thread_root_id,
+        subtype,
+        edited_ts,
+        reply_count,
+        reactions,
+        is_thread_parent,
+        is_thread_reply,
+        is_thread_broadcast,
+        is_edited,
+        is_deleted,
+        is_bot,
+        payload_hash,
+        text_display,
+        text_lexical,
+        is_active
+    from {{ ref('int_messages__threaded') }}
+
+),
+
+threads as (
+
+    select
+        thread_id,
+        thread_root_id,
+        workspace_id,
+        channel_id,
+        author_id,
+        author_name,
+        source_message_id,
+        ts,
+        ts_us,
+        posted_at,
+        rendered_text,
+        text_lexical,
+        text_hash,
+        message_ids,
+        payload_hash,
+        count_messages,
+        count_included_messages,
+        is_truncated,
+        is_active
+    from {{ ref('int_threads__rendered') }}
+
+),
+
+channels as (
+
+    select
+        workspace_id,
+        channel_id,
+        channel_name,
+        conversation_type
+    from {{ ref('stg_slack__channels') }}
+
+),
+
+workspaces as (
+
+    select
+        workspace_id,
+        workspace_name,
+        workspace_slug,
+        workspace_url
+    from {{ ref('stg_slack__workspaces') }}
+
+),
+
+files as (
+
+    select
+        message_id,
+        file_id,
+        file_name,
+        file_title,
+        mimetype
+    from {{ ref('stg_slack__files') }}
+    where message_id is not null
+
+),
+
+files_by_message as (
+
+    select
+        message_id,
+        list(
+            struct_pack(
+                file_id,
+                name := file_name,
+                title := file_title,
+                mimetype
+            )
+            order by file_id
+        ) as files
+    from files
+    group by 1
+
+),
+
+messages_placed as (
+
+    select
+        messages.*,
+        workspaces.workspace_name,
+        workspaces.workspace_slug,
+        workspaces.workspace_url,
+        coalesce(channels.channel_name, messages.channel_id) as channel_name,
+        coalesce(
+            channels.conversation_type,
+            {{ conversation_type_from_id('messages.channel_id') }}
+        ) as conversation_type
+    from messages
+    inner join workspaces
+        on messages.workspace_id = workspaces.workspace_id
+    left join channels
+        on
+            messages.workspace_id = channels.workspace_id
+            and messages.channel_id = channels.channel_id
+
+),
+
+threads_placed as (
+
+    select
+        threads.*,
+        workspaces.workspace_name,
+        workspaces.workspace_slug,
+        workspaces.workspace_url,
+        coalesce(channels.channel_name, threads.channel_id) as channel_name,
+        coalesce(
+            channels.conversation_type,
+            {{ conversation_type_from_id('threads.channel_id') }}
+        ) as conversation_type
+    from threads
+    inner join workspaces
+        on threads.workspace_id = workspaces.workspace_id
+    left join channels
+        on
+            threads.workspace_id = channels.workspace_id
+            and threads.channel_id = channels.channel_id
+
+),
+
+{% if is_incremental() %}
+
+previous as (
+
+    select
+        document_id,
+        payload_hash,
+        text_hash,
+        text_display,
+        author_name,
+        channel_name,
+        conversation_type,
+        workspace_name,
+        workspace_slug,
+        workspace_url,
+        thread_id,
+        thread_root_id,
+        is_active
+    from {{ this }}
+
+),
+
+messages_to_project as (
+
+    select messages_placed.*
+    from messages_placed
+    left join previous
+        on messages_placed.message_id = previous.document_id
+    where
+        previous.document_id is null
+        or previous.payload_hash <> messages_placed.payload_hash
+        or previous.text_display <> messages_placed.text_display
+        or previous.author_name <> messages_placed.author_name
+        or previous.channel_name <> messages_placed.channel_name
+        or previous.conversation_type <> messages_placed.conversation_type
+        or previous.workspace_name <> messages_placed.workspace_name
+        or previous.workspace_slug <> messages_placed.workspace_slug
+        or previous.workspace_url <> messages_placed.workspace_url
+        or previous.thread_id is distinct from messages_placed.thread_id
+        or previous.thread_root_id <> messages_placed.thread_root_id
+        or previous.is_active <> messages_placed.is_active
+
+),
+
+threads_to_project as (
+
+    select threads_placed.*
+    from threads_placed
+    left join previous
+        on 'thread:' || threads_placed.thread_id = previous.document_id
+    where
+        previous.document_id is null
+        or previous.text_hash <> threads_placed.text_hash
+        or previous.payload_hash <> threads_placed.payload_hash
+        or previous.author_name <> threads_placed.author_name
+        or previous.channel_name <> threads_placed.channel_name
+        or previous.conversation_type <> threads_placed.conversation_type
+        or previous.workspace_name <> threads_placed.workspace_name
+        or previous.workspace_slug <> threads_placed.workspace_slug
+        or previous.workspace_url <> threads_placed.workspace_url
+        or previous.thread_root_id <> threads_placed.thread_root_id
+        or previous.is_active <> threads_placed.is_active
+
+),
+
+{% else %}
+
+messages_to_project as (
+
+    select * from messages_placed
+
+),
+
+threads_to_project as (
+
+    select * from threads_placed
+
+),
+
+{% endif %}
+
+message_documents as (
+
+    select
+        messages_to_project.message_id as document_id,
+        'message' as document_kind,
+        messages_to_project.workspace_id,
+        messages_to_project.workspace_name,
+        messages_to_project.workspace_slug,
+        messages_to_project.workspace_url,
+        messages_to_project.channel_id,
+        messages_to_project.channel_name,
+        messages_to_project.conversation_type,
+        messages_to_project.author_id,
+        messages_to_project.author_name,
+        messages_to_project.ts,
+        messages_to_project.ts_us,
+        messages_to_project.posted_at,
+        messages_to_project.thread_id,
+        messages_to_project.thread_root_id,
+        messages_to_project.is_thread_parent,
+        messages_to_project.is_thread_reply,
+        messages_to_project.is_thread_broadcast,
+        messages_to_project.is_bot,
+        messages_to_project.text_display,
+        messages_to_project.text_lexical,
+        {{ document_embedding_text(
+            'messages_to_project.channel_name',
+            'messages_to_project.author_name',
+            'messages_to_project.text_display'
+        ) }} as text_embedding,
+        sha256(
+            {{ document_embedding_text(
+                'messages_to_project.channel_name',
+                'messages_to_project.author_name',
+                'messages_to_project.text_display'
+            ) }}
+        ) as text_hash,
+        {{ slack_permalink(
+            'messages_to_project.workspace_url',
+            'messages_to_project.channel_id',
+            'messages_to_project.ts',
+            'messages_to_project.thread_ts',
+            'messages_to_project.is_thread_reply'
+        ) }} as permalink,
+        messages_to_project.source_message_id,
+        [messages_to_project.message_id] as message_ids,
+        json_object(
+            'subtype', messages_to_project.subtype,
+            'is_edited', messages_to_project.is_edited,
+            'edited_ts', messages_to_project.edited_ts,
+            'is_deleted', messages_to_project.is_deleted,
+            'reply_count', messages_to_project.reply_count,
+            'reactions', coalesce(messages_to_project.reactions, '[]'::json),
+            'files', coalesce(to_json(files_by_message.files), '[]'::json)
+        ) as metadata_json,
+        messages_to_project.is_active,
+        messages_to_project.payload_hash
+    from messages_to_project
+    left join files_by_message
+        on messages_to_project.message_id = files_by_message.message_id
+
+),
+
+thread_documents as (
+
+    select
+        'thread:' || threads_to_project.thread_id as document_id,
+        'thread_context' as document_kind,
+        threads_to_project.workspace_id,
+        threads_to_project.workspace_name,
+        threads_to_project.workspace_slug,
+        threads_to_project.workspace_url,
+        threads_to_project.channel_id,
+        threads_to_project.channel_name,
+        threads_to_project.conversation_type,
+        threads_to_project.author_id,
+        threads_to_project.author_name,
+        threads_to_project.ts,
+        threads_to_project.ts_us,
+        threads_to_project.posted_at,
+        threads_to_project.thread_id,
+        threads_to_project.thread_root_id,
+        false as is_thread_parent,
+        false as is_thread_reply,
+        false as is_thread_broadcast,
+        false as is_bot,
+        threads_to_project.rendered_text as text_display,
+        threads_to_project.text_lexical,
+        threads_to_project.rendered_text as text_embedding,
+        threads_to_project.text_hash,
+        {{ slack_permalink(
+            'threads_to_project.workspace_url',
+            'threads_to_project.channel_id',
+            'threads_to_project.ts',
+            'null',
+            'false'
+        ) }} as permalink,
+        threads_to_project.source_message_id,
+        threads_to_project.message_ids,
+        json_object(
+            'count_messages', threads_to_project.count_messages,
+            'count_included_messages',
+            threads_to_project.count_included_messages,
+            'is_truncated', threads_to_project.is_truncated
+        ) as metadata_json,
+        threads_to_project.is_active,
+        threads_to_project.payload_hash
+    from threads_to_project
+
+),
+
+documents as (
+
+    select * from message_documents
+    union all
+    select * from thread_documents
+
+)
+
+select * from documents

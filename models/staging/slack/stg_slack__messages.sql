@@ -1,0 +1,61 @@
+with
+
+source as (
+
+    select * from {{ source('slack', 'messages') }}
+
+),
+
+renamed as (
+
+    select
+
+        ----------  ids
+        message_key as message_id,
+        workspace_id,
+        channel_id,
+        user_id,
+        bot_id,
+        source_message_id,
+
+        ---------- strings
+        ts,
+        thread_ts,
+        edited_ts,
+        subtype,
+        username as bot_username,
+        text,
+        search_text,
+        payload_hash,
+        reactions,
+        file_ids,
+
+        ---------- numerics
+        ts_us,
+        reply_count,
+
+        ---------- booleans
+        is_thread_parent,
+        is_thread_reply,
+        is_thread_broadcast,
+        is_edited,
+        is_deleted,
+        is_bot,
+        coalesce(subtype, '') not in (
+            {%- for subtype in var('non_content_subtypes') %}
+                '{{ subtype }}'{{ "," if not loop.last }}
+            {%- endfor %}
+        ) as is_content,
+
+        ---------- dates
+        conversation_day as conversation_date,
+
+        ---------- timestamps
+        make_timestamptz(ts_us) as posted_at,
+        last_changed_at
+
+    from source
+
+)
+
+select * from renamed

@@ -1,0 +1,333 @@
+"""One published artifact, opened read-only and loaded into memory once.
+
+An artifact never changes after publish, so everything a query needs on its hot path is
+read once: filter columns as integer codes, BM25 postings, the vector matrix, thread
+structure, and the name tables that turn `#eng` / `@priya` into ids. DuckDB stays the
+place for display rows (text, permalinks) and neighbour/thread lookups, always with bound
+parameters. Rows are `search_documents` in `document_id` order, so a row index doubles as
+the stable document-id tie-break.
+"""
+
+import difflib
+import json
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import numpy as np
+
+from serving.lexical import BM25Index
+from slackquery.duckdb_setup import connect
+from slackquery.errors import SlackqueryError
+
+EXPECTED_FTS_CONFIG = {
+    "stemmer": "none",
+    "stopwords": "none",
+    "lower": 1,
+    "strip_accents": 1,
+    "ignore": r"[^\p{L}\p{N}]+",
+}
+CONVERSATION_TYPES = ("public", "private", "dm", "group_dm")
+DISPLAY_COLUMNS = (
+    "document_id",
+    "source_message_id",
+    "workspace_id",
+    "workspace_name",
+    "workspace_slug",
+    "channel_id",
+    "channel_name",
+    "conversation_type",
+    "author_id",
+    "author_name",
+    "ts",
+    "ts_us",
+    "thread_id",
+    "thread_root_id",
+    "is_thread_parent",
+    "is_thread_reply",
+    "text_display",
+    "permalink",
+)
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Resolved filters: sets of ids plus an inclusive time range; None means no filter."""
+
+    workspace_ids: tuple[str, ...] | None = None
+    channel_ids: tuple[str, ...] | None = None
+    author_ids: tuple[str, ...] | None = None
+    conversation_types: tuple[str, ...] | None = None
+    start_ts_us: int | None = None
+    end_ts_us: int | None = None
+    is_thread: bool = False
+    has_link: bool = False
+    phrases: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, object]:
+        """Plain data for fingerprints and responses."""
+        return {
+            "workspace_ids": list(self.workspace_ids) if self.workspace_ids is not None else None,
+            "channel_ids": list(self.channel_ids) if self.channel_ids is not None else None,
+            "author_ids": list(self.author_ids) if self.author_ids is not None else None,
+            "conversation_types": (
+                list(self.conversation_types) if self.conversation_types is not None else None
+            ),
+            "start_ts_us": self.start_ts_us,
+            "end_ts_us": self.end_ts_us,
+            "is_thread": self.is_thread,
+            "has_link": self.has_link,
+            "phrases": list(self.phrases),
+        }
+
+
+def _close_matches(value: str, choices: Iterable[str]) -> str:
+    matches = difflib.get_close_matches(value.lower(), sorted(set(choices)), n=5, cutoff=0.5)
+    return f"; close matches: {', '.join(matches)}" if matches else ""
+
+
+def _codes(values: np.ndarray) -> tuple[np.ndarray, dict[str, int]]:
+    """Integer codes per row and the value -> code map (None gets its own code)."""
+    as_text = np.array(["" if value is None else str(value) for value in values], dtype=object)
+    vocabulary, codes = np.unique(as_text, return_inverse=True)
+    return codes.astype(np.int32), {str(value): index for index, value in enumerate(vocabulary)}
+
+
+class LoadedArtifact:
+    """The in-memory view of one artifact file; safe to share between threads."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._connection = connect(str(path), read_only=True)
+        self._lock = threading.Lock()
+        try:
+            self._load()
+        except duckdb.Error as error:
+            self._connection.close()
+            raise SlackqueryError(f"cannot read search artifact {path}: {error}") from error
+
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        """A connection for one request (DuckDB connections are not shared across threads)."""
+        with self._lock:
+            return self._connection.cursor()
+
+    def close(self) -> None:
+        """Release the file handle; called once no request uses this artifact any more."""
+        self._connection.close()
+
+    # -- loading ---------------------------------------------------------------------
+    def _load(self) -> None:
+        connection = self._connection
+        metadata = connection.execute("select * from artifact_metadata").fetchall()
+        names = [column[0] for column in connection.description or ()]
+        if len(metadata) != 1:
+            raise SlackqueryError(f"artifact {self.path} has no single artifact_metadata row")
+        self.metadata = dict(zip(names, metadata[0], strict=True))
+        self.build_id = str(self.metadata["build_id"])
+        self.generation_id = str(self.metadata["generation_id"])
+        fts_config = json.loads(self.metadata["fts_config_json"])
+        for key, expected in EXPECTED_FTS_CONFIG.items():
+            if str(fts_config.get(key)) != str(expected):
+                raise SlackqueryError(
+                    f"artifact {self.build_id} FTS config has {key}={fts_config.get(key)!r}; "
+                    f"serving tokenises queries for {key}={expected!r}"
+                )
+        columns = connection.execute(
+            """
+            select
+                document_id, document_kind, workspace_id, channel_id, conversation_type,
+                author_id, ts_us, coalesce(thread_id, '') as thread_id, message_ids,
+                coalesce(regexp_matches(text_lexical, 'https?://'), false) as has_link
+            from search_documents
+            order by document_id
+            """
+        ).fetchnumpy()
+        self.document_ids: list[str] = columns["document_id"].tolist()
+        self.row_count = len(self.document_ids)
+        self.row_of: dict[str, int] = {doc: row for row, doc in enumerate(self.document_ids)}
+        kinds = columns["document_kind"]
+        self.is_message = np.asarray(kinds == "message", dtype=bool)
+        self.is_context = np.asarray(kinds == "thread_context", dtype=bool)
+        self.message_count = int(self.is_message.sum())
+        self.workspace_codes, self.workspace_code_of = _codes(columns["workspace_id"])
+        self.channel_codes, self.channel_code_of = _codes(columns["channel_id"])
+        self.author_codes, self.author_code_of = _codes(columns["author_id"])
+        self.type_codes, self.type_code_of = _codes(columns["conversation_type"])
+        self.ts_us = np.asarray(columns["ts_us"], dtype=np.int64)
+        thread_ids = columns["thread_id"]
+        self.is_thread = np.asarray(thread_ids != "", dtype=bool)
+        self.has_link = np.asarray(columns["has_link"], dtype=bool)
+        thread_codes, _ = _codes(thread_ids)
+        # Rows outside threads get a key of their own so the per-thread cap ignores them.
+        self.thread_keys = np.where(
+            self.is_thread,
+            thread_codes,
+            thread_codes.max(initial=0) + 1 + np.arange(self.row_count),
+        ).astype(np.int64)
+        self.context_members: dict[int, np.ndarray] = {}
+        for row in np.flatnonzero(self.is_context).tolist():
+            listed = columns["message_ids"][row]
+            members = [self.row_of.get(doc) for doc in ([] if listed is None else list(listed))]
+            self.context_members[row] = np.array(
+                [member for member in members if member is not None], dtype=np.int64
+            )
+        self.bm25 = BM25Index(connection, self.row_count)
+        self._load_vectors()
+        self._load_names()
+
+    def _load_vectors(self) -> None:
+        vectors = self._connection.execute(
+            "select document_id, embedding from document_vectors order by document_id"
+        ).fetchnumpy()
+        embeddings = vectors["embedding"]
+        if len(embeddings) == 0:
+            self.dimension = 0
+            self.vectors = np.zeros((self.row_count, 0), dtype=np.float32)
+            self.has_vector = np.zeros(self.row_count, dtype=bool)
+            return
+        stacked = np.stack([np.asarray(value, dtype=np.float32) for value in embeddings])
+        self.dimension = int(stacked.shape[1])
+        rows = np.array([self.row_of.get(doc, -1) for doc in vectors["document_id"].tolist()])
+        if (rows < 0).any():
+            raise SlackqueryError(f"artifact {self.build_id} has vectors for unknown documents")
+        self.vectors = np.zeros((self.row_count, self.dimension), dtype=np.float32)
+        self.vectors[rows] = stacked
+        self.has_vector = np.zeros(self.row_count, dtype=bool)
+        self.has_vector[rows] = True
+
+    def _load_names(self) -> None:
+        connection = self._connection
+        self.workspaces = connection.execute(
+            "select workspace_id, workspace_slug, workspace_name, workspace_url from workspaces "
+            "order by workspace_slug, workspace_id"
+        ).fetchall()
+        self.channels = connection.execute(
+            "select workspace_id, channel_id, channel_name, conversation_type, message_count, "
+            "first_ts_us, last_ts_us from channels order by workspace_id, channel_name, channel_id"
+        ).fetchall()
+        self.users = connection.execute(
+            "select workspace_id, user_id, user_name, username, real_name, display_name "
+            "from users order by workspace_id, user_id"
+        ).fetchall()
+        self.workspace_names = {row[0]: (row[1], row[2]) for row in self.workspaces}
+        self.channel_by_name: dict[str, set[str]] = {}
+        for row in self.channels:
+            if row[2]:
+                self.channel_by_name.setdefault(str(row[2]).lower(), set()).add(row[1])
+        self.user_by_name: dict[str, set[str]] = {}
+        for row in self.users:
+            for name in row[2:]:
+                if name:
+                    self.user_by_name.setdefault(str(name).lower(), set()).add(row[1])
+
+    # -- filters ---------------------------------------------------------------------
+    def resolve_workspaces(self, values: Sequence[str]) -> tuple[str, ...]:
+        """Workspace ids, slugs or names -> ids; unknown values are an error."""
+        resolved: set[str] = set()
+        by_label = {}
+        for workspace_id, slug, name, _url in self.workspaces:
+            for label in (workspace_id, slug, name):
+                if label:
+                    by_label.setdefault(str(label).lower(), set()).add(workspace_id)
+        for value in values:
+            found = by_label.get(value.strip().lower())
+            if not found:
+                raise SlackqueryError(
+                    f"unknown workspace {value!r}{_close_matches(value, by_label)} "
+                    "(list_slack_scopes lists workspaces)"
+                )
+            resolved |= found
+        return tuple(sorted(resolved))
+
+    def resolve_channels(self, values: Sequence[str]) -> tuple[str, ...]:
+        """Channel ids or names (`#eng`, `eng`, `<#C123|eng>`) -> ids."""
+        known_ids = {row[1] for row in self.channels} | set(self.channel_code_of)
+        resolved: set[str] = set()
+        for value in values:
+            text = value.strip()
+            if text.startswith("<#") and text.endswith(">"):
+                text = text[2:-1].split("|", 1)[0]
+            if text in known_ids and not text.startswith("#"):
+                resolved.add(text)
+                continue
+            found = self.channel_by_name.get(text.lstrip("#").lower())
+            if not found:
+                hint = _close_matches(text.lstrip("#"), self.channel_by_name)
+                raise SlackqueryError(
+                    f"unknown channel {value!r}{hint} (list_slack_scopes lists channels)"
+                )
+            resolved |= found
+        return tuple(sorted(resolved))
+
+    def resolve_authors(self, values: Sequence[str]) -> tuple[str, ...]:
+        """User ids or names (`@priya`, display/real/user names, `<@U123>`) -> ids."""
+        known_ids = {row[1] for row in self.users} | set(self.author_code_of)
+        resolved: set[str] = set()
+        for value in values:
+            text = value.strip()
+            if text.startswith("<@") and text.endswith(">"):
+                text = text[2:-1].split("|", 1)[0]
+            if text in known_ids and not text.startswith("@"):
+                resolved.add(text)
+                continue
+            found = self.user_by_name.get(text.lstrip("@").lower())
+            if not found:
+                raise SlackqueryError(
+                    f"unknown author {value!r}{_close_matches(text.lstrip('@'), self.user_by_name)}"
+                )
+            resolved |= found
+        return tuple(sorted(resolved))
+
+    def mask(self, filters: Filters) -> np.ndarray:
+        """Rows (of any kind) passing every filter; kinds are restricted by the caller."""
+        keep = np.ones(self.row_count, dtype=bool)
+        for values, codes, code_of in (
+            (filters.workspace_ids, self.workspace_codes, self.workspace_code_of),
+            (filters.channel_ids, self.channel_codes, self.channel_code_of),
+            (filters.author_ids, self.author_codes, self.author_code_of),
+            (filters.conversation_types, self.type_codes, self.type_code_of),
+        ):
+            if values is not None:
+                wanted = [code_of[value] for value in values if value in code_of]
+                keep &= np.isin(codes, np.array(wanted, dtype=np.int32))
+        if filters.start_ts_us is not None:
+            keep &= self.ts_us >= filters.start_ts_us
+        if filters.end_ts_us is not None:
+            keep &= self.ts_us <= filters.end_ts_us
+        if filters.is_thread:
+            keep &= self.is_thread
+        if filters.has_link:
+            keep &= self.has_link
+        return keep
+
+    # -- display rows ----------------------------------------------------------------
+    def fetch_rows(self, document_ids: Sequence[str]) -> dict[str, dict[str, object]]:
+        """Display columns of these documents, by id (ids are bound, never spliced)."""
+        if not document_ids:
+            return {}
+        cursor = self.cursor()
+        try:
+            result = cursor.execute(
+                f"select {', '.join(DISPLAY_COLUMNS)} from search_documents "
+                "where document_id in (select unnest($ids))",
+                {"ids": list(document_ids)},
+            ).fetchall()
+        finally:
+            cursor.close()
+        return {row[0]: dict(zip(DISPLAY_COLUMNS, row, strict=True)) for row in result}
+
+    def texts(self, rows: Sequence[int]) -> dict[int, str]:
+        """`text_lexical` of these rows (used to verify quoted phrases)."""
+        ids = [self.document_ids[row] for row in rows]
+        cursor = self.cursor()
+        try:
+            result = cursor.execute(
+                "select document_id, text_lexical from search_documents "
+                "where document_id in (select unnest($ids))",
+                {"ids": ids},
+            ).fetchall()
+        finally:
+            cursor.close()
+        return {self.row_of[doc]: text or "" for doc, text in result}

@@ -1,0 +1,78 @@
+"""Opaque, signed pagination cursors.
+
+A cursor is `base64url(json{a: artifact id, f: request fingerprint, o: offset}).signature`
+with an HMAC-SHA256 signature, so a client can neither forge an offset nor reuse a cursor
+with another query, filter set, mode or artifact. Pages are slices of one deterministic
+ranking, so following cursors never repeats or skips a document.
+"""
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+import secrets
+
+from slackquery.errors import SlackqueryError
+
+_RESTART = "; repeat the search without a cursor to start again"
+
+
+def fingerprint(payload: dict[str, object]) -> str:
+    """sha256 of the canonical JSON of what defines a ranking (query, mode, filters)."""
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+class CursorCodec:
+    """Signs and checks cursors with one key (settings.cursor_secret or a random one)."""
+
+    def __init__(self, secret: str | None = None):
+        self._key = secret.encode("utf-8") if secret else secrets.token_bytes(32)
+
+    def _sign(self, body: str) -> str:
+        return _b64(hmac.new(self._key, body.encode("ascii"), hashlib.sha256).digest()[:18])
+
+    def encode(self, artifact_id: str, request_fingerprint: str, offset: int) -> str:
+        """A cursor for the page that starts at `offset`."""
+        body = _b64(
+            json.dumps(
+                {"a": artifact_id, "f": request_fingerprint, "o": offset}, separators=(",", ":")
+            ).encode("utf-8")
+        )
+        return f"{body}.{self._sign(body)}"
+
+    def decode(self, cursor: str, artifact_id: str, request_fingerprint: str) -> int:
+        """The offset a valid cursor points at; any mismatch is a clear error."""
+        body, _, signature = cursor.strip().partition(".")
+        if not body or not signature or len(cursor) > 512 or not body.isascii():
+            raise SlackqueryError("cursor is not a cursor returned by search_slack" + _RESTART)
+        if not hmac.compare_digest(self._sign(body), signature):
+            raise SlackqueryError(
+                "cursor signature is invalid (edited, forged, or from another server)" + _RESTART
+            )
+        try:
+            payload = json.loads(_unb64(body))
+            offset = int(payload["o"])
+            cursor_artifact, cursor_fingerprint = str(payload["a"]), str(payload["f"])
+        except (binascii.Error, ValueError, KeyError, TypeError):
+            raise SlackqueryError("cursor is malformed" + _RESTART) from None
+        if cursor_artifact != artifact_id:
+            raise SlackqueryError(
+                "cursor belongs to an older search artifact (a new one was published)" + _RESTART
+            )
+        if cursor_fingerprint != request_fingerprint:
+            raise SlackqueryError(
+                "cursor was issued for a different query, mode or filters" + _RESTART
+            )
+        if offset < 0:
+            raise SlackqueryError("cursor offset is out of range" + _RESTART)
+        return offset

@@ -1,0 +1,142 @@
+"""Request and result types: the structured output of every MCP tool and of `search --json`.
+
+Field descriptions end up in the tools' output schemas, which agents read, so each one
+says what the value means and how to use it.
+"""
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+Mode = Literal["hybrid", "lexical", "semantic"]
+
+
+class SearchRequest(BaseModel):
+    """One search call, exactly the `search_slack` arguments."""
+
+    query: str
+    mode: Mode = "hybrid"
+    workspace_ids: list[str] | None = None
+    channel_ids: list[str] | None = None
+    author_ids: list[str] | None = None
+    conversation_types: list[str] | None = None
+    start_ts_us: int | None = None
+    end_ts_us: int | None = None
+    limit: int = 10
+    cursor: str | None = None
+
+
+class ArmSignal(BaseModel):
+    """One retrieval arm's view of a hit."""
+
+    rank: int = Field(description="1-based rank within this arm's candidates.")
+    score: float = Field(description="The arm's raw score (BM25 or cosine); a ranking signal.")
+
+
+class SearchHit(BaseModel):
+    """One matching Slack message."""
+
+    document_id: str = Field(description="Stable id (`W:C:ts`); pass to get_slack_message.")
+    source_message_id: str | None = Field(description="The message's id in its source export.")
+    workspace_id: str
+    workspace_name: str | None
+    channel_id: str
+    channel_name: str | None
+    conversation_type: str | None
+    author_id: str | None
+    author_name: str | None
+    ts_us: int = Field(description="Posting time, microseconds since the epoch (UTC).")
+    timestamp: str = Field(description="Posting time, ISO 8601 UTC.")
+    thread_id: str | None = Field(description="Thread id for get_slack_thread, if threaded.")
+    thread_root_id: str | None
+    text: str = Field(description="Message text (cut with a marker when very long).")
+    text_truncated: bool
+    permalink: str | None = Field(description="Slack link to cite.")
+    lexical: ArmSignal | None = Field(description="BM25 arm rank/score, if it found this.")
+    semantic: ArmSignal | None = Field(description="Embedding arm rank/score, if it found this.")
+    context: ArmSignal | None = Field(
+        description="Thread-context arm rank/score: the thread as a whole matched."
+    )
+    fused_score: float = Field(description="Weighted RRF score; relative, not a probability.")
+
+
+class SearchResponse(BaseModel):
+    """A page of results and how they were produced."""
+
+    query: str = Field(description="Free text searched, after Slack operators were taken out.")
+    mode: Mode
+    route: str = Field(description="exact, conceptual or mixed: which arm weights were used.")
+    weights: dict[str, float] = Field(description="Arm weights used in fusion.")
+    filters: dict[str, object] = Field(description="Filters applied, names resolved to ids.")
+    artifact_id: str
+    generation_id: str
+    results: list[SearchHit]
+    next_cursor: str | None = Field(
+        description="Pass back as `cursor` (same query and filters) for the next page; "
+        "null when there are no more results."
+    )
+    notes: list[str] = Field(description="Warnings: dropped tokens, unknown terms, caps hit.")
+    timings_ms: dict[str, float]
+
+
+class MessageRecord(BaseModel):
+    """One Slack message as stored in the artifact."""
+
+    document_id: str
+    source_message_id: str | None
+    workspace_id: str
+    workspace_name: str | None
+    channel_id: str
+    channel_name: str | None
+    author_id: str | None
+    author_name: str | None
+    ts_us: int
+    timestamp: str
+    thread_id: str | None
+    thread_root_id: str | None
+    is_thread_parent: bool | None
+    is_thread_reply: bool | None
+    text: str
+    text_truncated: bool
+    permalink: str | None
+    is_target: bool = Field(
+        default=False, description="True for the requested message among its neighbours."
+    )
+
+
+class MessageResponse(BaseModel):
+    """A message and its same-channel neighbours in time order."""
+
+    messages: list[MessageRecord]
+    artifact_id: str
+
+
+class ThreadResponse(BaseModel):
+    """A thread's messages in time order."""
+
+    thread_id: str
+    messages: list[MessageRecord]
+    truncated: bool = Field(description="True when the thread has more messages than `limit`.")
+    artifact_id: str
+
+
+class ScopeRecord(BaseModel):
+    """A channel (or DM) with its workspace, message count and time span."""
+
+    workspace_id: str
+    workspace_slug: str | None
+    workspace_name: str | None
+    channel_id: str
+    channel_name: str | None
+    conversation_type: str | None
+    message_count: int
+    first_ts_us: int | None
+    last_ts_us: int | None
+
+
+class ScopesResponse(BaseModel):
+    """Channels matching the scope filters, ordered by workspace slug and channel name."""
+
+    scopes: list[ScopeRecord]
+    truncated: bool
+    artifact_id: str

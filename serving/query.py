@@ -1,0 +1,205 @@
+"""Query text handling: FTS-parity tokenising, Slack search syntax, and route classification.
+
+The artifact's FTS index was built with `lower=1, strip_accents=1,
+ignore='[^\\p{L}\\p{N}]+'` (see docs/architecture.md). BM25 only finds a query term that
+was tokenised exactly like the indexed text, so `fts_tokens` reproduces DuckDB's
+`strip_accents` -> `lower` -> split-on-non-letter-or-digit pipeline; a test checks parity
+against DuckDB's own tokenizer. Nothing from the query ever becomes SQL text: tokens are
+looked up in an in-memory dictionary and filters are resolved to ids.
+"""
+
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+
+from slackquery.errors import SlackqueryError
+
+# `[\W_]+` is Python's spelling of `[^\p{L}\p{N}]+`: `\w` is letters, digits and `_`.
+_SEPARATORS = re.compile(r"[\W_]+")
+# The allowlist that keeps identifiers whole for route classification and highlighting.
+_ALLOWLIST_TOKEN = re.compile(r"[\w@./:+#-]+")
+_URL = re.compile(r"^https?://", re.IGNORECASE)
+_TICKET = re.compile(r"^[A-Za-z]{1,12}-\d+$")
+_SLACK_ID = re.compile(r"^[WCUGDT][A-Z0-9]{5,}$")
+_COMPOUND = re.compile(r"^\w+[./:_-]\w+")
+_HEX = re.compile(r"^[0-9a-fA-F]{8,}$")
+_MIXED_ALNUM = re.compile(r"^(?=.*\d)(?=.*[A-Za-z])[A-Za-z0-9]{3,}$")
+_QUESTION_WORDS = frozenset(
+    ["why", "how", "what", "when", "where", "who", "which", "about", "similar", "explain", "describe", "anyone", "anybody"]
+)
+# `key:value` operators Slack users type; the value runs to the next whitespace.
+_OPERATOR = re.compile(
+    r'(?<!\S)(in|from|before|after|on|during|is|has):("[^"]*"|\S+)', re.IGNORECASE
+)
+_PHRASE = re.compile(r'"([^"]+)"')
+_MONTHS = {
+    name: index
+    for index, name in enumerate(
+        ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december"],
+        start=1,
+    )
+}
+
+
+def strip_accents(text: str) -> str:
+    """Remove combining marks after canonical decomposition, like DuckDB's `strip_accents`."""
+    decomposed = unicodedata.normalize("NFD", text)
+    kept = "".join(char for char in decomposed if not unicodedata.combining(char))
+    return unicodedata.normalize("NFC", kept)
+
+
+def normalize(text: str) -> str:
+    """The FTS normalisation: accents stripped, then lower-cased."""
+    return strip_accents(text).lower()
+
+
+def fts_tokens(text: str) -> list[str]:
+    """Tokens exactly as the artifact's FTS index produced them, in order, duplicates kept."""
+    return [token for token in _SEPARATORS.split(normalize(text)) if token]
+
+
+def allowlist_tokens(text: str) -> list[str]:
+    """Identifier-preserving tokens (`ERR-42`, `v2.3.1`, URLs, `@name`, `#channel`)."""
+    return [token.strip(".:/-") or token for token in _ALLOWLIST_TOKEN.findall(text)]
+
+
+def is_identifier(token: str) -> bool:
+    """Whether a token looks like an id, error code, version, URL or hash, not a word."""
+    return bool(
+        _URL.match(token)
+        or _TICKET.match(token)
+        or _SLACK_ID.match(token)
+        or _COMPOUND.match(token)
+        or _HEX.match(token)
+        or _MIXED_ALNUM.match(token)
+        or token.startswith(("@", "#"))
+    )
+
+
+def has_searchable_content(text: str) -> bool:
+    """True when the text holds a letter, digit or symbol (emoji), not only spaces/punctuation."""
+    return any(unicodedata.category(char)[0] in "LNS" for char in text)
+
+
+@dataclass
+class ParsedQuery:
+    """A query with Slack search operators taken out and turned into structured filters."""
+
+    text: str
+    phrases: list[str] = field(default_factory=list)
+    channel_names: list[str] = field(default_factory=list)
+    user_names: list[str] = field(default_factory=list)
+    start_ts_us: int | None = None
+    end_ts_us: int | None = None
+    is_thread: bool = False
+    has_link: bool = False
+
+
+def _day_start_us(day: date) -> int:
+    return int(datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp() * 1_000_000)
+
+
+def _parse_day(value: str, operator: str) -> date:
+    lowered = value.lower()
+    today = datetime.now(UTC).date()
+    if lowered == "today":
+        return today
+    if lowered == "yesterday":
+        return today - timedelta(days=1)
+    try:
+        return date.fromisoformat(value)
+    except ValueError:
+        raise SlackqueryError(
+            f"{operator}:{value} is not a date; use YYYY-MM-DD, `today` or `yesterday` (UTC)"
+        ) from None
+
+
+def _parse_month(value: str) -> tuple[date, date]:
+    """`during:` takes YYYY-MM, YYYY or a month name (its latest past occurrence)."""
+    lowered = value.lower()
+    if re.fullmatch(r"\d{4}", value):
+        year = int(value)
+        return date(year, 1, 1), date(year + 1, 1, 1)
+    match = re.fullmatch(r"(\d{4})-(\d{2})", value)
+    if match and 1 <= int(match.group(2)) <= 12:
+        first = date(int(match.group(1)), int(match.group(2)), 1)
+    elif lowered in _MONTHS:
+        today = datetime.now(UTC).date()
+        month = _MONTHS[lowered]
+        first = date(today.year if month <= today.month else today.year - 1, month, 1)
+    else:
+        raise SlackqueryError(f"during:{value} is not a month; use YYYY-MM, YYYY or a month name")
+    following = date(first.year + (first.month == 12), first.month % 12 + 1, 1)
+    return first, following
+
+
+def _narrow(current: int | None, new: int, pick: type[max] | type[min]) -> int:
+    return new if current is None else pick(current, new)
+
+
+def parse_query(raw: str) -> ParsedQuery:
+    """Split Slack search syntax (`in:#c from:@u before:/after:/on:/during: is:thread
+    has:link "phrase"`) out of the query text.
+
+    Dates are UTC days; `before:` and `after:` exclude the named day, as in Slack. An
+    unknown operator value is an error rather than silently searched as text.
+    """
+    parsed = ParsedQuery(text="")
+
+    def take(match: re.Match[str]) -> str:
+        operator = match.group(1).lower()
+        value = match.group(2).strip('"')
+        if operator == "in":
+            parsed.channel_names.append(value)
+        elif operator == "from":
+            parsed.user_names.append(value)
+        elif operator == "is":
+            if value.lower() != "thread":
+                raise SlackqueryError(f"is:{value} is not supported; only is:thread is")
+            parsed.is_thread = True
+        elif operator == "has":
+            if value.lower() != "link":
+                raise SlackqueryError(f"has:{value} is not supported; only has:link is")
+            parsed.has_link = True
+        elif operator == "during":
+            first, following = _parse_month(value)
+            parsed.start_ts_us = _narrow(parsed.start_ts_us, _day_start_us(first), max)
+            parsed.end_ts_us = _narrow(parsed.end_ts_us, _day_start_us(following) - 1, min)
+        else:
+            day = _parse_day(value, operator)
+            if operator == "on":
+                parsed.start_ts_us = _narrow(parsed.start_ts_us, _day_start_us(day), max)
+                end = _day_start_us(day + timedelta(days=1)) - 1
+                parsed.end_ts_us = _narrow(parsed.end_ts_us, end, min)
+            elif operator == "before":
+                parsed.end_ts_us = _narrow(parsed.end_ts_us, _day_start_us(day) - 1, min)
+            else:
+                start = _day_start_us(day + timedelta(days=1))
+                parsed.start_ts_us = _narrow(parsed.start_ts_us, start, max)
+        return " "
+
+    remaining = _OPERATOR.sub(take, raw)
+    parsed.phrases = [phrase.strip() for phrase in _PHRASE.findall(remaining) if phrase.strip()]
+    parsed.text = " ".join(remaining.replace('"', " ").split())
+    return parsed
+
+
+Route = str  # "exact" | "conceptual" | "mixed"
+
+
+def classify_route(text: str, phrases: list[str]) -> Route:
+    """Pick the fusion weights' route. Identifiers and quoted phrases push towards exact;
+    long natural-language questions towards conceptual; anything else is mixed."""
+    tokens = allowlist_tokens(text)
+    if phrases:
+        return "exact"
+    if not tokens:
+        return "mixed"
+    identifiers = sum(1 for token in tokens if is_identifier(token))
+    if 2 * identifiers >= len(tokens):
+        return "exact"
+    words = {token.lower() for token in tokens}
+    if len(tokens) >= 5 or words & _QUESTION_WORDS or text.rstrip().endswith("?"):
+        return "mixed" if identifiers else "conceptual"
+    return "mixed"

@@ -1,0 +1,331 @@
+"""`build_artifact`: write, index, validate and seal a new immutable search artifact.
+
+Order of work, and why each step is safe to die in:
+1. Under the artifact lock, earlier builds left `building` are marked failed and their
+   `.tmp` files removed (a build holds the lock for its whole run, so none is running).
+2. Coverage gate, then a `building` row in `search_builds`.
+3. The serving subset is copied into `search-<id>.duckdb.tmp` (readers never look at
+   `.tmp` names), the FTS index is built by the dbt macro, metadata written, CHECKPOINT.
+4. Great Expectations validates the file in a fresh process that opens it read-only.
+5. Rename to `search-<id>.duckdb`, chmod 0444, sha256, manifest written atomically
+   (publish refuses a file without a matching manifest), status `validated`.
+"""
+
+import json
+import os
+import stat
+import subprocess
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from slackquery import __version__
+from slackquery.artifacts import files, fts, history, inputs, schema, validate
+from slackquery.artifacts.files import crash_point
+from slackquery.duckdb_setup import connect
+from slackquery.errors import SlackqueryError
+from slackquery.settings import Settings
+
+# Columns of the state mart copied into the artifact (the contract drops the rest).
+DOCUMENT_COLUMNS = tuple(column.name for column in schema.SEARCH_DOCUMENTS)
+
+
+def code_version() -> str:
+    """Package version plus the git commit when running from a checkout."""
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"],
+            cwd=fts.PROJECT_DIR,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return __version__
+    return f"{__version__}+g{commit}" if commit else __version__
+
+
+def new_build_id(watermark: str, at: datetime | None = None) -> str:
+    """`YYYYmmddTHHMMSSZ-<watermark[:8]>-<uuid4 hex[:8]>`: sortable by time, unique."""
+    moment = (at or datetime.now(UTC)).astimezone(UTC)
+    return f"{moment:%Y%m%dT%H%M%SZ}-{watermark[:8]}-{uuid.uuid4().hex[:8]}"
+
+
+def _sql_string(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _has_relation(conn: duckdb.DuckDBPyConnection, name: str) -> bool:
+    row = conn.execute(
+        "select count(*) from (select table_name as name from duckdb_tables() "
+        "where schema_name = 'main' union all select view_name from duckdb_views() "
+        "where schema_name = 'main' and not internal) where name = ?",
+        [name],
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def _users_select(conn: duckdb.DuckDBPyConnection) -> str:
+    """Authors of active documents, with handle/real/display names when state has them.
+
+    The projection's contract guarantees only `search_documents` (author id and name);
+    a `search_users` mart, when the projection provides one, adds the three name fields.
+    """
+    authors = """
+        select workspace_id, author_id as user_id, arg_max(author_name, ts_us) as user_name
+        from main.search_documents
+        where is_active and author_id is not null
+        group by 1, 2
+    """
+    if _has_relation(conn, "search_users"):
+        return f"""
+            with authors as ({authors})
+            select authors.workspace_id, authors.user_id, authors.user_name,
+                search_users.username, search_users.real_name, search_users.display_name
+            from authors
+            left join main.search_users as search_users
+                on authors.workspace_id = search_users.workspace_id
+                and authors.user_id = search_users.user_id
+            order by 1, 2
+        """
+    return f"""
+        select workspace_id, user_id, user_name,
+            null::varchar, null::varchar, null::varchar
+        from ({authors}) as authors
+        order by 1, 2
+    """
+
+
+def write_candidate(
+    conn: duckdb.DuckDBPyConnection, path: Path, generation: inputs.Generation
+) -> None:
+    """Copy the serving subset from state (`conn`) into a new DuckDB file at `path`."""
+    dimension = generation.stored_dimension
+    tables = schema.table_columns(dimension)
+    conn.execute(f"attach {_sql_string(str(path))} as candidate")
+    try:
+        for table, key in (
+            ("search_documents", "document_id"),
+            ("document_vectors", "document_id"),
+            ("workspaces", None),
+            ("channels", None),
+            ("users", None),
+            ("artifact_metadata", None),
+        ):
+            conn.execute(schema.create_table_sql("candidate", table, tables[table], key))
+        conn.execute(
+            f"insert into candidate.search_documents select {', '.join(DOCUMENT_COLUMNS)} "
+            "from main.search_documents where is_active order by document_id"
+        )
+        conn.execute(
+            f"""
+            insert into candidate.document_vectors
+            select documents.document_id, vectors.embedding::float[{dimension}]
+            from main.search_documents as documents
+            inner join main.embedding_work_items as vectors
+                on documents.document_id = vectors.document_id
+                and documents.text_hash = vectors.text_hash
+            where documents.is_active
+                and documents.document_kind = 'message'
+                and vectors.generation_id = ?
+                and vectors.state = 'succeeded'
+            order by documents.document_id
+            """,
+            [generation.generation_id],
+        )
+        conn.execute(
+            """
+            insert into candidate.workspaces
+            select workspace_id, arg_max(workspace_slug, ts_us), arg_max(workspace_name, ts_us),
+                arg_max(workspace_url, ts_us)
+            from main.search_documents
+            where is_active
+            group by 1
+            order by 1
+            """
+        )
+        conn.execute(
+            """
+            insert into candidate.channels
+            select workspace_id, channel_id, arg_max(channel_name, ts_us),
+                arg_max(conversation_type, ts_us), count(*), min(ts_us), max(ts_us)
+            from main.search_documents
+            where is_active and document_kind = 'message'
+            group by 1, 2
+            order by 1, 2
+            """
+        )
+        conn.execute(f"insert into candidate.users {_users_select(conn)}")
+    finally:
+        conn.execute("detach candidate")
+
+
+def seal_candidate(
+    path: Path,
+    *,
+    build_id: str,
+    generation: inputs.Generation,
+    watermark: str,
+    version: str,
+) -> dict[str, Any]:
+    """Record metadata (incl. the FTS configuration read back from the index), CHECKPOINT."""
+    conn = connect(str(path))
+    try:
+        fts_config = fts.read_config(conn)
+        row = conn.execute(
+            """
+            select
+                count(*),
+                count(*) filter (where document_kind = 'message'),
+                count(*) filter (where document_kind = 'thread_context'),
+                (select count(*) from document_vectors)
+            from search_documents
+            """
+        ).fetchone()
+        assert row is not None
+        counts = {
+            "document_count": int(row[0]),
+            "message_count": int(row[1]),
+            "thread_context_count": int(row[2]),
+            "vector_count": int(row[3]),
+        }
+        built_at = history.now()
+        conn.execute(
+            "insert into artifact_metadata values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                build_id,
+                schema.SCHEMA_VERSION,
+                generation.generation_id,
+                json.dumps(generation.identity, sort_keys=True),
+                watermark,
+                counts["document_count"],
+                counts["message_count"],
+                counts["thread_context_count"],
+                counts["vector_count"],
+                json.dumps(fts_config, sort_keys=True),
+                version,
+                built_at,
+            ],
+        )
+        conn.execute("checkpoint")
+    finally:
+        conn.close()
+    return {"counts": counts, "fts_config": fts_config, "built_at": built_at.isoformat()}
+
+
+def remove_stale_temp_files(artifact_dir: Path) -> list[str]:
+    """Delete `.tmp` files of dead builds; only call while holding the artifact lock."""
+    removed = []
+    for path in artifact_dir.glob(f"{files.ARTIFACT_PREFIX}*{files.TEMP_SUFFIX}*"):
+        path.unlink(missing_ok=True)
+        removed.append(path.name)
+    return removed
+
+
+def finalize(temp: Path, final: Path) -> str:
+    """Rename the validated temp file to its final name, make it read-only, checksum it."""
+    os.replace(temp, final)
+    files.fsync_dir(final.parent)
+    crash_point("after_rename")
+    final.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
+    return files.sha256_file(final)
+
+
+def manifest_for(
+    build_id: str, final: Path, checksum: str, sealed: dict[str, Any], generation, watermark, version
+) -> dict[str, Any]:
+    """The manifest beside an artifact: enough to re-check it without opening it."""
+    return {
+        "build_id": build_id,
+        "artifact_file": final.name,
+        "schema_version": schema.SCHEMA_VERSION,
+        "checksum_sha256": checksum,
+        "size_bytes": final.stat().st_size,
+        "generation_id": generation.generation_id,
+        "generation": generation.identity,
+        "source_watermark": watermark,
+        "counts": sealed["counts"],
+        "fts_config": sealed["fts_config"],
+        "built_at": sealed["built_at"],
+        "code_version": version,
+        "validation": {"success": True, "result_file": files.validation_file(final.parent, build_id).name},
+    }
+
+
+def build_artifact(settings: Settings) -> str:
+    """Build, validate and seal a new artifact from state; return its build id.
+
+    Raises SlackqueryError (and records a failed build) when coverage is incomplete or
+    validation fails. The published artifact is never touched.
+    """
+    state_path = settings.state_path
+    if not state_path.exists():
+        raise SlackqueryError(f"no state database at {state_path}: run `slackquery project` first")
+    artifact_dir = settings.artifact_path
+    artifact_dir.mkdir(parents=True, exist_ok=True)
+    with files.artifact_lock(artifact_dir):
+        conn = connect(str(state_path))
+        try:
+            history.ensure_table(conn)
+            history.fail_interrupted(conn)
+            remove_stale_temp_files(artifact_dir)
+            watermark = inputs.source_watermark(conn)
+            generation = inputs.current_generation(settings, conn)
+            inputs.check_coverage(conn, generation)
+            version = code_version()
+            build_id = new_build_id(watermark)
+            temp = files.temp_file(artifact_dir, build_id)
+            final = files.artifact_file(artifact_dir, build_id)
+            result_path = files.validation_file(artifact_dir, build_id)
+            history.supersede_failed(conn, watermark, generation.generation_id)
+            history.insert_building(
+                conn,
+                build_id=build_id,
+                source_watermark=watermark,
+                generation_id=generation.generation_id,
+                artifact_path=str(final),
+                code_version=version,
+            )
+            try:
+                write_candidate(conn, temp, generation)
+                fts.build_index(settings, temp)
+                sealed = seal_candidate(
+                    temp,
+                    build_id=build_id,
+                    generation=generation,
+                    watermark=watermark,
+                    version=version,
+                )
+                crash_point("after_tmp_write")
+                result = validate.run_checkpoint(settings, temp, result_path)
+                if not result["success"]:
+                    message = validate.failure_summary(result)
+                    history.mark_failed(conn, build_id, message, validation=result)
+                    raise validate.ValidationFailed(
+                        f"build {build_id} {message} (details: {result_path})"
+                    )
+                checksum = finalize(temp, final)
+                manifest = manifest_for(
+                    build_id, final, checksum, sealed, generation, watermark, version
+                )
+                files.write_json_atomic(files.manifest_file(artifact_dir, build_id), manifest)
+                history.mark_validated(
+                    conn,
+                    build_id,
+                    artifact_path=str(final),
+                    checksum=checksum,
+                    counts=sealed["counts"],
+                    validation=result,
+                )
+            except BaseException as error:
+                temp.unlink(missing_ok=True)
+                if not isinstance(error, validate.ValidationFailed):
+                    history.mark_failed(conn, build_id, f"{type(error).__name__}: {error}")
+                raise
+            return build_id
+        finally:
+            conn.close()

@@ -1,0 +1,133 @@
+"""File primitives the artifact lifecycle relies on: locks, atomic writes, checksums, names.
+
+Everything here exists so that a process killed at any instant leaves either the old
+state or the new one on disk, never a half-written file under a name readers trust.
+"""
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import re
+import signal
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from slackquery.errors import SlackqueryError
+
+ARTIFACT_PREFIX = "search-"
+ARTIFACT_SUFFIX = ".duckdb"
+TEMP_SUFFIX = ".duckdb.tmp"
+MANIFEST_SUFFIX = ".manifest.json"
+VALIDATION_SUFFIX = ".validation.json"
+CURRENT_NAME = "current.duckdb"
+LOCK_NAME = ".artifacts.lock"
+BUILD_ID_PATTERN = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{8}-[0-9a-f]{8}$")
+
+CRASH_ENV = "SLACKQUERY_TEST_CRASH_AT"
+
+
+def crash_point(name: str) -> None:
+    """Test hook: SIGKILL this process when SLACKQUERY_TEST_CRASH_AT names this point.
+
+    Crash-safety tests set the variable in a subprocess to prove that dying at each named
+    point leaves the published artifact intact. Unset in normal runs, it does nothing.
+    """
+    if os.environ.get(CRASH_ENV) == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def is_build_id(value: str) -> bool:
+    """Whether `value` has the build id shape `YYYYmmddTHHMMSSZ-<hex8>-<hex8>`."""
+    return bool(BUILD_ID_PATTERN.match(value))
+
+
+def artifact_file(artifact_dir: Path, build_id: str) -> Path:
+    """Final (published-able) path of a build's artifact."""
+    return artifact_dir / f"{ARTIFACT_PREFIX}{build_id}{ARTIFACT_SUFFIX}"
+
+
+def temp_file(artifact_dir: Path, build_id: str) -> Path:
+    """Path a build writes before validation; never opened by readers."""
+    return artifact_dir / f"{ARTIFACT_PREFIX}{build_id}{TEMP_SUFFIX}"
+
+
+def manifest_file(artifact_dir: Path, build_id: str) -> Path:
+    """The manifest beside an artifact."""
+    return artifact_dir / f"{ARTIFACT_PREFIX}{build_id}{MANIFEST_SUFFIX}"
+
+
+def validation_file(artifact_dir: Path, build_id: str) -> Path:
+    """The Great Expectations result kept beside a build (passed or failed)."""
+    return artifact_dir / f"{ARTIFACT_PREFIX}{build_id}{VALIDATION_SUFFIX}"
+
+
+def build_id_of(path: Path) -> str | None:
+    """The build id a final artifact file name carries, or None for any other file."""
+    name = path.name
+    if not (name.startswith(ARTIFACT_PREFIX) and name.endswith(ARTIFACT_SUFFIX)):
+        return None
+    candidate = name[len(ARTIFACT_PREFIX) : -len(ARTIFACT_SUFFIX)]
+    return candidate if is_build_id(candidate) else None
+
+
+def fsync_dir(directory: Path) -> None:
+    """Make renames and new names in `directory` durable."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_json_atomic(path: Path, payload: Any) -> None:
+    """Write JSON to a temp name, fsync, rename over `path`, fsync the folder."""
+    temp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    with temp.open("w", encoding="utf-8") as handle:
+        json.dump(payload, handle, indent=2, sort_keys=True, default=str, ensure_ascii=False)
+        handle.write("\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temp, path)
+    fsync_dir(path.parent)
+
+
+def read_json(path: Path) -> Any:
+    """Read a JSON file written by `write_json_atomic`."""
+    with path.open(encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def sha256_file(path: Path, block_size: int = 8 * 1024 * 1024) -> str:
+    """Hex sha256 of a file, read in blocks so a multi-GiB artifact costs no memory."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while block := handle.read(block_size):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@contextlib.contextmanager
+def exclusive_lock(path: Path, what: str) -> Iterator[None]:
+    """Hold an exclusive `flock` on `path`; fail at once if another process holds it.
+
+    The kernel drops a flock when its process dies, so a crashed run never blocks the next.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = path.open("a+", encoding="utf-8")
+    try:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as error:
+            raise SlackqueryError(f"{what} is already running (lock held on {path})") from error
+        yield
+    finally:
+        handle.close()
+
+
+def artifact_lock(artifact_dir: Path) -> contextlib.AbstractContextManager[None]:
+    """The lock every build, publish, rollback and retention run holds in the artifact dir."""
+    return exclusive_lock(artifact_dir / LOCK_NAME, "another artifact build or publish")

@@ -1,0 +1,184 @@
+"""Build history: the `search_builds` table in the state database.
+
+Statuses: building → validated → published → superseded, or building → failed. A row
+left in `building` by a killed process is marked failed by the next build, which can tell
+because builds hold the artifact lock for their whole run.
+"""
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import duckdb
+
+STATUSES = ("building", "validated", "published", "failed", "superseded")
+MAX_ERROR_CHARS = 4000
+
+DDL = """
+create table if not exists search_builds (
+    build_id varchar primary key,
+    status varchar not null,
+    source_watermark varchar,
+    generation_id varchar,
+    counts_json json,
+    artifact_path varchar,
+    checksum_sha256 varchar,
+    validation_json json,
+    error_message varchar,
+    code_version varchar,
+    started_at timestamptz not null,
+    completed_at timestamptz,
+    published_at timestamptz
+)
+"""
+
+COLUMNS = (
+    "build_id",
+    "status",
+    "source_watermark",
+    "generation_id",
+    "counts_json",
+    "artifact_path",
+    "checksum_sha256",
+    "validation_json",
+    "error_message",
+    "code_version",
+    "started_at",
+    "completed_at",
+    "published_at",
+)
+
+
+def now() -> datetime:
+    """The current time in UTC (one place, so every timestamp agrees on the zone)."""
+    return datetime.now(UTC)
+
+
+def ensure_table(conn: duckdb.DuckDBPyConnection) -> None:
+    """Create `search_builds` if this state database has none yet."""
+    conn.execute(DDL)
+
+
+def table_exists(conn: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the state database has a `search_builds` table (read-only callers)."""
+    row = conn.execute(
+        "select count(*) from duckdb_tables() where table_name = 'search_builds'"
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def insert_building(
+    conn: duckdb.DuckDBPyConnection,
+    *,
+    build_id: str,
+    source_watermark: str,
+    generation_id: str,
+    artifact_path: str,
+    code_version: str,
+) -> None:
+    """Record a build that has started writing its temp file."""
+    conn.execute(
+        "insert into search_builds (build_id, status, source_watermark, generation_id, "
+        "artifact_path, code_version, started_at) values (?, 'building', ?, ?, ?, ?, ?)",
+        [build_id, source_watermark, generation_id, artifact_path, code_version, now()],
+    )
+
+
+def mark_validated(
+    conn: duckdb.DuckDBPyConnection,
+    build_id: str,
+    *,
+    artifact_path: str,
+    checksum: str,
+    counts: dict[str, int],
+    validation: dict[str, Any],
+) -> None:
+    """A build whose file passed validation and now sits under its final name."""
+    conn.execute(
+        "update search_builds set status = 'validated', artifact_path = ?, "
+        "checksum_sha256 = ?, counts_json = ?, validation_json = ?, completed_at = ?, "
+        "error_message = null where build_id = ?",
+        [artifact_path, checksum, json.dumps(counts), json.dumps(validation), now(), build_id],
+    )
+
+
+def mark_failed(
+    conn: duckdb.DuckDBPyConnection,
+    build_id: str,
+    error: str,
+    *,
+    validation: dict[str, Any] | None = None,
+) -> None:
+    """A build that will never be published, with why (trimmed to a readable size)."""
+    conn.execute(
+        "update search_builds set status = 'failed', error_message = ?, "
+        "validation_json = coalesce(?, validation_json), completed_at = ? where build_id = ?",
+        [
+            error[:MAX_ERROR_CHARS],
+            json.dumps(validation) if validation is not None else None,
+            now(),
+            build_id,
+        ],
+    )
+
+
+def fail_interrupted(conn: duckdb.DuckDBPyConnection) -> list[str]:
+    """Mark every `building` row failed; only call while holding the artifact lock."""
+    rows = conn.execute(
+        "select build_id from search_builds where status = 'building' order by build_id"
+    ).fetchall()
+    for (build_id,) in rows:
+        mark_failed(conn, build_id, "interrupted: the build process ended before finishing")
+    return [row[0] for row in rows]
+
+
+def supersede_failed(
+    conn: duckdb.DuckDBPyConnection, source_watermark: str, generation_id: str
+) -> None:
+    """Older failed builds of the same inputs are superseded by a new attempt."""
+    conn.execute(
+        "update search_builds set status = 'superseded' where status = 'failed' "
+        "and source_watermark = ? and generation_id = ?",
+        [source_watermark, generation_id],
+    )
+
+
+def mark_published(conn: duckdb.DuckDBPyConnection, build_id: str) -> None:
+    """Make `build_id` the one published build; the previously published one is superseded."""
+    conn.execute(
+        "update search_builds set status = 'superseded' "
+        "where status = 'published' and build_id <> ?",
+        [build_id],
+    )
+    conn.execute(
+        "update search_builds set status = 'published', published_at = ? where build_id = ?",
+        [now(), build_id],
+    )
+
+
+def get_build(conn: duckdb.DuckDBPyConnection, build_id: str) -> dict[str, Any] | None:
+    """One build's row as a dict, or None."""
+    rows = list_builds(conn, build_id=build_id)
+    return rows[0] if rows else None
+
+
+def list_builds(
+    conn: duckdb.DuckDBPyConnection, *, build_id: str | None = None, limit: int | None = None
+) -> list[dict[str, Any]]:
+    """Builds, newest first, JSON columns decoded."""
+    sql = f"select {', '.join(COLUMNS)} from search_builds"
+    params: list[Any] = []
+    if build_id is not None:
+        sql += " where build_id = ?"
+        params.append(build_id)
+    sql += " order by started_at desc, build_id desc"
+    if limit is not None:
+        sql += f" limit {int(limit)}"
+    result = []
+    for row in conn.execute(sql, params).fetchall():
+        record = dict(zip(COLUMNS, row, strict=True))
+        for key in ("counts_json", "validation_json"):
+            if record[key] is not None:
+                record[key] = json.loads(record[key])
+        result.append(record)
+    return result

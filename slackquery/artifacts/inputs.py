@@ -1,0 +1,177 @@
+"""What a build reads from the state database: source watermark, generation, coverage.
+
+Everything here reads the dbt mart `search_documents` and the embedding tables, never
+canonical: the state mart is exactly what an artifact is built from, so a watermark over
+it changes whenever (and only when) the artifact's content would.
+"""
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+
+from slackquery.embedding import GenerationIdentity, configured_identity
+from slackquery.errors import SlackqueryError
+from slackquery.settings import Settings
+
+# Counts, the newest payload hash and an order-independent 128-bit digest of every row
+# of the mart (all columns, tombstones included). A renamed channel or user changes rows
+# without changing a payload hash, which is why the row digest is there.
+WATERMARK_SQL = """
+select
+    count(*),
+    count(*) filter (where is_active),
+    count(*) filter (where is_active and document_kind = 'message'),
+    count(*) filter (where is_active and document_kind = 'thread_context'),
+    coalesce(max(payload_hash), ''),
+    coalesce(cast(bit_xor(md5_number(cast(search_documents as varchar))) as varchar), '0')
+from search_documents
+"""
+
+
+@dataclass(frozen=True)
+class Generation:
+    """The embedding generation an artifact is built for, with its full stored identity."""
+
+    generation_id: str
+    identity: dict[str, Any]
+
+    @property
+    def stored_dimension(self) -> int:
+        """Length of every stored vector of this generation."""
+        return int(self.identity["stored_dimension"])
+
+
+def require_mart(conn: duckdb.DuckDBPyConnection) -> None:
+    """Fail clearly when the projection has not run against this state database."""
+    row = conn.execute(
+        "select count(*) from duckdb_tables() where table_name = 'search_documents' "
+        "and schema_name = 'main'"
+    ).fetchone()
+    views = conn.execute(
+        "select count(*) from duckdb_views() where view_name = 'search_documents' "
+        "and schema_name = 'main'"
+    ).fetchone()
+    if not ((row and row[0]) or (views and views[0])):
+        raise SlackqueryError(
+            "the state database has no search_documents: run `slackquery project` first"
+        )
+
+
+def source_watermark(conn: duckdb.DuckDBPyConnection) -> str:
+    """sha256 over the mart's counts, newest payload hash and row digest."""
+    require_mart(conn)
+    row = conn.execute(WATERMARK_SQL).fetchone()
+    assert row is not None
+    payload = json.dumps([str(value) for value in row], separators=(",", ":"))
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def current_generation(settings: Settings, conn: duckdb.DuckDBPyConnection) -> Generation:
+    """The configured embedding generation, as recorded by the embed flow in state.
+
+    The settings pin the identity when they can (`configured_identity`, no endpoint
+    contacted); an unpinned HTTP model is only known through what the embed flow stored,
+    so then the newest generation recorded for the configured model is used.
+    """
+    tables = {
+        name
+        for (name,) in conn.execute(
+            "select table_name from duckdb_tables() where table_name in "
+            "('embedding_generations', 'embedding_work_items')"
+        ).fetchall()
+    }
+    if tables != {"embedding_generations", "embedding_work_items"}:
+        raise SlackqueryError("the state database has no embeddings: run `slackquery embed` first")
+    pinned: GenerationIdentity | None = configured_identity(settings)
+    if pinned is not None:
+        row = conn.execute(
+            "select generation_id, identity_json from embedding_generations "
+            "where generation_id = ?",
+            [pinned.generation_id],
+        ).fetchone()
+        if row is None:
+            raise SlackqueryError(
+                f"embedding generation {pinned.generation_id} has no vectors yet: "
+                "run `slackquery embed` first"
+            )
+    else:
+        row = conn.execute(
+            "select generation_id, identity_json from embedding_generations "
+            "where json_extract_string(identity_json, '$.model') = ? "
+            "order by created_at desc limit 1",
+            [settings.embedding_model],
+        ).fetchone()
+        if row is None:
+            raise SlackqueryError(
+                f"no embedding generation of model {settings.embedding_model!r} in state: "
+                "run `slackquery embed` first"
+            )
+    identity = json.loads(row[1])
+    identity.setdefault("generation_id", row[0])
+    if "stored_dimension" not in identity:
+        raise SlackqueryError(f"generation {row[0]} has no stored_dimension in its identity")
+    return Generation(generation_id=row[0], identity=identity)
+
+
+COVERAGE_SQL = """
+with wanted as (
+    select document_id, document_kind, text_hash
+    from search_documents
+    where is_active
+),
+vectors as (
+    select document_id, text_hash, state
+    from embedding_work_items
+    where generation_id = $generation_id
+),
+classified as (
+    select
+        wanted.document_kind,
+        case
+            when wanted.document_kind <> 'message' then 'not_embedded'
+            when bool_or(vectors.state = 'succeeded' and vectors.text_hash = wanted.text_hash)
+                then 'succeeded'
+            when bool_or(vectors.text_hash = wanted.text_hash)
+                then max(vectors.state) filter (where vectors.text_hash = wanted.text_hash)
+            when count(vectors.document_id) > 0 then 'stale_text'
+            else 'not_queued'
+        end as coverage
+    from wanted
+    left join vectors on wanted.document_id = vectors.document_id
+    group by wanted.document_id, wanted.document_kind
+)
+select document_kind, coverage, count(*) from classified group by 1, 2 order by 1, 2
+"""
+
+
+def check_coverage(conn: duckdb.DuckDBPyConnection, generation: Generation) -> dict[str, Any]:
+    """Refuse unless every active message has a succeeded vector at its current text.
+
+    Returns the counts by kind and coverage; the error names the missing ones by state
+    (pending, in_progress, retryable_failed, terminal_failed, stale_text, not_queued).
+    """
+    rows = conn.execute(COVERAGE_SQL, {"generation_id": generation.generation_id}).fetchall()
+    by_kind: dict[str, dict[str, int]] = {}
+    for kind, coverage, count in rows:
+        by_kind.setdefault(kind, {})[coverage] = int(count)
+    active = sum(sum(states.values()) for states in by_kind.values())
+    if active == 0:
+        raise SlackqueryError("no active search documents in state: nothing to build")
+    messages = by_kind.get("message", {})
+    missing = {state: count for state, count in messages.items() if state != "succeeded"}
+    if missing:
+        total = sum(messages.values())
+        detail = ", ".join(f"{state}: {count}" for state, count in sorted(missing.items()))
+        kinds = ", ".join(
+            f"{kind}: {sum(states.values())} active" for kind, states in sorted(by_kind.items())
+        )
+        raise SlackqueryError(
+            f"embedding coverage incomplete for generation {generation.generation_id}: "
+            f"{messages.get('succeeded', 0)}/{total} active message documents have a vector "
+            f"for their current text; missing by state: {detail} ({kinds}); "
+            "run `slackquery embed` and build again"
+        )
+    return by_kind

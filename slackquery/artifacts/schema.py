@@ -1,0 +1,136 @@
+"""The artifact schema (version 1): one ordered column list per published table.
+
+This module is the single Python statement of the artifact contract in
+docs/architecture.md. The build creates tables from it and the Great Expectations suites
+compare the built file against it, so a change here changes both at once.
+"""
+
+from dataclasses import dataclass
+
+SCHEMA_VERSION = 1
+
+# The FTS index the dbt macro builds over the artifact's documents.
+FTS_RELATION = "search_documents"
+FTS_ID_COLUMN = "document_id"
+FTS_TEXT_COLUMNS = ("text_lexical",)
+FTS_SCHEMA = "fts_main_search_documents"
+
+# The vector type is the only column type that depends on the generation.
+VECTOR_TYPE_TEMPLATE = "FLOAT[{dimension}]"
+
+
+@dataclass(frozen=True)
+class Column:
+    """One artifact column: its name and DuckDB type as `duckdb_columns()` reports it."""
+
+    name: str
+    type: str
+
+
+def _columns(*pairs: tuple[str, str]) -> tuple[Column, ...]:
+    return tuple(Column(name, type_) for name, type_ in pairs)
+
+
+ARTIFACT_METADATA = _columns(
+    ("build_id", "VARCHAR"),
+    ("schema_version", "INTEGER"),
+    ("generation_id", "VARCHAR"),
+    ("generation_json", "JSON"),
+    ("source_watermark", "VARCHAR"),
+    ("document_count", "BIGINT"),
+    ("message_count", "BIGINT"),
+    ("thread_context_count", "BIGINT"),
+    ("vector_count", "BIGINT"),
+    ("fts_config_json", "JSON"),
+    ("code_version", "VARCHAR"),
+    ("built_at", "TIMESTAMP WITH TIME ZONE"),
+)
+
+# Every column of the state mart except text_embedding, text_hash, is_active,
+# payload_hash and workspace_url, in the mart's order.
+SEARCH_DOCUMENTS = _columns(
+    ("document_id", "VARCHAR"),
+    ("document_kind", "VARCHAR"),
+    ("workspace_id", "VARCHAR"),
+    ("workspace_name", "VARCHAR"),
+    ("workspace_slug", "VARCHAR"),
+    ("channel_id", "VARCHAR"),
+    ("channel_name", "VARCHAR"),
+    ("conversation_type", "VARCHAR"),
+    ("author_id", "VARCHAR"),
+    ("author_name", "VARCHAR"),
+    ("ts", "VARCHAR"),
+    ("ts_us", "BIGINT"),
+    ("posted_at", "TIMESTAMP WITH TIME ZONE"),
+    ("thread_id", "VARCHAR"),
+    ("thread_root_id", "VARCHAR"),
+    ("is_thread_parent", "BOOLEAN"),
+    ("is_thread_reply", "BOOLEAN"),
+    ("is_thread_broadcast", "BOOLEAN"),
+    ("is_bot", "BOOLEAN"),
+    ("text_display", "VARCHAR"),
+    ("text_lexical", "VARCHAR"),
+    ("permalink", "VARCHAR"),
+    ("source_message_id", "VARCHAR"),
+    ("message_ids", "VARCHAR[]"),
+    ("metadata_json", "JSON"),
+)
+
+WORKSPACES = _columns(
+    ("workspace_id", "VARCHAR"),
+    ("workspace_slug", "VARCHAR"),
+    ("workspace_name", "VARCHAR"),
+    ("workspace_url", "VARCHAR"),
+)
+
+CHANNELS = _columns(
+    ("workspace_id", "VARCHAR"),
+    ("channel_id", "VARCHAR"),
+    ("channel_name", "VARCHAR"),
+    ("conversation_type", "VARCHAR"),
+    ("message_count", "BIGINT"),
+    ("first_ts_us", "BIGINT"),
+    ("last_ts_us", "BIGINT"),
+)
+
+USERS = _columns(
+    ("workspace_id", "VARCHAR"),
+    ("user_id", "VARCHAR"),
+    ("user_name", "VARCHAR"),
+    ("username", "VARCHAR"),
+    ("real_name", "VARCHAR"),
+    ("display_name", "VARCHAR"),
+)
+
+
+def document_vectors_columns(dimension: int) -> tuple[Column, ...]:
+    """`document_vectors` columns for a generation's stored dimension."""
+    return _columns(
+        ("document_id", "VARCHAR"),
+        ("embedding", VECTOR_TYPE_TEMPLATE.format(dimension=dimension)),
+    )
+
+
+def table_columns(dimension: int) -> dict[str, tuple[Column, ...]]:
+    """Every published table (the FTS index schema aside) with its ordered columns."""
+    return {
+        "artifact_metadata": ARTIFACT_METADATA,
+        "search_documents": SEARCH_DOCUMENTS,
+        "document_vectors": document_vectors_columns(dimension),
+        "workspaces": WORKSPACES,
+        "channels": CHANNELS,
+        "users": USERS,
+    }
+
+
+def schema_signature(columns: tuple[Column, ...]) -> str:
+    """One comparable string for an ordered column list: `name type, name type, …`."""
+    return ", ".join(f"{column.name} {column.type}" for column in columns)
+
+
+def create_table_sql(schema: str, table: str, columns: tuple[Column, ...], key: str | None) -> str:
+    """`create table` DDL for one artifact table, with an optional primary key."""
+    body = [f"{column.name} {column.type}" for column in columns]
+    if key is not None:
+        body.append(f"primary key ({key})")
+    return f"create table {schema}.{table} ({', '.join(body)})"

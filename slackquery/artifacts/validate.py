@@ -1,0 +1,147 @@
+"""Validation of artifacts: the GX checkpoint in a fresh process, and seal checks.
+
+A sealed artifact is a final-named, read-only file whose sha256 and metadata match its
+manifest. Publish trusts a sealed file that a build validated; rollback re-runs the
+full GX checkpoint as well, because a retained file may have sat on disk for days.
+"""
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from slackquery.artifacts import files
+from slackquery.artifacts.files import crash_point
+from slackquery.artifacts.fts import PROJECT_DIR
+from slackquery.artifacts.pointer import current_artifact
+from slackquery.errors import SlackqueryError
+from slackquery.settings import Settings
+
+
+class ValidationFailed(SlackqueryError):
+    """The GX checkpoint ran and at least one expectation failed."""
+
+
+def run_checkpoint(
+    settings: Settings, path: Path, result_path: Path, *, compare_with_current: bool = True
+) -> dict[str, Any]:
+    """Validate `path` with the GX checkpoint in a fresh process; return its result JSON.
+
+    A fresh interpreter proves the file opens read-only on its own and keeps the
+    validation's memory out of the builder. The result is written to `result_path`.
+    """
+    previous = current_artifact(settings) if compare_with_current else None
+    if previous is not None and previous.resolve() == path.resolve():
+        previous = None
+    command = [
+        sys.executable,
+        "-m",
+        "expectations.checkpoint",
+        str(path),
+        "--output",
+        str(result_path),
+        "--max-count-drift",
+        str(settings.max_count_drift),
+        "--chunk-rows",
+        str(settings.validation_chunk_rows),
+    ]
+    if previous is not None:
+        command += ["--previous", str(previous)]
+    process = subprocess.Popen(
+        command,
+        cwd=PROJECT_DIR,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        encoding="utf-8",
+    )
+    crash_point("during_validation")
+    stdout, stderr = process.communicate()
+    if process.returncode not in (0, 1) or not result_path.exists():
+        tail = (stderr or stdout).strip().splitlines()[-5:]
+        raise SlackqueryError(
+            f"validation of {path.name} crashed (exit {process.returncode}): {' | '.join(tail)}"
+        )
+    return files.read_json(result_path)
+
+
+def failure_summary(result: dict[str, Any]) -> str:
+    """One readable clause per failed expectation, with sample offending ids."""
+    clauses = [
+        f"{failure['suite']}: {failure['expectation']} ({failure['description']})"
+        + (f", sample: {', '.join(map(str, failure['sample']))}" if failure["sample"] else "")
+        for failure in result.get("failures", [])
+    ]
+    return "validation failed: " + "; ".join(clauses or ["no result"])
+
+
+def resolve_artifact(settings: Settings, reference: str) -> tuple[str, Path]:
+    """Turn a build id or an artifact path into `(build_id, path)` inside the artifact dir.
+
+    Anything outside the artifact directory, a symlink, or a name that is not a final
+    artifact name is refused: publishing may only ever point at a file this code sealed.
+    """
+    artifact_dir = settings.artifact_path.resolve()
+    if files.is_build_id(reference):
+        path = files.artifact_file(artifact_dir, reference)
+    else:
+        candidate = Path(reference)
+        if candidate.is_symlink():
+            raise SlackqueryError(f"refusing {reference}: a symlink is not an artifact")
+        path = candidate.resolve()
+        if path.parent != artifact_dir:
+            raise SlackqueryError(
+                f"refusing {reference}: artifacts must sit directly in {artifact_dir}"
+            )
+    build_id = files.build_id_of(path)
+    if build_id is None:
+        raise SlackqueryError(f"refusing {reference}: not a search-<build_id>.duckdb artifact")
+    if path.is_symlink() or not path.is_file():
+        raise SlackqueryError(f"no artifact file for build {build_id} in {artifact_dir}")
+    return build_id, path
+
+
+def verify_sealed(artifact_dir: Path, build_id: str, path: Path) -> dict[str, Any]:
+    """Check the manifest, checksum and metadata of a sealed artifact; return the manifest."""
+    manifest_path = files.manifest_file(artifact_dir, build_id)
+    if not manifest_path.is_file():
+        raise SlackqueryError(f"build {build_id} has no manifest ({manifest_path.name})")
+    try:
+        manifest = files.read_json(manifest_path)
+    except ValueError as error:
+        raise SlackqueryError(f"manifest of build {build_id} is unreadable: {error}") from error
+    if manifest.get("build_id") != build_id or manifest.get("artifact_file") != path.name:
+        raise SlackqueryError(f"manifest of build {build_id} names another artifact")
+    if not manifest.get("validation", {}).get("success"):
+        raise SlackqueryError(f"build {build_id} did not pass validation")
+    checksum = files.sha256_file(path)
+    if checksum != manifest.get("checksum_sha256"):
+        raise SlackqueryError(
+            f"checksum mismatch for {path.name}: file {checksum[:12]}…, "
+            f"manifest {str(manifest.get('checksum_sha256'))[:12]}…"
+        )
+    try:
+        conn = duckdb.connect(str(path), read_only=True)
+    except duckdb.Error as error:
+        raise SlackqueryError(f"{path.name} does not open as DuckDB: {error}") from error
+    try:
+        row = conn.execute(
+            "select build_id, source_watermark, generation_id, document_count "
+            "from artifact_metadata"
+        ).fetchall()
+    except duckdb.Error as error:
+        raise SlackqueryError(f"{path.name} has no readable artifact_metadata: {error}") from error
+    finally:
+        conn.close()
+    expected = (
+        build_id,
+        manifest.get("source_watermark"),
+        manifest.get("generation_id"),
+        manifest.get("counts", {}).get("document_count"),
+    )
+    if len(row) != 1 or tuple(row[0]) != expected:
+        raise SlackqueryError(f"metadata of {path.name} does not match its manifest")
+    crash_point("after_verify")
+    return manifest

@@ -1,0 +1,186 @@
+"""Pure conversions from Slack objects to canonical rows: ts arithmetic, hashes, flags.
+
+Kept free of I/O so the hot loop of the importer is just these functions, and so the rules
+(what makes a thread parent, what goes into `search_text`) are testable on their own.
+"""
+
+import hashlib
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+SORTED = orjson.OPT_SORT_KEYS
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+# Column order of the `stage_messages` table; `message_row` returns tuples in this order.
+MESSAGE_COLUMNS = (
+    "message_key",
+    "workspace_id",
+    "channel_id",
+    "ts",
+    "ts_us",
+    "user_id",
+    "bot_id",
+    "username",
+    "subtype",
+    "text",
+    "search_text",
+    "thread_ts",
+    "is_thread_parent",
+    "is_thread_reply",
+    "is_thread_broadcast",
+    "reply_count",
+    "is_edited",
+    "edited_ts",
+    "is_deleted",
+    "is_bot",
+    "reactions",
+    "file_ids",
+    "source_message_id",
+    "conversation_day",
+    "raw_json",
+    "payload_hash",
+)
+
+
+def ts_to_us(ts: str) -> int:
+    """Exact microseconds from a Slack ts string (`"1700000000.123456"`), by string split.
+
+    A float would lose the last digit for current epochs, and ts is the message id.
+    Raises ValueError for anything that is not digits, an optional dot and up to 6 digits.
+    """
+    seconds, dot, fraction = ts.partition(".")
+    if not seconds.isdigit() or not seconds.isascii() or len(fraction) > 6:
+        raise ValueError(f"not a Slack ts: {ts!r}")
+    if dot and not (fraction.isdigit() and fraction.isascii()):
+        raise ValueError(f"not a Slack ts: {ts!r}")
+    return int(seconds) * 1_000_000 + (int(fraction.ljust(6, "0")) if fraction else 0)
+
+
+def us_to_ts(ts_us: int) -> str:
+    """The canonical Slack ts string for microseconds since the epoch."""
+    return f"{ts_us // 1_000_000}.{ts_us % 1_000_000:06d}"
+
+
+def datetime_to_us(moment: datetime) -> int:
+    """Exact microseconds since the epoch (naive datetimes are taken as UTC)."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    delta = moment - EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def canonical_json(value: Any) -> bytes:
+    """The canonical JSON of a payload: sorted keys, no whitespace, UTF-8."""
+    return orjson.dumps(value, option=SORTED)
+
+
+def payload_hash(canonical: bytes) -> str:
+    """sha256 hex of canonical JSON bytes."""
+    return hashlib.sha256(canonical).hexdigest()
+
+
+def search_text(message: dict[str, Any], text: str) -> str:
+    """Message text plus the titles and texts of attachments and files, one per line.
+
+    Not normalised: the projection owns mrkdwn handling. Duplicates (an attachment's
+    fallback equal to its text) are dropped so lexical scores are not inflated.
+    """
+    parts = [text] if text else []
+    attachments = message.get("attachments")
+    if isinstance(attachments, list):
+        for attachment in attachments:
+            if not isinstance(attachment, dict):
+                continue
+            for field in ("pretext", "title", "text", "fallback"):
+                value = attachment.get(field)
+                if isinstance(value, str) and value and value not in parts:
+                    parts.append(value)
+    for file in message_files(message):
+        for field in ("title", "name"):
+            value = file.get(field)
+            if isinstance(value, str) and value and value not in parts:
+                parts.append(value)
+    return "\n".join(parts)
+
+
+def message_files(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """The message's file objects: `files`, or the legacy single `file`."""
+    files = message.get("files")
+    if isinstance(files, list):
+        return [file for file in files if isinstance(file, dict)]
+    legacy = message.get("file")
+    return [legacy] if isinstance(legacy, dict) else []
+
+
+def is_thread_parent(message: dict[str, Any], ts: str, thread_ts: str | None) -> bool:
+    """A parent starts a thread that has replies: thread_ts == ts and some reply evidence.
+
+    The importer also marks a root as parent when one of its replies is in the same export
+    (older exports lack `reply_count`).
+    """
+    if thread_ts != ts:
+        return False
+    return bool(message.get("reply_count") or message.get("replies") or message.get("latest_reply"))
+
+
+def message_row(
+    message: dict[str, Any],
+    *,
+    workspace_id: str,
+    channel_id: str,
+    ts: str,
+    ts_us: int,
+    day: str,
+    canonical: bytes,
+    source_message_id: str | None = None,
+    bot_user_ids: frozenset[str] | set[str] = frozenset(),
+) -> tuple[Any, ...]:
+    """One `stage_messages` row (MESSAGE_COLUMNS order) from a parsed Slack message.
+
+    `search_text` is None when it equals `text`; the merge fills it in (see store).
+    """
+    message_key = f"{workspace_id}:{channel_id}:{ts}"
+    subtype = message.get("subtype")
+    user = message.get("user")
+    bot_id = message.get("bot_id")
+    text = message.get("text")
+    if not isinstance(text, str):
+        text = ""
+    thread_ts = message.get("thread_ts")
+    if not isinstance(thread_ts, str):
+        thread_ts = None
+    edited = message.get("edited")
+    reactions = message.get("reactions")
+    files = message_files(message)
+    file_ids = [file["id"] for file in files if isinstance(file.get("id"), str)]
+    reply_count = message.get("reply_count")
+    return (
+        message_key,
+        workspace_id,
+        channel_id,
+        ts,
+        ts_us,
+        user if isinstance(user, str) else (bot_id if isinstance(bot_id, str) else None),
+        bot_id if isinstance(bot_id, str) else None,
+        message.get("username") if isinstance(message.get("username"), str) else None,
+        subtype if isinstance(subtype, str) else None,
+        text,
+        searchable if (searchable := search_text(message, text)) != text else None,
+        thread_ts,
+        is_thread_parent(message, ts, thread_ts),
+        thread_ts is not None and thread_ts != ts,
+        subtype == "thread_broadcast",
+        reply_count if isinstance(reply_count, int) else None,
+        isinstance(edited, dict),
+        edited.get("ts") if isinstance(edited, dict) else None,
+        subtype == "tombstone",
+        isinstance(bot_id, str) or subtype == "bot_message" or user in bot_user_ids,
+        orjson.dumps(reactions).decode() if isinstance(reactions, list) and reactions else None,
+        orjson.dumps(file_ids).decode() if file_ids else None,
+        source_message_id or message_key,
+        day,
+        canonical.decode(),
+        payload_hash(canonical),
+    )

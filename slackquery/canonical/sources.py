@@ -1,0 +1,164 @@
+"""Readers for the inputs `import` accepts: a Slack export (ZIP or folder) and Beacon JSON lines.
+
+An export is read member by member and never extracted: a ZIP is checked for unsafe entry
+names (`../`, absolute paths) before a single byte of content is read, and each day file is
+read and parsed on its own, so memory holds one day file at a time.
+"""
+
+import os
+import re
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path, PurePosixPath
+from typing import Any, Literal
+
+import orjson
+
+from slackquery.errors import SlackqueryError
+
+SourceFormat = Literal["slack-export", "beacon-jsonl"]
+SOURCE_FORMATS: tuple[str, ...] = ("slack-export", "beacon-jsonl")
+
+DAY_FILE = re.compile(r"^(\d{4}-\d{2}-\d{2})\.json$")
+CONVERSATION_LISTS = ("channels.json", "groups.json", "dms.json", "mpims.json")
+USER_LISTS = ("users.json", "org_users.json")
+_WINDOWS_DRIVE = re.compile(r"^[A-Za-z]:")
+
+
+def detect_format(path: Path) -> SourceFormat:
+    """Guess the input format: folders and ZIPs are exports, `.jsonl`/`.ndjson` are Beacon."""
+    if path.is_dir():
+        return "slack-export"
+    if path.suffix.lower() in (".jsonl", ".ndjson"):
+        return "beacon-jsonl"
+    return "slack-export"
+
+
+def unsafe_member_name(name: str) -> bool:
+    """True for ZIP entry names that could escape an extraction folder."""
+    normalized = name.replace("\\", "/")
+    if normalized.startswith("/") or _WINDOWS_DRIVE.match(normalized):
+        return True
+    return ".." in PurePosixPath(normalized).parts
+
+
+class ExportReader:
+    """A Slack export seen as a list of relative POSIX member paths with a `read` method.
+
+    The export may sit under one wrapping folder (`acme-export/channels.json`); `root`
+    strips it so members are addressed as Slack documents them.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._zip: zipfile.ZipFile | None = None
+        if path.is_dir():
+            names = self._walk_folder(path)
+        elif path.is_file():
+            names = self._open_zip(path)
+        else:
+            raise SlackqueryError(f"{path}: no such file or folder")
+        if not names:
+            raise SlackqueryError(f"{path}: the export is empty (no files in it)")
+        self.root = self._find_root(names)
+        prefix_len = len(self.root)
+        self.members: list[str] = sorted(
+            name[prefix_len:] for name in names if name.startswith(self.root)
+        )
+
+    def _walk_folder(self, path: Path) -> list[str]:
+        names = []
+        for folder, _dirs, files in os.walk(path):
+            for file_name in files:
+                full = Path(folder, file_name)
+                names.append(full.relative_to(path).as_posix())
+        return names
+
+    def _open_zip(self, path: Path) -> list[str]:
+        if not zipfile.is_zipfile(path):
+            raise SlackqueryError(
+                f"{path}: not a ZIP file (expected a Slack export ZIP, an unpacked export "
+                "folder, or a .jsonl file with --format beacon-jsonl)"
+            )
+        try:
+            archive = zipfile.ZipFile(path)
+        except (zipfile.BadZipFile, OSError) as error:
+            raise SlackqueryError(f"{path}: unreadable ZIP file ({error})") from error
+        infos = archive.infolist()
+        for info in infos:
+            if unsafe_member_name(info.filename):
+                archive.close()
+                raise SlackqueryError(
+                    f"{path}: refusing ZIP entry {info.filename!r}: absolute or `..` path"
+                )
+        self._zip = archive
+        return [info.filename for info in infos if not info.is_dir()]
+
+    @staticmethod
+    def _find_root(names: list[str]) -> str:
+        """'' when the export lists sit at the top, else the one wrapping folder holding them."""
+        top = {name for name in names if "/" not in name}
+        if top & set(USER_LISTS + CONVERSATION_LISTS):
+            return ""
+        roots = {name.split("/", 1)[0] for name in names if "/" in name}
+        for root in sorted(roots):
+            for list_name in USER_LISTS + CONVERSATION_LISTS:
+                if f"{root}/{list_name}" in names:
+                    return f"{root}/"
+        return ""
+
+    def read(self, member: str) -> bytes:
+        """The bytes of one member (path relative to the export root)."""
+        full = self.root + member
+        try:
+            if self._zip is not None:
+                return self._zip.read(full)
+            return (self.path / full).read_bytes()
+        except (OSError, zipfile.BadZipFile, KeyError) as error:
+            raise SlackqueryError(f"{self.describe(member)}: unreadable ({error})") from error
+
+    def describe(self, member: str) -> str:
+        """How errors and warnings name a member: `export.zip:general/2024-01-02.json`."""
+        return f"{self.path.name}:{self.root}{member}"
+
+    def load_json(self, member: str) -> Any:
+        """Parse one member as JSON, with errors that name the member and the problem."""
+        return parse_json(self.read(member), self.describe(member))
+
+    def close(self) -> None:
+        """Release the ZIP handle (folders hold nothing open)."""
+        if self._zip is not None:
+            self._zip.close()
+            self._zip = None
+
+    def __enter__(self) -> "ExportReader":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def parse_json(data: bytes, where: str) -> Any:
+    """orjson parse with one-line errors that tell invalid UTF-8 from malformed JSON."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as error:
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as utf8_error:
+            raise SlackqueryError(f"{where}: invalid UTF-8 at byte {utf8_error.start}") from error
+        raise SlackqueryError(f"{where}: malformed JSON ({error})") from error
+
+
+def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for each non-blank line of a JSON-lines file."""
+    if not path.is_file():
+        raise SlackqueryError(f"{path}: no such file")
+    with path.open("rb") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            record = parse_json(line, f"{path.name}:{number}")
+            if not isinstance(record, dict):
+                raise SlackqueryError(f"{path.name}:{number}: expected a JSON object per line")
+            yield number, record

@@ -1,0 +1,341 @@
+"""The canonical DuckDB: schema, staging tables and the set-based merge of one import run.
+
+Rows are bulk-loaded into temporary `stage_*` tables, then merged with a handful of SQL
+statements per table (count, update changed, insert new, tombstone vanished). Everything
+runs inside the caller's single transaction, so a failed import leaves no trace.
+"""
+
+import contextlib
+from datetime import date, datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from slackquery.canonical.rows import MESSAGE_COLUMNS
+from slackquery.errors import SlackqueryError
+
+SCHEMA_VERSION = 2
+
+CHANNEL_COLUMNS = (
+    "workspace_id",
+    "channel_id",
+    "name",
+    "conversation_type",
+    "is_archived",
+    "is_general",
+    "created_at",
+    "creator_id",
+    "topic",
+    "purpose",
+    "member_ids",
+    "export_folder",
+    "raw_json",
+    "payload_hash",
+)
+USER_COLUMNS = (
+    "workspace_id",
+    "user_id",
+    "username",
+    "real_name",
+    "display_name",
+    "title",
+    "tz",
+    "is_bot",
+    "is_deleted",
+    "is_admin",
+    "raw_json",
+    "payload_hash",
+)
+FILE_COLUMNS = (
+    "workspace_id",
+    "file_id",
+    "message_key",
+    "channel_id",
+    "message_ts",
+    "name",
+    "title",
+    "mimetype",
+    "size",
+    "local_object_path",
+    "url_private",
+    "is_deleted",
+    "payload_hash",
+)
+# Staged file rows carry the message's ts_us so duplicates resolve to the first share.
+FILE_STAGE_COLUMNS = (*FILE_COLUMNS, "message_ts_us")
+
+# Per table: key columns, and the columns whose change counts as an update besides
+# payload_hash (derived values that the raw payload does not capture).
+MERGE_RULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "channels": (("workspace_id", "channel_id"), ("name", "conversation_type", "member_ids")),
+    "users": (("workspace_id", "user_id"), ()),
+    "files": (("workspace_id", "file_id"), ("message_key", "local_object_path", "is_deleted")),
+    "messages": (
+        ("message_key",),
+        ("is_deleted", "is_thread_parent", "thread_ts", "reply_count", "conversation_day"),
+    ),
+}
+
+# Typed conversion from the pandas frame (JSON as text, dates as ISO strings) to stage rows.
+_MESSAGE_SELECT = ", ".join(
+    {
+        "reactions": "cast(reactions as json) as reactions",
+        "file_ids": "cast(from_json(file_ids, '[\"VARCHAR\"]') as varchar[]) as file_ids",
+        "conversation_day": "cast(conversation_day as date) as conversation_day",
+        "raw_json": "cast(raw_json as json) as raw_json",
+        "ts_us": "cast(ts_us as bigint) as ts_us",
+        "reply_count": "cast(reply_count as integer) as reply_count",
+    }.get(column, f"{column}")
+    for column in MESSAGE_COLUMNS
+)
+
+
+def open_store(path: Path, memory_limit: str) -> duckdb.DuckDBPyConnection:
+    """Open (creating if needed) the canonical database for writing.
+
+    The memory limit makes DuckDB spill staging and uncommitted rows to its temp folder
+    instead of growing with the input (a 1M-message import stages ~2 GB of text).
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        connection = duckdb.connect(str(path))
+    except duckdb.IOException as error:
+        raise SlackqueryError(f"{path}: cannot open the canonical store ({error})") from error
+    connection.execute("set preserve_insertion_order = false")
+    connection.execute(f"set memory_limit = '{memory_limit}'")
+    return connection
+
+
+def install_schema(connection: duckdb.DuckDBPyConnection, installed_at: datetime) -> None:
+    """Create missing tables and record schema version 2 once (inside the open transaction)."""
+    ddl = resources.files("slackquery.canonical").joinpath("schema.sql").read_text("utf-8")
+    connection.execute(ddl)
+    versions = connection.execute("select max(schema_version) from schema_metadata").fetchone()
+    if versions is None or versions[0] is None:
+        connection.execute(
+            "insert into schema_metadata values (?, ?)", [SCHEMA_VERSION, installed_at]
+        )
+    elif versions[0] != SCHEMA_VERSION:
+        raise SlackqueryError(
+            f"canonical store has schema version {versions[0]}; this importer writes "
+            f"version {SCHEMA_VERSION}"
+        )
+
+
+def create_stage_tables(connection: duckdb.DuckDBPyConnection) -> None:
+    """Temporary tables shaped like their targets (minus run bookkeeping columns)."""
+    for table, columns in (
+        ("channels", CHANNEL_COLUMNS),
+        ("users", USER_COLUMNS),
+        ("messages", MESSAGE_COLUMNS),
+    ):
+        connection.execute(
+            f"create or replace temp table stage_{table} as "
+            f"select {', '.join(columns)} from {table} limit 0"
+        )
+    connection.execute(
+        "create or replace temp table stage_files as "
+        f"select {', '.join(FILE_COLUMNS)}, 0::bigint as message_ts_us from files limit 0"
+    )
+    connection.execute(
+        "create or replace temp table stage_skipped_keys (message_key varchar not null)"
+    )
+    connection.execute("create or replace temp table stage_covered (channel_id varchar not null)")
+
+
+def stage_frame(
+    connection: duckdb.DuckDBPyConnection,
+    table: str,
+    columns: tuple[str, ...],
+    rows: list[tuple[Any, ...]],
+) -> None:
+    """Bulk-insert rows into `stage_<table>` through a pandas frame (one vectorised scan)."""
+    if not rows:
+        return
+    frame = pd.DataFrame.from_records(rows, columns=list(columns))  # noqa: F841 (scanned)
+    if table == "messages":
+        select = _MESSAGE_SELECT
+    elif table == "channels":
+        select = ", ".join(
+            "cast(from_json(member_ids, '[\"VARCHAR\"]') as varchar[]) as member_ids"
+            if column == "member_ids"
+            else "cast(raw_json as json) as raw_json"
+            if column == "raw_json"
+            else "cast(created_at as timestamptz) as created_at"
+            if column == "created_at"
+            else column
+            for column in columns
+        )
+    elif table == "users":
+        select = ", ".join(
+            "cast(raw_json as json) as raw_json" if column == "raw_json" else column
+            for column in columns
+        )
+    else:
+        select = ", ".join(
+            f"cast({column} as bigint) as {column}"
+            if column in ("size", "message_ts_us")
+            else column
+            for column in columns
+        )
+    connection.execute(
+        f"insert into stage_{table} ({', '.join(columns)}) select {select} from frame"
+    )
+
+
+def stage_values(connection: duckdb.DuckDBPyConnection, table: str, values: list[str]) -> None:
+    """Fill a one-column stage table (`stage_skipped_keys`, `stage_covered`)."""
+    if values:
+        frame = pd.DataFrame({"value": values})  # noqa: F841 (scanned)
+        connection.execute(f"insert into stage_{table} select distinct value from frame")
+
+
+def merge_table(
+    connection: duckdb.DuckDBPyConnection,
+    table: str,
+    columns: tuple[str, ...],
+    *,
+    run_id: str,
+    now: datetime,
+) -> dict[str, int]:
+    """Merge `stage_<table>` into `table`: update changed rows, insert new ones; count all."""
+    keys, extra_compare = MERGE_RULES[table]
+    join = " and ".join(f"target.{key} = stage.{key}" for key in keys)
+    changed = " or ".join(
+        f"target.{column} is distinct from stage.{column}"
+        for column in ("payload_hash", *extra_compare)
+    )
+    staged = _scalar(connection, f"select count(*) from stage_{table}")
+    updated = _scalar(
+        connection,
+        f"select count(*) from stage_{table} as stage inner join {table} as target "
+        f"on {join} where {changed}",
+    )
+    existing = _scalar(
+        connection,
+        f"select count(*) from stage_{table} as stage inner join {table} as target on {join}",
+    )
+    if updated:
+        assignments = ", ".join(
+            f"{column} = {_stage_value(table, column)}" for column in columns if column not in keys
+        )
+        connection.execute(
+            f"update {table} as target set {assignments}, latest_run_id = $run_id, "
+            f"last_changed_at = $now from stage_{table} as stage where {join} and ({changed})",
+            {"run_id": run_id, "now": now},
+        )
+    inserted = staged - existing
+    if inserted:
+        bookkeeping = ["latest_run_id", "last_changed_at"]
+        values = ["$run_id", "$now"]
+        if table == "messages":
+            bookkeeping.append("first_seen_run_id")
+            values.append("$run_id")
+        anti_join = " and ".join(f"target.{key} = stage.{key}" for key in keys)
+        connection.execute(
+            f"insert into {table} ({', '.join(columns)}, {', '.join(bookkeeping)}) "
+            f"select {', '.join(_stage_value(table, column) for column in columns)}, "
+            f"{', '.join(values)} "
+            f"from stage_{table} as stage where not exists "
+            f"(select 1 from {table} as target where {anti_join})",
+            {"run_id": run_id, "now": now},
+        )
+    return {
+        "inserted": inserted,
+        "updated": updated,
+        "unchanged": existing - updated,
+        "tombstoned": 0,
+    }
+
+
+def _stage_value(table: str, column: str) -> str:
+    """How a staged column becomes a stored value.
+
+    Staged messages carry `search_text` only when it differs from `text` (attachments or
+    file titles), which keeps one copy of every text out of the staging memory.
+    """
+    if table == "messages" and column == "search_text":
+        return "coalesce(stage.search_text, stage.text)"
+    return f"stage.{column}"
+
+
+def dedupe_stage_files(connection: duckdb.DuckDBPyConnection) -> None:
+    """Keep one staged row per file: the earliest message that shared it."""
+    connection.execute(
+        "create or replace temp table stage_files as select * from stage_files "
+        "qualify row_number() over (partition by workspace_id, file_id "
+        "order by message_ts_us, channel_id, message_key) = 1"
+    )
+
+
+def mark_thread_parents(connection: duckdb.DuckDBPyConnection) -> None:
+    """Roots with a staged reply are parents even when the export lacks `reply_count`."""
+    connection.execute(
+        "update stage_messages set is_thread_parent = true "
+        "where thread_ts = ts and not is_thread_parent and exists ("
+        "select 1 from stage_messages as reply where reply.channel_id = stage_messages.channel_id "
+        "and reply.thread_ts = stage_messages.ts and reply.ts <> reply.thread_ts)"
+    )
+
+
+def tombstone_messages(
+    connection: duckdb.DuckDBPyConnection,
+    *,
+    workspace_id: str,
+    first_day: date,
+    last_day: date,
+    run_id: str,
+    now: datetime,
+) -> int:
+    """Mark as deleted the messages of covered conversation-days that the new input lacks."""
+    return _scalar(
+        connection,
+        "update messages set is_deleted = true, latest_run_id = $run_id, last_changed_at = $now "
+        "where workspace_id = $workspace_id and not is_deleted "
+        "and conversation_day between $first_day and $last_day "
+        "and channel_id in (select channel_id from stage_covered) "
+        "and not exists (select 1 from stage_messages as stage "
+        "where stage.message_key = messages.message_key) "
+        "and not exists (select 1 from stage_skipped_keys as skipped "
+        "where skipped.message_key = messages.message_key)",
+        {
+            "workspace_id": workspace_id,
+            "first_day": first_day,
+            "last_day": last_day,
+            "run_id": run_id,
+            "now": now,
+        },
+    )
+
+
+def tombstone_files(
+    connection: duckdb.DuckDBPyConnection, *, workspace_id: str, run_id: str, now: datetime
+) -> int:
+    """Files whose message was tombstoned in this run, and not shared again, are deleted too."""
+    return _scalar(
+        connection,
+        "update files set is_deleted = true, latest_run_id = $run_id, last_changed_at = $now "
+        "where workspace_id = $workspace_id and not is_deleted "
+        "and message_key in (select message_key from messages where workspace_id = $workspace_id "
+        "and latest_run_id = $run_id and is_deleted) "
+        "and not exists (select 1 from stage_files as stage "
+        "where stage.workspace_id = files.workspace_id and stage.file_id = files.file_id)",
+        {"workspace_id": workspace_id, "run_id": run_id, "now": now},
+    )
+
+
+def drop_stage_tables(connection: duckdb.DuckDBPyConnection) -> None:
+    """Free the staging memory before commit."""
+    for table in ("channels", "users", "messages", "files", "skipped_keys", "covered"):
+        with contextlib.suppress(duckdb.Error):
+            connection.execute(f"drop table if exists stage_{table}")
+
+
+def _scalar(
+    connection: duckdb.DuckDBPyConnection, sql: str, parameters: dict[str, Any] | None = None
+) -> int:
+    row = connection.execute(sql, parameters or {}).fetchone()
+    return int(row[0]) if row and row[0] is not None else 0

@@ -1,0 +1,35 @@
+"""`slackquery bench`: the retrieval benchmark (benchmarks/serving_bench.py)."""
+
+import argparse
+import json
+
+from slackquery.commands import add_json_flag, emit
+from slackquery.settings import Settings
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the `bench` subcommand."""
+    parser = subparsers.add_parser(
+        "bench",
+        help="benchmark retrieval latency and MCP throughput on a generated corpus",
+        description="Generate an N-message Zipf corpus with seeded random unit document "
+        "vectors in a temporary folder, then report p50/p95/max latency per mode over at "
+        "least 200 varied queries (with and without query embedding) and the sustained "
+        "throughput of 8 concurrent MCP clients. Does not touch your artifacts.",
+    )
+    parser.add_argument("--messages", type=int, default=100_000, help="corpus size")
+    parser.add_argument("--queries", type=int, default=200, help="distinct queries per mode")
+    parser.add_argument(
+        "--clients", type=int, default=8, help="concurrent MCP clients (0 skips the run)"
+    )
+    add_json_flag(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    """Run the benchmark and print its report."""
+    from benchmarks.serving_bench import run_benchmark
+
+    report = run_benchmark(args.messages, args.queries, args.clients)
+    emit(args, report, json.dumps(report, indent=2))
+    return 0

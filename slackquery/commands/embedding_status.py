@@ -1,0 +1,108 @@
+"""`slackquery embedding-status`: work items by state, generation identity and coverage.
+
+Reads only (a read-only connection), and never contacts the embedding endpoint: an HTTP
+model without a pinned revision is reported by the generations recorded in state.
+"""
+
+import argparse
+import json
+from typing import Any
+
+from slackquery.commands import add_json_flag, emit
+from slackquery.embedding import configured_identity
+from slackquery.embedding import state as work_state
+from slackquery.settings import Settings
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the `embedding-status` subcommand."""
+    parser = subparsers.add_parser(
+        "embedding-status",
+        help="report embedding work by state, generation and coverage",
+        description="Report, for the configured embedding generation, how many active "
+        "message documents have a vector at their current text (coverage), work items by "
+        "state, the last errors, and every generation recorded in the state database.",
+    )
+    add_json_flag(parser)
+    parser.set_defaults(handler=run)
+
+
+def status(settings: Settings) -> dict[str, Any]:
+    """The status report as a dict (the CLI prints it; tests and reconcile read it)."""
+    identity = configured_identity(settings)
+    result: dict[str, Any] = {
+        "state_db": str(settings.state_path),
+        "configured_generation": identity.to_dict() if identity else None,
+        "generations": [],
+    }
+    if not settings.state_path.exists():
+        result["note"] = "no state database yet"
+        return result
+    connection = work_state.connect(settings.state_path, read_only=True)
+    try:
+        if not work_state.has_table(connection, "embedding_generations"):
+            result["note"] = "nothing embedded yet"
+            return result
+        has_documents = work_state.has_table(connection, "search_documents")
+        rows = connection.execute(
+            "select generation_id, identity_json, created_at from embedding_generations "
+            "order by created_at"
+        ).fetchall()
+        for generation_id, identity_json, created_at in rows:
+            entry: dict[str, Any] = {
+                "generation_id": generation_id,
+                "identity": json.loads(identity_json),
+                "created_at": created_at,
+                "is_configured": identity is not None and identity.generation_id == generation_id,
+            }
+            if has_documents:
+                entry["counts"] = work_state.state_counts(connection, generation_id)
+                entry.update(work_state.coverage(connection, generation_id))
+                entry["recent_errors"] = [
+                    {"document_id": doc, "state": st, "error_class": cls, "error_message": msg}
+                    for doc, st, cls, msg in connection.execute(
+                        "select document_id, state, error_class, error_message "
+                        "from embedding_work_items where generation_id = ? "
+                        "and state in ('retryable_failed', 'terminal_failed') "
+                        "order by updated_at desc, document_id limit 5",
+                        [generation_id],
+                    ).fetchall()
+                ]
+            result["generations"].append(entry)
+    finally:
+        connection.close()
+    return result
+
+
+def _format(result: dict[str, Any]) -> str:
+    configured = result["configured_generation"]
+    lines = [
+        f"state db     {result['state_db']}",
+        "configured   "
+        + (configured["generation_id"] if configured else "(resolved from the endpoint)"),
+    ]
+    if "note" in result:
+        lines.append(f"note         {result['note']}")
+    for entry in result["generations"]:
+        marker = "*" if entry["is_configured"] else " "
+        lines.append(f"{marker} {entry['generation_id']}")
+        if "counts" in entry:
+            lines.append(
+                "    " + ", ".join(f"{state} {count}" for state, count in entry["counts"].items())
+            )
+            lines.append(
+                f"    coverage {entry['embedded_documents']}/{entry['wanted_documents']} "
+                f"({entry['coverage']:.1%})"
+            )
+            for error in entry["recent_errors"]:
+                lines.append(
+                    f"    {error['state']} {error['document_id']}: "
+                    f"{error['error_class']}: {error['error_message']}"
+                )
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace, settings: Settings) -> None:
+    """Print the status report."""
+    result = status(settings)
+    emit(args, result, _format(result))

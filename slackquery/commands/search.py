@@ -1,0 +1,121 @@
+"""`slackquery search "query"`: search the published artifact from the terminal."""
+
+import argparse
+import re
+
+from serving.engine import SearchEngine
+from serving.models import SearchRequest, SearchResponse
+from serving.query import fts_tokens
+from slackquery.commands import add_json_flag, emit
+from slackquery.settings import Settings
+
+SNIPPET_CHARS = 240
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the `search` subcommand."""
+    parser = subparsers.add_parser(
+        "search",
+        help="search the published archive (hybrid, lexical or semantic)",
+        description="Search the published search artifact, exactly as the MCP tool "
+        "search_slack does. The query may use Slack search syntax: in:#channel from:@user "
+        'before:/after:/on:YYYY-MM-DD during:YYYY-MM is:thread has:link "exact phrase". '
+        "--json prints the same structure as the tool.",
+    )
+    parser.add_argument("query", help="what to search for (quote it)")
+    parser.add_argument(
+        "--mode",
+        choices=("hybrid", "lexical", "semantic"),
+        default="hybrid",
+        help="hybrid (default), lexical (exact words, ids, error codes) or semantic (paraphrases)",
+    )
+    parser.add_argument(
+        "--in",
+        dest="channels",
+        action="append",
+        metavar="CHANNEL",
+        help="only this channel (#name or id); repeatable",
+    )
+    parser.add_argument(
+        "--from",
+        dest="authors",
+        action="append",
+        metavar="USER",
+        help="only this author (@name or id); repeatable",
+    )
+    parser.add_argument(
+        "--workspace",
+        dest="workspaces",
+        action="append",
+        metavar="WORKSPACE",
+        help="only this workspace (slug or id); repeatable",
+    )
+    parser.add_argument("--after", metavar="YYYY-MM-DD", help="only messages after this day (UTC)")
+    parser.add_argument(
+        "--before", metavar="YYYY-MM-DD", help="only messages before this day (UTC)"
+    )
+    parser.add_argument("--limit", type=int, default=10, help="results per page (1-50)")
+    parser.add_argument("--cursor", help="next_cursor of a previous page (same query and flags)")
+    add_json_flag(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    """Search and print the results."""
+    query = args.query
+    if args.after:
+        query += f" after:{args.after}"
+    if args.before:
+        query += f" before:{args.before}"
+    engine = SearchEngine(settings)
+    try:
+        response = engine.search(
+            SearchRequest(
+                query=query,
+                mode=args.mode,
+                channel_ids=args.channels,
+                author_ids=args.authors,
+                workspace_ids=args.workspaces,
+                limit=args.limit,
+                cursor=args.cursor,
+            )
+        )
+    finally:
+        engine.close()
+    emit(args, response.model_dump(mode="json"), render(response))
+    return 0
+
+
+def snippet(text: str, query: str) -> str:
+    """A window of the text around the first query term, terms wrapped in ANSI bold."""
+    terms = sorted(set(fts_tokens(query)), key=len, reverse=True)
+    flat = " ".join(text.split())
+    if not terms:
+        return flat[:SNIPPET_CHARS]
+    pattern = re.compile(
+        r"(?<![\w])(" + "|".join(re.escape(term) for term in terms) + r")(?![\w])", re.IGNORECASE
+    )
+    match = pattern.search(flat)
+    start = max(0, match.start() - SNIPPET_CHARS // 3) if match else 0
+    window = flat[start : start + SNIPPET_CHARS]
+    window = ("…" if start else "") + window + ("…" if start + SNIPPET_CHARS < len(flat) else "")
+    return pattern.sub(lambda m: f"\033[1m{m.group(0)}\033[0m", window)
+
+
+def render(response: SearchResponse) -> str:
+    """Readable results: channel, author, time, highlighted snippet, permalink."""
+    lines = [
+        f"{len(response.results)} result(s) for {response.query!r} "
+        f"(mode {response.mode}, route {response.route}, artifact {response.artifact_id})"
+    ]
+    for number, hit in enumerate(response.results, start=1):
+        lines.append(
+            f"{number:>2}. #{hit.channel_name} · {hit.author_name} · "
+            f"{hit.timestamp[:16].replace('T', ' ')} UTC · score {hit.fused_score:.4f}"
+        )
+        lines.append(f"    {snippet(hit.text, response.query)}")
+        lines.append(f"    {hit.permalink}")
+    lines.extend(f"note: {note}" for note in response.notes)
+    if response.next_cursor:
+        lines.append(f"more: --cursor {response.next_cursor}")
+    return "\n".join(lines)

@@ -1,0 +1,32 @@
+"""`slackquery serve [--stdio]`: run the MCP server over Streamable HTTP or stdio."""
+
+import argparse
+
+from serving.server import run_http, run_stdio
+from slackquery.settings import Settings
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the `serve` subcommand."""
+    parser = subparsers.add_parser(
+        "serve",
+        help="run the MCP server (Streamable HTTP, or stdio for desktop clients)",
+        description="Serve the published artifact to MCP clients. By default Streamable HTTP "
+        "at http://SLACKQUERY_SERVE_HOST:SLACKQUERY_SERVE_PORT/mcp (127.0.0.1:8181) with "
+        "/healthz, /readyz and /metrics; set SLACKQUERY_SERVE_TOKEN to require a bearer "
+        "token. --stdio speaks MCP on stdin/stdout for desktop clients that launch the "
+        "server themselves. A newly published artifact is picked up without restart.",
+    )
+    parser.add_argument("--stdio", action="store_true", help="serve over stdin/stdout")
+    parser.add_argument("--host", help="bind address (default: SLACKQUERY_SERVE_HOST)")
+    parser.add_argument("--port", type=int, help="TCP port (default: SLACKQUERY_SERVE_PORT)")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    """Run until interrupted."""
+    if args.stdio:
+        run_stdio(settings)
+    else:
+        run_http(settings, args.host, args.port)
+    return 0

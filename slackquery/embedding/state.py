@@ -1,0 +1,450 @@
+"""The embedding work queue: durable rows in the state DuckDB, the source of truth across runs.
+
+Tables (contract in docs/architecture.md, owner `flows/embed.py`):
+`embedding_generations` records each generation identity once;
+`embedding_work_items` holds one row per (document_id, generation_id, text_hash) with its
+state, attempts, lease, retry time, last error and, once succeeded, the stored vector.
+
+Why rows and not Prefect results: a SIGKILLed run leaves its claims behind as leases, and
+the next run (Prefect or plain) reclaims them from here. Every function commits its own
+transaction, so each batch's outcome is durable the moment the call returns.
+"""
+
+import json
+import os
+import socket
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import psutil
+
+from slackquery.embedding.base import GenerationIdentity
+from slackquery.errors import SlackqueryError
+
+STATES = ("pending", "in_progress", "succeeded", "retryable_failed", "terminal_failed")
+
+SCHEMA = """
+create table if not exists embedding_generations (
+    generation_id varchar primary key,
+    identity_json json not null,
+    config_hash varchar not null,
+    created_at timestamptz not null
+);
+create table if not exists embedding_work_items (
+    document_id varchar not null,
+    generation_id varchar not null,
+    text_hash varchar not null,
+    state varchar not null,
+    attempt_count integer not null default 0,
+    lease_id varchar,
+    lease_expires_at timestamptz,
+    next_attempt_at timestamptz,
+    error_class varchar,
+    error_message varchar,
+    embedding float[],
+    embedded_at timestamptz,
+    updated_at timestamptz not null,
+    primary key (document_id, generation_id, text_hash)
+);
+"""
+
+# The documents that should have a vector in a generation: active messages at their
+# current text. Thread context documents are not embedded (see issue 4).
+WANTED_DOCUMENTS = """
+    select document_id, text_hash, text_embedding
+    from search_documents
+    where document_kind = 'message' and is_active
+"""
+
+
+@dataclass(frozen=True)
+class ClaimedItem:
+    """One leased work item and the text to embed."""
+
+    document_id: str
+    text_hash: str
+    text: str
+    attempt_count: int
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A batch of items leased together under one lease id."""
+
+    lease_id: str
+    items: tuple[ClaimedItem, ...]
+
+
+def connect(state_path: Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """Open the state DB; a missing file or projection is a user error, not a crash."""
+    if read_only and not state_path.exists():
+        raise SlackqueryError(f"state database {state_path} does not exist; run the projection")
+    if not read_only:
+        state_path.parent.mkdir(parents=True, exist_ok=True)
+    return duckdb.connect(str(state_path), read_only=read_only)
+
+
+@contextmanager
+def transaction(connection: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
+    """Run a block in one transaction: committed on success, rolled back on any error."""
+    connection.execute("begin transaction")
+    try:
+        yield connection
+    except BaseException:
+        connection.execute("rollback")
+        raise
+    connection.execute("commit")
+
+
+def ensure_schema(connection: duckdb.DuckDBPyConnection) -> None:
+    """Create the embedding tables if they are missing (idempotent)."""
+    connection.execute(SCHEMA)
+
+
+def has_table(connection: duckdb.DuckDBPyConnection, name: str) -> bool:
+    """Whether the state DB has table `name` in its main schema."""
+    row = connection.execute(
+        "select count(*) from duckdb_tables() where schema_name = 'main' and table_name = ?",
+        [name],
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def require_documents(connection: duckdb.DuckDBPyConnection, state_path: Path) -> None:
+    """Fail clearly when the projection has not produced `search_documents` yet."""
+    if not has_table(connection, "search_documents"):
+        raise SlackqueryError(
+            f"state database {state_path} has no search_documents table; run the projection "
+            "(`slackquery project`) before embedding"
+        )
+
+
+def register_generation(
+    connection: duckdb.DuckDBPyConnection, identity: GenerationIdentity, now: datetime
+) -> None:
+    """Record the generation identity once; a different identity under the same id is a bug."""
+    identity_json = json.dumps(identity.to_dict(), sort_keys=True)
+    row = connection.execute(
+        "select identity_json from embedding_generations where generation_id = ?",
+        [identity.generation_id],
+    ).fetchone()
+    if row is None:
+        connection.execute(
+            "insert into embedding_generations values (?, ?, ?, ?)",
+            [identity.generation_id, identity_json, identity.config_hash, now],
+        )
+    elif json.loads(row[0]) != json.loads(identity_json):
+        raise SlackqueryError(
+            f"generation {identity.generation_id!r} is recorded with a different identity"
+        )
+
+
+def enqueue(connection: duckdb.DuckDBPyConnection, generation_id: str, now: datetime) -> int:
+    """Add a pending item for every wanted document lacking one at its current text hash.
+
+    An unchanged corpus inserts nothing (one anti-join), which is what keeps a no-op
+    re-run fast. Edited text gets a new row under its new hash; the old row stays as history.
+    """
+    row = connection.execute(
+        f"""
+        insert into embedding_work_items
+            (document_id, generation_id, text_hash, state, attempt_count, updated_at)
+        select wanted.document_id, $generation_id, wanted.text_hash, 'pending', 0, $now
+        from ({WANTED_DOCUMENTS}) as wanted
+        anti join (
+            select document_id, text_hash from embedding_work_items
+            where generation_id = $generation_id
+        ) as existing
+            on existing.document_id = wanted.document_id
+            and existing.text_hash = wanted.text_hash
+        """,
+        {"generation_id": generation_id, "now": now},
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+# -- leases ------------------------------------------------------------------------------
+def new_lease_id() -> str:
+    """`host:pid:process-start-ms:random`, so a later run can tell a dead owner's lease."""
+    process = psutil.Process(os.getpid())
+    started_ms = int(process.create_time() * 1000)
+    return f"{socket.gethostname()}:{os.getpid()}:{started_ms}:{uuid.uuid4().hex[:12]}"
+
+
+def lease_owner_is_dead(lease_id: str) -> bool:
+    """True when the lease's owner process on this host is gone (or is a reused pid).
+
+    Leases of other hosts, or in an unknown format, are never judged dead: they wait for
+    their expiry like the design says.
+    """
+    parts = lease_id.split(":")
+    if len(parts) != 4 or parts[0] != socket.gethostname():
+        return False
+    try:
+        pid, started_ms = int(parts[1]), int(parts[2])
+    except ValueError:
+        return False
+    try:
+        process = psutil.Process(pid)
+        return int(process.create_time() * 1000) != started_ms
+    except psutil.NoSuchProcess:
+        return True
+    except psutil.Error:
+        return False
+
+
+def release_dead_leases(
+    connection: duckdb.DuckDBPyConnection, generation_id: str, now: datetime
+) -> int:
+    """Expire leases held by processes that no longer exist, so their items are reclaimable.
+
+    A SIGKILLed run cannot release its own claims; waiting out a 15-minute lease would stall
+    the next run for nothing when the owner is provably dead. The attempt it spent is kept,
+    so a document that crashes the model every time still ends terminal.
+    """
+    leases = [
+        lease_id
+        for (lease_id,) in connection.execute(
+            "select distinct lease_id from embedding_work_items "
+            "where generation_id = ? and state = 'in_progress' and lease_expires_at > ?",
+            [generation_id, now],
+        ).fetchall()
+        if lease_id and lease_owner_is_dead(lease_id)
+    ]
+    if leases:
+        connection.execute(
+            "update embedding_work_items set lease_expires_at = ? "
+            "where generation_id = ? and state = 'in_progress' and list_contains(?, lease_id)",
+            [now, generation_id, leases],
+        )
+    return len(leases)
+
+
+CLAIMABLE = f"""
+    from embedding_work_items as items
+    inner join ({WANTED_DOCUMENTS}) as wanted
+        on wanted.document_id = items.document_id and wanted.text_hash = items.text_hash
+    where items.generation_id = $generation_id
+        and (
+            items.state = 'pending'
+            or (items.state = 'retryable_failed' and items.next_attempt_at <= $now)
+            or (items.state = 'in_progress' and items.lease_expires_at <= $now)
+        )
+"""
+
+
+def count_claimable(
+    connection: duckdb.DuckDBPyConnection, generation_id: str, now: datetime
+) -> int:
+    """How many items a run could claim right now (the progress bar's total)."""
+    row = connection.execute(
+        f"select count(*) {CLAIMABLE}", {"generation_id": generation_id, "now": now}
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def claim_batch(
+    connection: duckdb.DuckDBPyConnection,
+    generation_id: str,
+    *,
+    limit: int,
+    lease_s: int,
+    now: datetime,
+    lease_id: str | None = None,
+) -> Claim:
+    """Lease up to `limit` claimable items in one transaction and return them with their text.
+
+    Claiming bumps `attempt_count`, so an attempt that dies with its process still counts.
+    Oldest work first (`updated_at`, then `document_id`) keeps the order deterministic.
+    """
+    lease_id = lease_id or new_lease_id()
+    params = {"generation_id": generation_id, "now": now, "limit": limit}
+    with transaction(connection):
+        rows = connection.execute(
+            f"""
+            select items.document_id, items.text_hash, wanted.text_embedding
+            {CLAIMABLE}
+            order by items.updated_at, items.document_id
+            limit $limit
+            """,
+            params,
+        ).fetchall()
+        if not rows:
+            return Claim(lease_id, ())
+        claimed = connection.execute(
+            """
+            update embedding_work_items as items
+            set state = 'in_progress', lease_id = $lease_id, lease_expires_at = $expires,
+                attempt_count = items.attempt_count + 1, updated_at = $now
+            from (select unnest($ids) as document_id, unnest($hashes) as text_hash) as batch
+            where items.generation_id = $generation_id
+                and items.document_id = batch.document_id
+                and items.text_hash = batch.text_hash
+            returning items.document_id, items.text_hash, items.attempt_count
+            """,
+            {
+                "lease_id": lease_id,
+                "expires": now + timedelta(seconds=lease_s),
+                "now": now,
+                "generation_id": generation_id,
+                "ids": [row[0] for row in rows],
+                "hashes": [row[1] for row in rows],
+            },
+        ).fetchall()
+    attempts = {(row[0], row[1]): int(row[2]) for row in claimed}
+    items = tuple(
+        ClaimedItem(document_id, text_hash, text or "", attempts[(document_id, text_hash)])
+        for document_id, text_hash, text in rows
+    )
+    return Claim(lease_id, items)
+
+
+def record_successes(
+    connection: duckdb.DuckDBPyConnection,
+    generation_id: str,
+    lease_id: str,
+    items: Sequence[ClaimedItem],
+    vectors: np.ndarray,
+    now: datetime,
+) -> int:
+    """Store vectors for items still leased to `lease_id`; returns how many were stored.
+
+    The lease check means a run whose lease expired and was reclaimed elsewhere cannot
+    overwrite the newer owner's outcome, so a succeeded item is written once.
+    """
+    if not items:
+        return 0
+    with transaction(connection):
+        row = connection.execute(
+            """
+            update embedding_work_items as items
+            set state = 'succeeded', embedding = batch.embedding, embedded_at = $now,
+                updated_at = $now, lease_id = null, lease_expires_at = null,
+                next_attempt_at = null, error_class = null, error_message = null
+            from (
+                select unnest($ids) as document_id, unnest($hashes) as text_hash,
+                    unnest($vectors::float[][]) as embedding
+            ) as batch
+            where items.generation_id = $generation_id
+                and items.document_id = batch.document_id
+                and items.text_hash = batch.text_hash
+                and items.state = 'in_progress' and items.lease_id = $lease_id
+            """,
+            {
+                "now": now,
+                "ids": [item.document_id for item in items],
+                "hashes": [item.text_hash for item in items],
+                "vectors": np.asarray(vectors, dtype=np.float32).tolist(),
+                "generation_id": generation_id,
+                "lease_id": lease_id,
+            },
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def record_failures(
+    connection: duckdb.DuckDBPyConnection,
+    generation_id: str,
+    lease_id: str,
+    items: Sequence[ClaimedItem],
+    *,
+    error_class: str,
+    error_message: str,
+    next_attempt_at: datetime,
+    max_attempts: int,
+    now: datetime,
+) -> int:
+    """Mark items failed: `terminal_failed` once they used `max_attempts`, else retryable."""
+    if not items:
+        return 0
+    with transaction(connection):
+        row = connection.execute(
+            """
+            update embedding_work_items as items
+            set state = case when items.attempt_count >= $max_attempts
+                    then 'terminal_failed' else 'retryable_failed' end,
+                next_attempt_at = case when items.attempt_count >= $max_attempts
+                    then null else $next_attempt_at end,
+                error_class = $error_class, error_message = $error_message,
+                lease_id = null, lease_expires_at = null, updated_at = $now
+            from (select unnest($ids) as document_id, unnest($hashes) as text_hash) as batch
+            where items.generation_id = $generation_id
+                and items.document_id = batch.document_id
+                and items.text_hash = batch.text_hash
+                and items.state = 'in_progress' and items.lease_id = $lease_id
+            """,
+            {
+                "max_attempts": max_attempts,
+                "next_attempt_at": next_attempt_at,
+                "error_class": error_class,
+                "error_message": error_message[:1000],
+                "now": now,
+                "ids": [item.document_id for item in items],
+                "hashes": [item.text_hash for item in items],
+                "generation_id": generation_id,
+                "lease_id": lease_id,
+            },
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+# -- reporting ---------------------------------------------------------------------------
+def state_counts(connection: duckdb.DuckDBPyConnection, generation_id: str) -> dict[str, int]:
+    """Counts by state of the items for wanted documents at their current text."""
+    counts = dict.fromkeys(STATES, 0)
+    rows = connection.execute(
+        f"""
+        select items.state, count(*)
+        from embedding_work_items as items
+        inner join ({WANTED_DOCUMENTS}) as wanted
+            on wanted.document_id = items.document_id and wanted.text_hash = items.text_hash
+        where items.generation_id = ?
+        group by 1
+        """,
+        [generation_id],
+    ).fetchall()
+    counts.update({state: int(count) for state, count in rows})
+    return counts
+
+
+def coverage(connection: duckdb.DuckDBPyConnection, generation_id: str) -> dict[str, object]:
+    """Wanted documents, how many have a vector at their current text, and the ratio."""
+    row = connection.execute(
+        f"""
+        select count(*), count(items.document_id)
+        from ({WANTED_DOCUMENTS}) as wanted
+        left join embedding_work_items as items
+            on items.document_id = wanted.document_id and items.text_hash = wanted.text_hash
+            and items.generation_id = ? and items.state = 'succeeded'
+        """,
+        [generation_id],
+    ).fetchone()
+    wanted, embedded = (int(row[0]), int(row[1])) if row else (0, 0)
+    return {
+        "wanted_documents": wanted,
+        "embedded_documents": embedded,
+        "missing_documents": wanted - embedded,
+        "coverage": round(embedded / wanted, 6) if wanted else 1.0,
+    }
+
+
+def current_vectors_sql() -> str:
+    """SQL for `(document_id, embedding)` of every wanted document in generation `$1`.
+
+    The artifact build reads vectors through this, so "the vector for a document" means
+    one thing everywhere: the succeeded row at the document's current text hash.
+    """
+    return f"""
+        select wanted.document_id, items.embedding
+        from ({WANTED_DOCUMENTS}) as wanted
+        inner join embedding_work_items as items
+            on items.document_id = wanted.document_id and items.text_hash = wanted.text_hash
+        where items.generation_id = $1 and items.state = 'succeeded'
+        order by wanted.document_id
+    """

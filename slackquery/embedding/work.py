@@ -1,0 +1,322 @@
+"""The embed loop in plain Python: enqueue, then claim → embed → record until nothing is left.
+
+`embed_pending` is what `slackquery embed` runs by default and what the Prefect flow's tasks
+wrap piece by piece (`EmbedRun.claim`, `EmbedRun.embed`, `EmbedRun.record`). All state is in
+the state DB (see `slackquery.embedding.state`), so a run may die at any point: claims it
+held are reclaimed by the next run (at lease expiry, or at once when the owner process is
+provably dead), and succeeded items are never claimed again.
+"""
+
+import os
+import random
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import duckdb
+import numpy as np
+
+from slackquery.embedding import build_embedder, state
+from slackquery.embedding.base import Embedder
+from slackquery.embedding.errors import RequestRejectedError, TransientEmbeddingError
+from slackquery.embedding.http import parse_retry_after
+from slackquery.settings import Settings
+
+# Test hook for the crash test: SIGKILL this process in the middle of batch N+1 (after
+# its claim is committed and its vectors computed, before they are recorded).
+KILL_AFTER_BATCHES_ENV = "SLACKQUERY_TEST_KILL_AFTER_BATCHES"
+
+Clock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    """The real clock (tests inject their own)."""
+    return datetime.now(UTC)
+
+
+def backoff_delay(attempt: int, cap_s: float, rng: random.Random) -> float:
+    """Capped exponential backoff with jitter: min(cap, 2^min(attempt, 8)) + U[0, 1) seconds."""
+    return min(cap_s, float(2 ** min(attempt, 8))) + rng.random()
+
+
+@dataclass
+class BatchOutcome:
+    """What happened to one claimed batch, before it is recorded."""
+
+    vectors: np.ndarray | None = None
+    invalid: dict[int, str] = field(default_factory=dict)
+    error_class: str | None = None
+    error_message: str | None = None
+    retry_after: str | None = None
+    model_s: float = 0.0
+
+
+def embed_texts(embedder: Embedder, texts: list[str]) -> BatchOutcome:
+    """Embed one batch and classify the result; never raises for endpoint faults.
+
+    A request rejected as a whole (4xx other than 429) is retried item by item, so one
+    document the endpoint refuses does not charge its batch-mates an attempt.
+    """
+    started = time.perf_counter()
+    try:
+        vectors, invalid = embedder.embed_document_batch(texts)
+        return BatchOutcome(vectors, invalid, model_s=time.perf_counter() - started)
+    except TransientEmbeddingError as error:
+        return BatchOutcome(
+            error_class=error.error_class,
+            error_message=str(error),
+            retry_after=error.retry_after,
+            model_s=time.perf_counter() - started,
+        )
+    except RequestRejectedError as error:
+        if len(texts) == 1:
+            return BatchOutcome(
+                invalid={0: f"{error.error_class}: {error}"},
+                vectors=None,
+                model_s=time.perf_counter() - started,
+            )
+    vectors = np.zeros((len(texts), embedder.identity.stored_dimension), dtype=np.float32)
+    invalid = {}
+    for index, text in enumerate(texts):
+        single = embed_texts(embedder, [text])
+        if single.error_class is not None:
+            return BatchOutcome(
+                error_class=single.error_class,
+                error_message=single.error_message,
+                retry_after=single.retry_after,
+                model_s=time.perf_counter() - started,
+            )
+        if single.invalid or single.vectors is None:
+            invalid[index] = single.invalid.get(0, "rejected")
+        else:
+            vectors[index] = single.vectors[0]
+    return BatchOutcome(vectors, invalid, model_s=time.perf_counter() - started)
+
+
+class EmbedRun:
+    """One embed run against the state DB: its connection, clock, randomness and tallies."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        embedder: Embedder | None = None,
+        now: Clock = utc_now,
+        rng: random.Random | None = None,
+        connection: duckdb.DuckDBPyConnection | None = None,
+    ):
+        self.settings = settings
+        self.embedder = embedder or build_embedder(settings)
+        self.identity = self.embedder.identity  # validates an HTTP endpoint before any claim
+        self.generation_id = self.identity.generation_id
+        self.now = now
+        self.rng = rng or random.Random()
+        self._owns_connection = connection is None
+        self.connection = connection or state.connect(settings.state_path)
+        self.tally = {"claimed": 0, "succeeded": 0, "failed": 0, "batches": 0}
+        self.model_s = 0.0
+
+    def close(self) -> None:
+        """Close the connection if this run opened it."""
+        if self._owns_connection:
+            self.connection.close()
+
+    def prepare(self) -> dict[str, int]:
+        """Schema, generation record, dead leases released, new work enqueued."""
+        state.require_documents(self.connection, self.settings.state_path)
+        now = self.now()
+        with state.transaction(self.connection):
+            state.ensure_schema(self.connection)
+            state.register_generation(self.connection, self.identity, now)
+            released = state.release_dead_leases(self.connection, self.generation_id, now)
+            enqueued = state.enqueue(self.connection, self.generation_id, now)
+        return {
+            "enqueued": enqueued,
+            "released_leases": released,
+            "claimable": state.count_claimable(self.connection, self.generation_id, now),
+        }
+
+    def claim(self, limit: int) -> state.Claim:
+        """Lease the next batch (committed before any embedding starts)."""
+        claim = state.claim_batch(
+            self.connection,
+            self.generation_id,
+            limit=limit,
+            lease_s=self.settings.embedding_lease_s,
+            now=self.now(),
+        )
+        self.tally["claimed"] += len(claim.items)
+        return claim
+
+    def embed(self, claim: state.Claim) -> BatchOutcome:
+        """Embed a claimed batch (no database access)."""
+        outcome = embed_texts(self.embedder, [item.text for item in claim.items])
+        self.model_s += outcome.model_s
+        return outcome
+
+    def retry_delay(self, outcome: BatchOutcome, attempt: int) -> float:
+        """Retry-After when the endpoint sent one, else capped exponential backoff."""
+        delay = parse_retry_after(outcome.retry_after, self.now)
+        if delay is not None:
+            return delay
+        return backoff_delay(attempt, self.settings.embedding_backoff_max_s, self.rng)
+
+    def record(self, claim: state.Claim, outcome: BatchOutcome) -> dict[str, int]:
+        """Commit the batch's outcome: vectors for good items, failures for the rest."""
+        now = self.now()
+        max_attempts = self.settings.embedding_max_attempts
+        attempt = max((item.attempt_count for item in claim.items), default=1)
+        next_at = now + timedelta(seconds=self.retry_delay(outcome, attempt))
+        succeeded = failed = 0
+        if outcome.error_class is not None:
+            failed += state.record_failures(
+                self.connection,
+                self.generation_id,
+                claim.lease_id,
+                claim.items,
+                error_class=outcome.error_class,
+                error_message=outcome.error_message or outcome.error_class,
+                next_attempt_at=next_at,
+                max_attempts=max_attempts,
+                now=now,
+            )
+        else:
+            good = [i for i in range(len(claim.items)) if i not in outcome.invalid]
+            if good and outcome.vectors is not None:
+                succeeded += state.record_successes(
+                    self.connection,
+                    self.generation_id,
+                    claim.lease_id,
+                    [claim.items[i] for i in good],
+                    outcome.vectors[good],
+                    now,
+                )
+            for index, reason in sorted(outcome.invalid.items()):
+                failed += state.record_failures(
+                    self.connection,
+                    self.generation_id,
+                    claim.lease_id,
+                    [claim.items[index]],
+                    error_class=reason.split(":")[0]
+                    if reason.startswith("http_")
+                    else ("invalid_vector"),
+                    error_message=reason,
+                    next_attempt_at=next_at,
+                    max_attempts=max_attempts,
+                    now=now,
+                )
+        self.tally["succeeded"] += succeeded
+        self.tally["failed"] += failed
+        self.tally["batches"] += 1
+        return {"succeeded": succeeded, "failed": failed}
+
+    def summary(self, started: float, prepared: dict[str, int]) -> dict[str, Any]:
+        """Counts by state, coverage and timings for the run report."""
+        elapsed = time.perf_counter() - started
+        return {
+            "generation_id": self.generation_id,
+            **prepared,
+            **self.tally,
+            "counts": state.state_counts(self.connection, self.generation_id),
+            **state.coverage(self.connection, self.generation_id),
+            "elapsed_s": round(elapsed, 3),
+            "model_s": round(self.model_s, 3),
+            "bookkeeping_s": round(max(0.0, elapsed - self.model_s), 3),
+        }
+
+
+def _kill_hook(batches_done: int) -> None:
+    """SIGKILL ourselves mid-batch when the crash test asks for it (no-op otherwise)."""
+    limit = os.environ.get(KILL_AFTER_BATCHES_ENV)
+    if limit is not None and batches_done >= int(limit):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def embed_pending(
+    settings: Settings,
+    *,
+    progress: bool = False,
+    max_items: int | None = None,
+    embedder: Embedder | None = None,
+    now: Clock = utc_now,
+    rng: random.Random | None = None,
+) -> dict[str, Any]:
+    """Embed every claimable work item (or at most `max_items`) and report counts by state.
+
+    Items whose retry time has not come yet are left for a later run rather than waited
+    for, so a run always ends. `progress` draws a rich progress bar (rate, ETA) on stderr.
+    """
+    started = time.perf_counter()
+    run = EmbedRun(settings, embedder=embedder, now=now, rng=rng)
+    try:
+        prepared = run.prepare()
+        total = prepared["claimable"]
+        if max_items is not None:
+            total = min(total, max_items)
+        with _progress(progress, total) as advance:
+            while max_items is None or run.tally["claimed"] < max_items:
+                limit = settings.embedding_batch_size
+                if max_items is not None:
+                    limit = min(limit, max_items - run.tally["claimed"])
+                claim = run.claim(limit)
+                if not claim.items:
+                    break
+                outcome = run.embed(claim)
+                _kill_hook(run.tally["batches"])
+                run.record(claim, outcome)
+                advance(len(claim.items))
+        return run.summary(started, prepared)
+    finally:
+        run.close()
+
+
+class _progress:
+    """A rich progress bar (count, rate, ETA) on stderr, or nothing when disabled."""
+
+    def __init__(self, enabled: bool, total: int):
+        self.enabled = enabled and total > 0
+        self.total = total
+        self._bar: Any = None
+        self._task: Any = None
+
+    def __enter__(self) -> Callable[[int], None]:
+        if not self.enabled:
+            return lambda _count: None
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self._bar = Progress(
+            TextColumn("embedding"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]} docs/s"),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=Console(stderr=True),
+        )
+        self._bar.__enter__()
+        self._task = self._bar.add_task("embed", total=self.total, rate="-")
+        self._started = time.perf_counter()
+        self._done = 0
+
+        def advance(count: int) -> None:
+            self._done += count
+            rate = self._done / max(time.perf_counter() - self._started, 1e-9)
+            self._bar.update(self._task, advance=count, rate=f"{rate:.1f}")
+
+        return advance
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(*exc)

@@ -1,0 +1,191 @@
+"""Fusion parameter grids: a small spec language, expanded into named configurations.
+
+A grid answers "which fusion setting helps, and by how much" with evidence, so the default
+is always part of it and each configuration is named by what it changes. The spec is
+either inline or a YAML file:
+
+- inline: `rrf_k=10,30,60;use_context_arm=on,off` — axes separated by `;`, values by `,`.
+  By default the grid is a *sweep*: each axis varies alone while every other setting keeps
+  its default (one row per value, plus the default once). Prefix `product:` for the full
+  cross product of all axes.
+- YAML file (a path ending in `.yaml`/`.yml`): `{mode: sweep|product, axes: {name: [values]}}`.
+- `standard`: the built-in sweep documented in docs/evaluation.md (`STANDARD_GRID`).
+
+Axes: `rrf_k`, `candidate_window`, `max_per_thread` (integers >= 1), `use_context_arm`,
+`route_aware` (on/off, true/false), `weights` (`L:S:C`, the lexical, semantic and context
+weights used for every route) and `weights.exact`, `weights.conceptual`, `weights.mixed`
+(one route's weights).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from slackquery.errors import SlackqueryError
+
+INT_AXES = ("rrf_k", "candidate_window", "max_per_thread")
+BOOL_AXES = ("use_context_arm", "route_aware")
+ROUTES = ("exact", "conceptual", "mixed")
+WEIGHT_AXES = ("weights", *(f"weights.{route}" for route in ROUTES))
+AXES = (*INT_AXES, *BOOL_AXES, *WEIGHT_AXES)
+MAX_CONFIGS = 200
+
+STANDARD_GRID = (
+    "rrf_k=10,30,60,120;candidate_window=20,50,100,200;use_context_arm=on,off;"
+    "route_aware=on,off;weights=1:1:0.65,0.7:1.5:0.65,0.5:1.5:0.5"
+)
+
+_TRUE = {"on", "true", "yes", "1"}
+_FALSE = {"off", "false", "no", "0"}
+
+Weights = tuple[float, float, float]
+
+
+@dataclass(frozen=True)
+class GridPoint:
+    """One configuration of the grid: a readable name and the settings it overrides."""
+
+    name: str
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_default(self) -> bool:
+        """True for the unchanged default configuration."""
+        return not self.overrides
+
+
+DEFAULT_POINT = GridPoint(name="default")
+
+
+def parse_grid(spec: str) -> list[GridPoint]:
+    """Expand a grid spec (inline, `standard` or a YAML path) into named configurations.
+
+    The default configuration always comes first, exactly once, so every report can
+    compare against it.
+    """
+    spec = spec.strip()
+    if not spec:
+        raise SlackqueryError("--grid: empty grid spec")
+    if spec == "standard":
+        spec = STANDARD_GRID
+    if spec.endswith((".yaml", ".yml")):
+        mode, axes = _read_grid_file(Path(spec))
+    else:
+        mode = "sweep"
+        if spec.startswith("product:"):
+            mode, spec = "product", spec.removeprefix("product:")
+        axes = _parse_inline(spec)
+    return expand(axes, mode=mode)
+
+
+def expand(axes: Mapping[str, list[Any]], *, mode: str = "sweep") -> list[GridPoint]:
+    """Named configurations for typed axis values, as a sweep or a cross product."""
+    points = [DEFAULT_POINT]
+    if mode == "sweep":
+        for axis, values in axes.items():
+            points.extend(GridPoint(_name({axis: v}), {axis: v}) for v in values)
+    elif mode == "product":
+        names = list(axes)
+        for combo in itertools.product(*(axes[name] for name in names)):
+            overrides = dict(zip(names, combo, strict=True))
+            points.append(GridPoint(_name(overrides), overrides))
+    else:
+        raise SlackqueryError(f"--grid: mode must be sweep or product, got {mode!r}")
+    unique = list({point.name: point for point in points}.values())
+    if len(unique) > MAX_CONFIGS:
+        raise SlackqueryError(
+            f"--grid: {len(unique)} configurations is more than {MAX_CONFIGS}; "
+            "use a sweep or fewer values"
+        )
+    return unique
+
+
+def _parse_inline(spec: str) -> dict[str, list[Any]]:
+    axes: dict[str, list[Any]] = {}
+    for part in filter(None, (chunk.strip() for chunk in spec.split(";"))):
+        name, sep, values = part.partition("=")
+        name = name.strip()
+        if not sep or not values.strip():
+            raise SlackqueryError(f"--grid: expected name=value,value in {part!r}")
+        _add_axis(axes, name, [value.strip() for value in values.split(",")])
+    if not axes:
+        raise SlackqueryError("--grid: no axes given")
+    return axes
+
+
+def _read_grid_file(path: Path) -> tuple[str, dict[str, list[Any]]]:
+    try:
+        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SlackqueryError(f"{path}: grid file not found") from None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+        raise SlackqueryError(f"{path}: cannot read grid file ({error})") from None
+    if not isinstance(document, Mapping) or not isinstance(document.get("axes"), Mapping):
+        raise SlackqueryError(f"{path}: expected a mapping with `axes: {{name: [values]}}`")
+    mode = document.get("mode", "sweep")
+    axes: dict[str, list[Any]] = {}
+    for name, values in document["axes"].items():
+        if not isinstance(values, list) or not values:
+            raise SlackqueryError(f"{path}: axis {name!r} needs a non-empty list of values")
+        _add_axis(axes, str(name), values)
+    return str(mode), axes
+
+
+def _add_axis(axes: dict[str, list[Any]], name: str, values: list[Any]) -> None:
+    if name not in AXES:
+        raise SlackqueryError(f"--grid: unknown axis {name!r} (known: {', '.join(AXES)})")
+    if name in axes:
+        raise SlackqueryError(f"--grid: axis {name!r} given twice")
+    axes[name] = list(dict.fromkeys(_parse_value(name, value) for value in values))
+
+
+def _parse_value(axis: str, value: Any) -> Any:
+    if axis in INT_AXES:
+        try:
+            number = int(str(value))
+        except ValueError:
+            number = 0
+        if number < 1:
+            raise SlackqueryError(f"--grid: {axis} values must be integers >= 1, got {value!r}")
+        return number
+    if axis in BOOL_AXES:
+        if isinstance(value, bool):
+            return value
+        text = str(value).lower()
+        if text in _TRUE | _FALSE:
+            return text in _TRUE
+        raise SlackqueryError(f"--grid: {axis} values must be on or off, got {value!r}")
+    return parse_weights(axis, value)
+
+
+def parse_weights(axis: str, value: Any) -> Weights:
+    """`L:S:C` (or a 3-item list) as three non-negative floats, not all zero."""
+    parts = value if isinstance(value, list) else str(value).split(":")
+    try:
+        weights = tuple(float(part) for part in parts)
+    except (TypeError, ValueError):
+        weights = ()
+    if len(weights) != 3 or min(weights) < 0 or max(weights) == 0:
+        raise SlackqueryError(
+            f"--grid: {axis} values must be lexical:semantic:context weights, "
+            f"three non-negative numbers, got {value!r}"
+        )
+    return weights  # type: ignore[return-value]
+
+
+def _name(overrides: Mapping[str, Any]) -> str:
+    return " ".join(f"{axis}={_format(value)}" for axis, value in overrides.items())
+
+
+def _format(value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, tuple):
+        return ":".join(f"{weight:g}" for weight in value)
+    return str(value)

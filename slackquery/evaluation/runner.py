@@ -1,0 +1,274 @@
+"""Run judged queries through the production pipeline and search engine.
+
+With a corpus, the evaluation owns a dedicated home (`HOME/eval/<corpus name>`) and runs
+every real step into it: import, dbt projection, embedding, artifact build with validation,
+publish. The state database persists there, so a second run re-embeds nothing. Without a
+corpus it evaluates whatever the configured home has published. Either way queries go
+through `serving.engine.SearchEngine.search`, the function the MCP tools call, and hits are
+matched to judged messages by `source_message_id`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from serving.engine import SearchEngine
+from serving.fusion import ARMS, FusionConfig
+from serving.models import SearchRequest
+from slackquery.artifacts.build import build_artifact
+from slackquery.artifacts.publish import current_artifact, publish
+from slackquery.canonical.importer import import_source
+from slackquery.embedding.work import embed_pending
+from slackquery.errors import SlackqueryError
+from slackquery.evaluation import MODES
+from slackquery.evaluation.grid import BOOL_AXES, DEFAULT_POINT, INT_AXES, ROUTES, GridPoint
+from slackquery.evaluation.metrics import MRR_K, RECALL_KS, QueryRun, query_row
+from slackquery.evaluation.queries import JudgedQuery
+from slackquery.evaluation.report import Evaluation, RunGroup
+from slackquery.projection import project
+from slackquery.settings import Settings
+
+RESULT_DEPTH = max(*RECALL_KS, MRR_K)
+CORPUS_FORMATS = {".jsonl": "beacon-jsonl", ".ndjson": "beacon-jsonl"}
+
+Progress = Callable[[str], None]
+
+
+def _quiet(_: str) -> None:
+    """Default progress sink: say nothing."""
+
+
+def corpus_settings(settings: Settings, corpus: Path) -> Settings:
+    """Settings whose every path lives in the corpus's own evaluation home.
+
+    Only the paths change; embedding and serving settings carry over, so the evaluation
+    measures the configured model. The home is named after the corpus (parent folder and
+    file stem), so re-running on the same corpus finds its state again.
+    """
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{corpus.resolve().parent.name}-{corpus.stem}")
+    values = settings.model_dump()
+    values.update(
+        home=settings.home / "eval" / name.strip("-."),
+        canonical_db=None,
+        state_db=None,
+        artifact_dir=None,
+        log_dir=None,
+    )
+    return Settings(**values)
+
+
+def prepare_corpus(
+    settings: Settings, corpus: Path, *, progress: Progress = _quiet
+) -> dict[str, Any]:
+    """Import, project, embed, build and publish `corpus` into `settings`' home.
+
+    Every step is the production entry point and is idempotent on unchanged input, so
+    repeating it costs a projection and a build but no embedding.
+    """
+    if not corpus.exists():
+        raise SlackqueryError(f"{corpus}: corpus not found")
+    source_format = CORPUS_FORMATS.get(corpus.suffix.lower())
+    steps: dict[str, Any] = {}
+    progress(f"import {corpus} into {settings.home}")
+    steps["import"] = import_source(settings, corpus, source_format=source_format)
+    progress("project (dbt build)")
+    steps["project"] = project(settings)
+    progress("embed pending documents")
+    steps["embed"] = embed_pending(settings)
+    progress("build and validate the artifact")
+    build_id = build_artifact(settings)
+    steps["build_id"] = build_id
+    progress(f"publish {build_id}")
+    steps["publish"] = publish(settings, build_id)
+    return steps
+
+
+def fusion_config(point: GridPoint, base: FusionConfig | None = None) -> FusionConfig:
+    """The `FusionConfig` for one grid point: the default with the point's overrides."""
+    base = base or FusionConfig()
+    changes: dict[str, Any] = {
+        axis: value for axis, value in point.overrides.items() if axis in INT_AXES + BOOL_AXES
+    }
+    weights = {route: dict(arms) for route, arms in base.route_weights.items()}
+    if "weights" in point.overrides:
+        for route in weights:
+            weights[route] = dict(zip(ARMS, point.overrides["weights"], strict=True))
+    for route in ROUTES:
+        if f"weights.{route}" in point.overrides:
+            weights[route] = dict(zip(ARMS, point.overrides[f"weights.{route}"], strict=True))
+    return dataclasses.replace(base, route_weights=weights, **changes)
+
+
+def artifact_facts(artifact: Path) -> tuple[dict[str, Any], set[str]]:
+    """The artifact's identity (build, generation, counts) and every source message id in it.
+
+    Read from a read-only connection, like serving: the ids let the evaluation warn about
+    judged messages the artifact cannot return at all.
+    """
+    with duckdb.connect(str(artifact), read_only=True) as connection:
+        row = connection.execute(
+            "select build_id, generation_id, document_count, message_count, built_at "
+            "from artifact_metadata"
+        ).fetchone()
+        source_ids = {
+            source_id
+            for (source_id,) in connection.execute(
+                "select distinct source_message_id from search_documents "
+                "where source_message_id is not null"
+            ).fetchall()
+        }
+    if row is None:
+        raise SlackqueryError(f"{artifact}: the artifact has no metadata row")
+    keys = ("build_id", "generation_id", "document_count", "message_count", "built_at")
+    info = {key: value for key, value in zip(keys, row, strict=True)}
+    info["built_at"] = str(info["built_at"])
+    return info, source_ids
+
+
+def build_request(query: JudgedQuery, mode: str, limit: int = RESULT_DEPTH) -> SearchRequest:
+    """The search request for a judged query: its text, and its filters as the engine takes
+    them (channel and author *names* are resolved by the engine, as for MCP clients)."""
+    filters = query.filters
+    start_us, end_us = filters.ts_bounds_us(query.timezone)
+    return SearchRequest(
+        query=query.query,
+        mode=mode,
+        channel_ids=[f"#{filters.channel}"] if filters.channel else None,
+        author_ids=[f"@{filters.author}"] if filters.author else None,
+        start_ts_us=start_us,
+        end_ts_us=end_us,
+        limit=limit,
+    )
+
+
+def run_query(
+    engine: SearchEngine,
+    request: SearchRequest,
+    query: JudgedQuery,
+    fusion: FusionConfig | None,
+) -> tuple[QueryRun, dict[str, float]]:
+    """Search once, timing the call; a user-facing search error becomes a recorded miss.
+
+    Returns the run and the engine's own stage timings (`embed`, `lexical`, ...). A hit
+    without a source message id (not expected from the importers) is matched by its
+    document id, so it can never match judged ids by accident.
+    """
+    started = time.perf_counter()
+    try:
+        response = engine.search(request, fusion=fusion)
+    except SlackqueryError as error:
+        elapsed = (time.perf_counter() - started) * 1000
+        return QueryRun(query, (), (), elapsed, error=str(error)), {}
+    elapsed = (time.perf_counter() - started) * 1000
+    hits = response.results
+    run = QueryRun(
+        query,
+        tuple(hit.source_message_id or hit.document_id for hit in hits),
+        tuple(float(hit.fused_score) for hit in hits),
+        elapsed,
+    )
+    return run, dict(response.timings_ms)
+
+
+def evaluate(
+    settings: Settings,
+    queries: Sequence[JudgedQuery],
+    *,
+    queries_file: str,
+    split: str,
+    modes: Sequence[str] = MODES,
+    grid: Sequence[GridPoint] = (DEFAULT_POINT,),
+    corpus: Path | None = None,
+    progress: Progress = _quiet,
+) -> Evaluation:
+    """Evaluate `queries` in every mode (and, for hybrid, every grid point).
+
+    Each query is first searched once in semantic mode, untimed for the tables: that loads
+    the artifact and embeds the query text (the engine caches query vectors per text), and
+    its `embed` timing is kept per query. So every reported latency is a warm search that
+    no mode pays more for by running first, and the query-embedding cost is reported
+    beside it instead of being hidden.
+    """
+    if not queries:
+        raise SlackqueryError(f"{queries_file}: no queries in split {split!r}")
+    unknown = [mode for mode in modes if mode not in MODES]
+    if unknown or not modes:
+        raise SlackqueryError(f"modes must be a subset of {', '.join(MODES)}, got {list(modes)}")
+    if corpus is not None:
+        settings = corpus_settings(settings, corpus)
+        prepare_corpus(settings, corpus, progress=progress)
+    artifact = current_artifact(settings)
+    if artifact is None:
+        raise SlackqueryError(
+            f"no published search artifact under {settings.artifact_path}; "
+            "publish one first or pass --corpus"
+        )
+    info, source_ids = artifact_facts(artifact)
+    warnings = missing_evidence_warnings(queries, source_ids)
+    engine = SearchEngine(settings)
+    try:
+        embed_ms: dict[str, float] = {}
+        embeds = any(mode in ("semantic", "hybrid") for mode in modes)
+        progress(f"warm up: {len(queries)} queries")
+        for query in queries:
+            _, timings = run_query(
+                engine, build_request(query, "semantic" if embeds else modes[0]), query, None
+            )
+            if "embed" in timings:
+                embed_ms[query.id] = timings["embed"]
+
+        base = engine_default(settings)
+        groups: list[RunGroup] = []
+        for mode in modes:
+            for point in grid if mode == "hybrid" else (DEFAULT_POINT,):
+                progress(f"{mode} {point.name}: {len(queries)} queries")
+                # The default point passes no config, so it measures exactly what serving
+                # runs; grid points change only their own axes of that default.
+                fusion = None if point.is_default else fusion_config(point, base)
+                rows = []
+                for query in queries:
+                    run, _ = run_query(engine, build_request(query, mode), query, fusion)
+                    row = query_row(run)
+                    if mode != "lexical" and query.id in embed_ms:
+                        row["query_embedding_ms"] = embed_ms[query.id]
+                    rows.append(row)
+                groups.append(RunGroup(mode, point.name, dict(point.overrides), rows))
+    finally:
+        engine.close()
+    return Evaluation(
+        queries_file=queries_file,
+        split=split,
+        groups=groups,
+        corpus=str(corpus) if corpus else None,
+        artifact={**info, "path": str(artifact), "home": str(settings.home)},
+        warnings=warnings,
+    )
+
+
+def engine_default(settings: Settings) -> FusionConfig:
+    """The fusion configuration the engine uses when given none (its window is a setting)."""
+    return FusionConfig(candidate_window=settings.search_candidate_window)
+
+
+def missing_evidence_warnings(queries: Sequence[JudgedQuery], known: set[str]) -> list[str]:
+    """One warning per query whose judged messages are not in the artifact at all.
+
+    Such a message can never be retrieved, so the query's recall has a ceiling below 1;
+    usually it means the queries and the corpus do not match.
+    """
+    warnings = []
+    for query in queries:
+        missing = sorted(set(query.evidence_ids) - known)
+        if missing:
+            shown = ", ".join(missing[:3]) + (" ..." if len(missing) > 3 else "")
+            warnings.append(
+                f"query {query.id}: {len(missing)} evidence message(s) not in the artifact: {shown}"
+            )
+    return warnings

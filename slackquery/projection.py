@@ -1,0 +1,222 @@
+"""Project the canonical store into search documents by running the dbt project in-process.
+
+The SQL lives in models/ (analytics engineers own it); this module only prepares the
+run: it checks the canonical store is there and speaks schema version 2, points the dbt
+profile at the settings' paths through the environment variables profiles.yml reads,
+keeps dbt's target and log folders under SLACKQUERY_HOME (never in the working tree),
+runs `dbt build` (models and their tests), and reports document counts afterwards.
+"""
+
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import yaml
+
+from slackquery.errors import SlackqueryError
+from slackquery.settings import Settings
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+PROFILES_DIR = PROJECT_DIR / "profiles"
+REQUIRED_SCHEMA_VERSION = 2
+DOCUMENT_KINDS = ("message", "thread_context")
+DOCUMENTS_TABLE = "search_documents"
+
+
+def project(settings: Settings, *, full_refresh: bool = False, progress: bool = False) -> dict:
+    """Run `dbt build` against settings' canonical and state DBs; return document counts.
+
+    Incremental by default: only documents whose canonical inputs changed are rewritten.
+    `full_refresh` rebuilds every incremental model from scratch (same output).
+    Raises SlackqueryError when the canonical DB is missing or of the wrong schema
+    version, or when a dbt node fails (the message names the node).
+    """
+    canonical = settings.canonical_path
+    check_canonical(canonical)
+    state = settings.state_path
+    state.parent.mkdir(parents=True, exist_ok=True)
+    dbt_dir = settings.home / "dbt"
+    args = [
+        "build",
+        "--project-dir",
+        str(PROJECT_DIR),
+        "--profiles-dir",
+        str(PROFILES_DIR),
+        "--target",
+        "state",
+        "--target-path",
+        str(dbt_dir / "target"),
+        "--log-path",
+        str(settings.log_path / "dbt"),
+        "--quiet",
+        "--no-use-colors",
+    ]
+    if full_refresh:
+        args.append("--full-refresh")
+    started = time.perf_counter()
+    environment = {
+        "SLACKQUERY_CANONICAL_DB": str(canonical.resolve()),
+        "SLACKQUERY_STATE_DB": str(state.resolve()),
+        "DBT_SEND_ANONYMOUS_USAGE_STATS": "false",
+    }
+    with _environment(environment), (_Progress() if progress else nullcontext()) as display:
+        result = _invoke_dbt(args, display)
+    _raise_for_failure(result)
+    counts = document_counts(state)
+    counts["full_refresh"] = full_refresh
+    counts["elapsed_s"] = round(time.perf_counter() - started, 3)
+    counts["state_db"] = str(state)
+    return counts
+
+
+def check_canonical(path: Path) -> None:
+    """Refuse to project from a missing canonical DB or one not at schema version 2."""
+    if not path.is_file():
+        raise SlackqueryError(f"canonical database not found: {path} (run `slackquery import`)")
+    try:
+        connection = duckdb.connect(str(path), read_only=True)
+    except duckdb.Error as error:
+        raise SlackqueryError(f"cannot open canonical database {path}: {error}") from error
+    try:
+        version = connection.execute("select max(schema_version) from schema_metadata").fetchone()
+    except duckdb.CatalogException as error:
+        raise SlackqueryError(f"{path} is not a canonical database (no schema_metadata)") from error
+    finally:
+        connection.close()
+    if version is None or version[0] != REQUIRED_SCHEMA_VERSION:
+        found = None if version is None else version[0]
+        raise SlackqueryError(
+            f"canonical database {path} has schema version {found}; "
+            f"projection needs {REQUIRED_SCHEMA_VERSION}"
+        )
+
+
+def document_counts(state: Path) -> dict:
+    """Counts of search documents per kind and state (active / tombstoned) in the state DB."""
+    connection = duckdb.connect(str(state), read_only=True)
+    try:
+        rows = connection.execute(
+            f"select document_kind, is_active, count(*) from {DOCUMENTS_TABLE} group by all"
+        ).fetchall()
+    finally:
+        connection.close()
+    documents: dict[str, dict[str, int]] = {
+        kind: {"active": 0, "tombstoned": 0} for kind in DOCUMENT_KINDS
+    }
+    for kind, is_active, count in rows:
+        documents.setdefault(kind, {"active": 0, "tombstoned": 0})
+        documents[kind]["active" if is_active else "tombstoned"] += count
+    total = sum(sum(states.values()) for states in documents.values())
+    return {"documents": documents, "total": total}
+
+
+def fts_config() -> dict[str, Any]:
+    """The project's FTS configuration, from its one definition (dbt var `fts_config`).
+
+    The artifact build records this next to the index it builds; serving tokenises
+    queries the same way.
+    """
+    project_file = PROJECT_DIR / "dbt_project.yml"
+    with project_file.open(encoding="utf-8") as handle:
+        return dict(yaml.safe_load(handle)["vars"]["fts_config"])
+
+
+@contextmanager
+def _environment(values: dict[str, str]) -> Iterator[None]:
+    """Set environment variables for the dbt run only (profiles.yml reads them)."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+class _Progress:
+    """A rich progress bar on stderr fed by dbt's node start/finish events."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        self._progress = Progress(
+            TextColumn("dbt build"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.description}"),
+            console=Console(stderr=True),
+            transient=True,
+        )
+        self._task = self._progress.add_task("parsing", total=None)
+
+    def __enter__(self) -> "_Progress":
+        self._progress.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._progress.stop()
+
+    def __call__(self, event: Any) -> None:
+        """dbt callback: advance on every finished node, show the running one."""
+        name = event.info.name
+        if name in ("LogStartLine",):
+            self._progress.update(
+                self._task, total=event.data.total, description=event.data.description
+            )
+        elif name == "NodeFinished":
+            self._progress.advance(self._task)
+
+
+def _invoke_dbt(args: list[str], display: _Progress | None) -> Any:
+    """Run dbt in this process; release its DuckDB handles before returning."""
+    from dbt.cli.main import dbtRunner
+
+    runner = dbtRunner(callbacks=[display] if display is not None else [])
+    try:
+        return runner.invoke(args)
+    finally:
+        _close_dbt_duckdb()
+
+
+def _close_dbt_duckdb() -> None:
+    """Close the DuckDB database dbt-duckdb keeps open after a run.
+
+    dbt-duckdb holds one process-wide environment (the open state DB) between
+    invocations, and its own `close_all_connections` only drops the reference. Until
+    it is closed, nothing else in this process (the counts below, the embed flow, a
+    test) may open the state DB with other settings, and no other process may write it.
+    """
+    from dbt.adapters.duckdb.connections import DuckDBConnectionManager
+
+    with DuckDBConnectionManager._LOCK:
+        environment = DuckDBConnectionManager._ENV
+        DuckDBConnectionManager._ENV = None
+        if environment is not None:
+            environment.close()
+
+
+def _raise_for_failure(result: Any) -> None:
+    """Turn an unsuccessful dbt result into a one-line SlackqueryError naming the node."""
+    if result.success:
+        return
+    if result.exception is not None:
+        raise SlackqueryError(f"dbt build failed: {result.exception}".splitlines()[0])
+    failures = [
+        node_result
+        for node_result in getattr(result.result, "results", [])
+        if str(node_result.status) in ("error", "fail", "runtime error")
+    ]
+    if not failures:
+        raise SlackqueryError("dbt build failed (see the dbt log under SLACKQUERY_HOME/logs)")
+    first = failures[0]
+    message = " ".join(str(first.message or first.status).split())
+    more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
+    raise SlackqueryError(f"dbt build failed at {first.node.unique_id}: {message}{more}")

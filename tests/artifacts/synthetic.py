@@ -1,0 +1,237 @@
+"""A synthetic state database: the `search_documents` mart and embedding tables, in SQL.
+
+Tests and `benchmarks/artifact_bench.py` build their state with this instead of running
+import → dbt → embed, so the artifact part is exercised on its own contract. Everything
+is derived from `hash(…, seed)`, so the same arguments always give the same database.
+"""
+
+import json
+from pathlib import Path
+from typing import Any
+
+from slackquery.duckdb_setup import connect
+from slackquery.embedding.base import GenerationIdentity
+from slackquery.embedding.state import SCHEMA as EMBEDDING_SCHEMA
+
+VOCABULARY = (
+    "deploy rollback postgres timeout latency incident alert pager kafka consumer lag "
+    "release canary migration schema index vacuum replica failover dns certificate "
+    "expired quota billing invoice customer ticket escalation oncall runbook dashboard "
+    "grafana metrics logging tracing span error retry backoff queue worker cron "
+    "snapshot backup restore bucket terraform module provider cluster node pod "
+    "memory leak profile flamegraph regression benchmark cache eviction hotfix"
+).split()
+
+SEARCH_DOCUMENTS_DDL = """
+create table search_documents (
+    document_id varchar primary key,
+    document_kind varchar,
+    workspace_id varchar, workspace_name varchar, workspace_slug varchar, workspace_url varchar,
+    channel_id varchar, channel_name varchar, conversation_type varchar,
+    author_id varchar, author_name varchar,
+    ts varchar, ts_us bigint, posted_at timestamptz,
+    thread_id varchar, thread_root_id varchar,
+    is_thread_parent boolean, is_thread_reply boolean, is_thread_broadcast boolean,
+    is_bot boolean,
+    text_display varchar, text_lexical varchar, text_embedding varchar, text_hash varchar,
+    permalink varchar, source_message_id varchar, message_ids varchar[], metadata_json json,
+    is_active boolean, payload_hash varchar
+)
+"""
+
+MESSAGES_SQL = """
+insert into search_documents
+with numbered as (
+    select
+        i,
+        i // $thread_every as block,
+        i % $thread_every as position,
+        (i // $thread_every) % $channels as channel_index,
+        ((i // $thread_every) // $channels) % $workspaces as workspace_index,
+        1700000000 + i as seconds
+    from range($messages) as numbers(i)
+),
+shaped as (
+    select
+        *,
+        'W' || workspace_index as workspace_id,
+        'C' || workspace_index || 'X' || channel_index as channel_id,
+        format('{}.{:06d}', seconds, i % 1000000) as ts,
+        seconds * 1000000 + i % 1000000 as ts_us,
+        'U' || (hash(i, $seed) % 20) as author_id,
+        position <= $replies as in_thread,
+        i % $inactive_every = $inactive_every - 1 as is_tombstone,
+        list_aggregate(
+            list_transform(
+                range(8),
+                k -> $vocabulary[1 + (hash(i, k, $seed) % len($vocabulary))::integer]
+            ),
+            'string_agg', ' '
+        ) || ' ERR-' || (i % 97) as words
+    from numbered
+),
+threaded as (
+    select
+        *,
+        workspace_id || ':' || channel_id || ':' as key_prefix,
+        format('{}.{:06d}', 1700000000 + block * $thread_every,
+            (block * $thread_every) % 1000000) as root_ts
+    from shaped
+)
+select
+    key_prefix || ts,
+    'message',
+    workspace_id, 'Workspace ' || workspace_id, lower(workspace_id) || '-corp',
+    'https://' || lower(workspace_id) || '-corp.slack.com',
+    channel_id, 'channel-' || channel_id,
+    case when channel_id like '%X0' then 'public' else 'private' end,
+    author_id, 'user ' || author_id,
+    ts, ts_us, make_timestamptz(ts_us),
+    case when in_thread then key_prefix || root_ts end,
+    case when in_thread then key_prefix || root_ts else key_prefix || ts end,
+    in_thread and position = 0,
+    in_thread and position > 0,
+    false,
+    author_id = 'U0',
+    case when is_tombstone then '' else words end,
+    case when is_tombstone then '' else words || ' ' || author_id end,
+    '#channel-' || channel_id || ' user ' || author_id || ': ' || words,
+    sha256('#channel-' || channel_id || ' user ' || author_id || ': ' || words),
+    'https://' || lower(workspace_id) || '-corp.slack.com/archives/' || channel_id || '/p'
+        || replace(ts, '.', ''),
+    key_prefix || ts,
+    [key_prefix || ts],
+    json_object('subtype', null, 'is_edited', false),
+    not is_tombstone,
+    md5(i::varchar || ':' || $seed)
+from threaded
+"""
+
+THREADS_SQL = """
+insert into search_documents
+with members as (
+    select * from search_documents
+    where document_kind = 'message' and thread_id is not null and is_active
+),
+threads as (
+    select
+        thread_id,
+        arg_min(document_id, ts_us) as root_id,
+        list(document_id order by ts_us) as message_ids,
+        string_agg('[' || strftime(posted_at, '%Y-%m-%dT%H:%M:%SZ') || '] '
+            || author_name || ': ' || text_display, chr(10) || chr(10) order by ts_us) as body,
+        md5(string_agg(payload_hash, ',' order by ts_us)) as payload_hash
+    from members
+    group by 1
+    having count(*) > 1
+)
+select
+    'thread:' || threads.thread_id, 'thread_context',
+    root.workspace_id, root.workspace_name, root.workspace_slug, root.workspace_url,
+    root.channel_id, root.channel_name, root.conversation_type,
+    root.author_id, root.author_name,
+    root.ts, root.ts_us, root.posted_at,
+    threads.thread_id, root.document_id,
+    false, false, false, false,
+    threads.body, threads.body, threads.body, sha256(threads.body),
+    root.permalink, root.source_message_id, threads.message_ids,
+    json_object('message_count', len(threads.message_ids)),
+    true, threads.payload_hash
+from threads
+inner join members as root on threads.root_id = root.document_id
+"""
+
+VECTORS_SQL = """
+insert into embedding_work_items
+with raw as (
+    select
+        document_id,
+        text_hash,
+        list_transform(
+            range($dimension),
+            k -> (hash(document_id, k, $seed) % 2000001)::double / 1000000.0 - 1.0
+        ) as vector
+    from search_documents
+    where document_kind = 'message' and is_active
+),
+normed as (
+    select document_id, text_hash, vector, sqrt(list_dot_product(vector, vector)) as norm
+    from raw
+)
+select
+    document_id, $generation_id, text_hash, 'succeeded', 1, null, null, null, null, null,
+    list_transform(vector, x -> x / norm)::float[], now(), now()
+from normed
+"""
+
+
+def synthesize_state(
+    state_path: Path,
+    identity: GenerationIdentity,
+    *,
+    messages: int,
+    seed: int = 0,
+    workspaces: int = 2,
+    channels: int = 3,
+    thread_every: int = 10,
+    replies: int = 3,
+    inactive_every: int = 50,
+    embed: bool = True,
+) -> dict[str, Any]:
+    """Create (or replace) the mart and embedding tables; return the row counts."""
+    state_path.parent.mkdir(parents=True, exist_ok=True)
+    conn = connect(str(state_path))
+    try:
+        conn.execute("set enable_progress_bar = false")
+        conn.execute("drop table if exists search_documents")
+        conn.execute("drop table if exists embedding_work_items")
+        conn.execute("drop table if exists embedding_generations")
+        conn.execute(SEARCH_DOCUMENTS_DDL)
+        conn.execute(EMBEDDING_SCHEMA)
+        conn.execute(
+            MESSAGES_SQL,
+            {
+                "messages": messages,
+                "seed": seed,
+                "workspaces": workspaces,
+                "channels": channels,
+                "thread_every": thread_every,
+                "replies": replies,
+                "inactive_every": inactive_every,
+                "vocabulary": list(VOCABULARY),
+            },
+        )
+        conn.execute(THREADS_SQL)
+        conn.execute(
+            "insert into embedding_generations values (?, ?, ?, now())",
+            [identity.generation_id, _identity_json(identity), identity.config_hash],
+        )
+        if embed:
+            embed_all(conn, identity, seed=seed)
+        row = conn.execute(
+            "select count(*), count(*) filter (where is_active and document_kind = 'message'), "
+            "count(*) filter (where document_kind = 'thread_context') from search_documents"
+        ).fetchone()
+        assert row is not None
+        return {"documents": row[0], "active_messages": row[1], "thread_contexts": row[2]}
+    finally:
+        conn.close()
+
+
+def _identity_json(identity: GenerationIdentity) -> str:
+    return json.dumps(identity.to_dict(), sort_keys=True)
+
+
+def embed_all(conn: Any, identity: GenerationIdentity, *, seed: int = 0) -> None:
+    """Give every active message a succeeded unit vector at its current text hash."""
+    conn.execute(
+        "delete from embedding_work_items where generation_id = ?", [identity.generation_id]
+    )
+    conn.execute(
+        VECTORS_SQL,
+        {
+            "dimension": identity.stored_dimension,
+            "seed": seed,
+            "generation_id": identity.generation_id,
+        },
+    )

@@ -1,0 +1,119 @@
+"""Bad input: one clear error naming the file (or a counted warning), store untouched."""
+
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from slackquery.canonical.importer import import_source
+from slackquery.errors import SlackqueryError
+from slackquery.settings import Settings
+from tests.canonical.conftest import default_members, msg, snapshot, write_export
+
+
+def _without(name: str) -> Callable[[dict[str, Any]], None]:
+    return lambda members: members.pop(name)
+
+
+def _set(name: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    return lambda members: members.__setitem__(name, value)
+
+
+ERROR_CASES = {
+    # A corrupt *later* day file: earlier days were already staged when it fails.
+    "malformed json": (_set("secret/2024-01-02.json", b'[{"ts": '), "malformed JSON"),
+    "missing users.json": (_without("users.json"), "missing users.json"),
+    "day file not a list": (_set("eng/2024-01-04.json", {"ts": "1.0"}), "must be a JSON list"),
+    "invalid utf-8": (_set("eng/2024-01-04.json", b'[{"text": "\xff\xfe"}]'), "invalid UTF-8"),
+    "users.json not a list": (_set("users.json", {"id": "U1"}), "expected a JSON list"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ERROR_CASES))
+def test_bad_export_fails_and_leaves_store_untouched(
+    settings: Settings, tmp_path: Path, case: str
+) -> None:
+    import_source(settings, write_export(tmp_path / "good.zip", default_members()))
+    before = snapshot(settings.canonical_path)
+    members = default_members()
+    members["general/2024-01-09.json"] = [msg("1704800000.000001", "would be new")]
+    mutate, problem = ERROR_CASES[case]
+    mutate(members)
+    with pytest.raises(SlackqueryError, match=problem) as failure:
+        import_source(settings, write_export(tmp_path / "bad.zip", members))
+    assert "bad.zip" in str(failure.value)
+    assert "\n" not in str(failure.value)
+    assert snapshot(settings.canonical_path) == before
+
+
+def test_failed_first_import_leaves_no_store(settings: Settings, tmp_path: Path) -> None:
+    members = default_members()
+    members["secret/2024-01-02.json"] = b"not json"
+    with pytest.raises(SlackqueryError, match=r"secret/2024-01-02\.json: malformed JSON"):
+        import_source(settings, write_export(tmp_path / "bad.zip", members))
+    assert not settings.canonical_path.exists()
+
+
+@pytest.mark.parametrize("entry", ["../evil.json", "/etc/evil.json", "general/../../x.json"])
+def test_zip_with_escaping_paths_is_refused(settings: Settings, tmp_path: Path, entry: str) -> None:
+    path = write_export(tmp_path / "evil.zip", default_members())
+    with zipfile.ZipFile(path, "a") as archive:
+        archive.writestr(zipfile.ZipInfo(entry), b"[]")
+    with pytest.raises(SlackqueryError, match="refusing ZIP entry"):
+        import_source(settings, path)
+    assert not settings.canonical_path.exists()
+
+
+def test_not_a_zip(settings: Settings, tmp_path: Path) -> None:
+    path = tmp_path / "export.zip"
+    path.write_bytes(b"this is not a zip")
+    with pytest.raises(SlackqueryError, match=r"export\.zip: not a ZIP file"):
+        import_source(settings, path)
+    assert not settings.canonical_path.exists()
+
+
+def test_empty_export(settings: Settings, tmp_path: Path) -> None:
+    path = tmp_path / "empty.zip"
+    zipfile.ZipFile(path, "w").close()
+    with pytest.raises(SlackqueryError, match=r"empty\.zip: the export is empty"):
+        import_source(settings, path)
+    only_lists = {"users.json": [], "channels.json": []}
+    with pytest.raises(SlackqueryError, match="has no messages"):
+        import_source(settings, write_export(tmp_path / "lists.zip", only_lists))
+    assert not settings.canonical_path.exists()
+
+
+def test_unknown_user_and_channel_are_counted_warnings(settings: Settings, tmp_path: Path) -> None:
+    members = default_members()
+    members["general/2024-01-02.json"].append(msg("1704200700.000001", "who am I", user="U999"))
+    members["general/2024-01-02.json"].append(msg("1704200800.000001", "me again", user="U999"))
+    members["ghost/2024-01-02.json"] = [msg("1704200900.000001", "unlisted")]
+    report = import_source(settings, write_export(tmp_path / "acme.zip", members))
+    problems = [item["problem"] for item in report["warnings"]]
+    assert report["warning_count"] == 2
+    assert any("unknown user U999" in problem and "2 message(s)" in problem for problem in problems)
+    assert any("unknown conversation 'ghost'" in problem for problem in problems)
+    assert report["counts"]["messages"]["inserted"] == 12
+
+
+def test_oversized_message_is_skipped_with_warning(settings: Settings, tmp_path: Path) -> None:
+    members = default_members()
+    members["general/2024-01-02.json"].append(msg("1704200700.000001", "x" * 10_000_000))
+    report = import_source(settings, write_export(tmp_path / "acme.zip", members))
+    assert report["messages_skipped"] == 1
+    assert report["counts"]["messages"]["inserted"] == 10
+    assert "max_message_bytes" in report["warnings"][0]["problem"]
+    assert "general/2024-01-02.json" in report["warnings"][0]["file"]
+
+
+def test_bad_beacon_line_names_the_line(settings: Settings, tmp_path: Path) -> None:
+    path = tmp_path / "chat.jsonl"
+    path.write_text('{"local_id": "1", "channel": "eng"}\n', encoding="utf-8")
+    with pytest.raises(SlackqueryError, match=r"chat\.jsonl:1: missing or invalid field 'author'"):
+        import_source(settings, path)
+    path.write_text("{oops\n", encoding="utf-8")
+    with pytest.raises(SlackqueryError, match=r"chat\.jsonl:1: malformed JSON"):
+        import_source(settings, path)
+    assert not settings.canonical_path.exists()

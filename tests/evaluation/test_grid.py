@@ -1,0 +1,74 @@
+"""Grid specs: inline, product, YAML files and the built-in standard sweep."""
+
+from pathlib import Path
+
+import pytest
+
+from slackquery.errors import SlackqueryError
+from slackquery.evaluation.grid import STANDARD_GRID, parse_grid
+
+
+def test_sweep_varies_one_axis_at_a_time_with_the_default_first() -> None:
+    points = parse_grid("rrf_k=10,60;use_context_arm=off")
+    assert [p.name for p in points] == ["default", "rrf_k=10", "rrf_k=60", "use_context_arm=off"]
+    assert points[0].is_default
+    assert points[1].overrides == {"rrf_k": 10}
+    assert points[3].overrides == {"use_context_arm": False}
+
+
+def test_product_crosses_axes() -> None:
+    points = parse_grid("product:rrf_k=10,60;route_aware=on,off")
+    assert len(points) == 5
+    assert points[-1].name == "rrf_k=60 route_aware=off"
+    assert points[-1].overrides == {"rrf_k": 60, "route_aware": False}
+
+
+def test_weights_are_triples() -> None:
+    [_, point] = parse_grid("weights.conceptual=0.5:1.5:0.25")
+    assert point.overrides == {"weights.conceptual": (0.5, 1.5, 0.25)}
+    assert point.name == "weights.conceptual=0.5:1.5:0.25"
+
+
+def test_grid_file(tmp_path: Path) -> None:
+    path = tmp_path / "grid.yaml"
+    path.write_text(
+        "mode: product\naxes:\n  candidate_window: [50, 100]\n  weights: ['1:1:0']\n",
+        encoding="utf-8",
+    )
+    names = [p.name for p in parse_grid(str(path))]
+    assert names == [
+        "default",
+        "candidate_window=50 weights=1:1:0",
+        "candidate_window=100 weights=1:1:0",
+    ]
+
+
+def test_standard_grid_is_a_sweep() -> None:
+    points = parse_grid("standard")
+    assert points == parse_grid(STANDARD_GRID)
+    assert len(points) == 1 + 4 + 4 + 2 + 2 + 3
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("", "empty grid spec"),
+        ("rrf=10", "unknown axis 'rrf'"),
+        ("rrf_k", "expected name=value"),
+        ("rrf_k=0", "integers >= 1"),
+        ("rrf_k=ten", "integers >= 1"),
+        ("route_aware=maybe", "on or off"),
+        ("weights=1:1", "three non-negative numbers"),
+        ("weights=0:0:0", "three non-negative numbers"),
+        ("rrf_k=1;rrf_k=2", "given twice"),
+        (
+            "product:"
+            + ";".join(f"{a}=1,2,3,4,5,6" for a in ("rrf_k", "candidate_window", "max_per_thread")),
+            "more than 200",
+        ),
+        ("missing.yaml", "grid file not found"),
+    ],
+)
+def test_bad_specs(spec: str, message: str) -> None:
+    with pytest.raises(SlackqueryError, match=message):
+        parse_grid(spec)

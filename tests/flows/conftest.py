@@ -1,0 +1,15 @@
+"""One Prefect test harness for the whole session: a temporary API and database.
+
+Starting it costs ~20 s, so every flow test shares it (Prefect's testing guide).
+"""
+
+from collections.abc import Iterator
+
+import pytest
+from prefect.testing.utilities import prefect_test_harness
+
+
+@pytest.fixture(autouse=True, scope="session")
+def prefect_harness() -> Iterator[None]:
+    with prefect_test_harness():
+        yield

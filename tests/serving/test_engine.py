@@ -1,0 +1,257 @@
+"""Retrieval behaviour of SearchEngine over the test artifact (no transport involved)."""
+
+from pathlib import Path
+
+import pytest
+
+from serving.engine import SearchEngine
+from serving.fusion import FusionConfig
+from serving.models import SearchRequest
+from serving.query import fts_tokens
+from slackquery.duckdb_setup import connect
+from slackquery.errors import SlackqueryError
+from slackquery.settings import Settings
+
+from .conftest import install
+
+
+def search(engine: SearchEngine, query: str, **kwargs: object):
+    return engine.search(SearchRequest(query=query, **kwargs))  # type: ignore[arg-type]
+
+
+def ids(response) -> list[str]:
+    return [hit.document_id for hit in response.results]
+
+
+def test_tokeniser_matches_duckdb_fts(artifact_files: dict[str, Path]) -> None:
+    samples = [
+        "ERR-42 v2.3.1 28P01 U024BE7LH",
+        "Café résumé Zoë Müller naïve ÉCOLE",
+        "Привет команда 数据库 连接",
+        "🎉 emoji_and_underscore snake_case https://docs.acme.dev/a-b?x=1",
+        "İstanbul straße ﬁle Ångström",
+    ]
+    connection = connect(str(artifact_files["a"]), read_only=True)
+    try:
+        for text in samples:
+            duckdb_tokens = connection.execute(
+                "select list_filter(fts_main_search_documents.tokenize($t), x -> x <> '')",
+                {"t": text},
+            ).fetchone()[0]
+            assert fts_tokens(text) == duckdb_tokens, text
+    finally:
+        connection.close()
+
+
+def test_bm25_scores_equal_duckdb_match_bm25(engine: SearchEngine) -> None:
+    with engine.artifact() as artifact:
+        scores = artifact.bm25.score(["err", "42", "deploy"])
+        cursor = artifact.cursor()
+        expected = cursor.execute(
+            "select document_id, fts_main_search_documents.match_bm25(document_id, "
+            "'err 42 deploy') as score from search_documents where score is not null"
+        ).fetchall()
+        cursor.close()
+        assert expected
+        for document_id, score in expected:
+            assert scores[artifact.row_of[document_id]] == pytest.approx(score, rel=1e-4)
+        assert (scores > 0).sum() == len(expected)
+
+
+def test_identifier_query_is_exact_and_finds_messages(engine: SearchEngine) -> None:
+    response = search(engine, "ERR-42", mode="lexical")
+    assert response.route == "exact"
+    found = ids(response)
+    assert "W1:C1:1709280000.000000" in found
+    assert "W2:C9:1709359200.000022" in found
+    assert all(not doc.startswith("thread:") for doc in found)
+    response = search(engine, "28P01")
+    assert ids(response)[:2] == sorted(ids(response)[:2]) or len(ids(response)) >= 2
+    assert {"W1:C2:1709298000.000005", "W1:C2:1709301600.000006"} <= set(ids(response))
+
+
+def test_semantic_finds_paraphrase(engine: SearchEngine) -> None:
+    response = search(engine, "the program keeps using more RAM over time", mode="semantic")
+    top = ids(response)[:3]
+    assert "W1:C1:1709366400.000024" in top or "W1:C1:1709370000.000025" in top
+    assert response.results[0].semantic is not None
+    assert response.results[0].lexical is None
+
+
+def test_hybrid_reports_arms_and_routes(engine: SearchEngine) -> None:
+    response = search(engine, "how did the ERR-42 deploy incident get resolved")
+    assert response.route in {"mixed", "conceptual"}
+    assert set(response.weights) == {"lexical", "semantic", "context"}
+    hit = response.results[0]
+    assert hit.fused_score > 0
+    assert any(h.context is not None for h in response.results)
+    conceptual = search(engine, "why is everything slow when the nightly jobs run")
+    assert conceptual.route == "conceptual"
+    assert conceptual.weights["semantic"] == 1.5
+
+
+def test_thread_cap_limits_hits_per_thread(engine: SearchEngine) -> None:
+    response = search(engine, "ERR-42 connection rolled back root cause closing incident", limit=50)
+    thread_hits = [hit for hit in response.results if hit.thread_id == "W1:C1:1709280000.000000"]
+    assert len(thread_hits) <= 3
+    loose = engine.search(
+        SearchRequest(query="ERR-42 connection rolled back root cause closing incident", limit=50),
+        FusionConfig(max_per_thread=10),
+    )
+    assert len([h for h in loose.results if h.thread_id == "W1:C1:1709280000.000000"]) > 3
+
+
+def test_filters_and_slack_syntax(engine: SearchEngine) -> None:
+    assert {hit.channel_id for hit in search(engine, "ERR-42 in:#eng").results} == {"C1", "C9"}
+    only_acme = search(engine, "ERR-42", workspace_ids=["acme"])
+    assert {hit.workspace_id for hit in only_acme.results} == {"W1"}
+    from_bob = search(engine, "ERR-42 from:@bob.smith")
+    assert {hit.author_id for hit in from_bob.results} == {"U2"}
+    by_name = search(engine, "billing", author_ids=["@Priya Patel"], conversation_types=["dm"])
+    assert ids(by_name) == ["W1:D1:1709330400.000014"]
+    dated = search(engine, "ERR-42 on:2024-03-01")
+    assert all(hit.timestamp.startswith("2024-03-01") for hit in dated.results)
+    before = search(engine, "ERR-42 before:2024-03-02")
+    assert "W2:C9:1709359200.000022" not in ids(before)
+    assert search(engine, "ERR-42 during:2023-05").results == []
+    threaded = search(engine, "staging is:thread")
+    assert threaded.results and all(hit.thread_id for hit in threaded.results)
+    links = search(engine, "docs has:link")
+    assert ids(links) == ["W1:C2:1709319600.000011"]
+
+
+def test_quoted_phrase_requires_consecutive_words(engine: SearchEngine) -> None:
+    response = search(engine, '"the quick brown fox"', mode="lexical")
+    assert ids(response) == ["W1:C2:1709348400.000019"]
+    assert response.route == "exact"
+
+
+def test_unknown_names_list_close_matches(engine: SearchEngine) -> None:
+    with pytest.raises(SlackqueryError, match=r"unknown channel '#engg'.*eng"):
+        search(engine, "deploy", channel_ids=["#engg"])
+    with pytest.raises(SlackqueryError, match=r"unknown author.*priya"):
+        search(engine, "deploy from:@pria")
+
+
+def test_limits_and_bad_input(engine: SearchEngine) -> None:
+    with pytest.raises(SlackqueryError, match="limit"):
+        search(engine, "deploy", limit=51)
+    with pytest.raises(SlackqueryError, match="too many channel_ids"):
+        search(engine, "deploy", channel_ids=["C1"] * 101)
+    with pytest.raises(SlackqueryError, match="start_ts_us"):
+        search(engine, "deploy", start_ts_us=10, end_ts_us=5)
+    with pytest.raises(SlackqueryError, match="characters"):
+        search(engine, "a" * 2001)
+    for query in ("", "   ", "?!.,;", "in:#eng"):
+        with pytest.raises(SlackqueryError, match="searchable"):
+            search(engine, query)
+    with pytest.raises(SlackqueryError, match="searchable tokens"):
+        search(engine, "🎉🎉", mode="lexical")
+
+
+def test_emoji_and_non_latin_queries(engine: SearchEngine) -> None:
+    assert search(engine, "🎉", mode="semantic").results
+    assert search(engine, "🎉").results  # hybrid falls back to the semantic arm
+    assert "W1:C1:1709312400.000009" in ids(search(engine, "привет", mode="lexical"))
+    assert ids(search(engine, "数据库", mode="lexical")) == ["W1:C1:1709316000.000010"]
+    assert "W1:C3:1709308800.000008" in ids(search(engine, "cafe resume", mode="lexical"))
+
+
+def test_injection_strings_are_plain_text(engine: SearchEngine) -> None:
+    response = search(engine, "x'); DROP TABLE search_documents; --", mode="lexical")
+    assert ids(response)[0] == "W1:C1:1709395200.000032"
+    for field in ("workspace_ids", "channel_ids", "author_ids"):
+        with pytest.raises(SlackqueryError, match="unknown"):
+            search(engine, "deploy", **{field: ["W1' OR true --"]})
+    with pytest.raises(SlackqueryError, match="conversation type"):
+        search(engine, "deploy", conversation_types=["public') or 1=1 --"])
+    assert search(engine, "deploy").results  # the artifact is intact
+
+
+def test_pagination_covers_everything_once(engine: SearchEngine) -> None:
+    seen: list[str] = []
+    cursor = None
+    while True:
+        page = search(engine, "the", limit=3, cursor=cursor, mode="lexical")
+        seen.extend(ids(page))
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert len(seen) == len(set(seen)) > 6
+    assert seen == ids(search(engine, "the", limit=50, mode="lexical"))
+
+
+def test_cursor_tampering_and_mismatch(engine: SearchEngine) -> None:
+    first = search(engine, "the", limit=2, mode="lexical")
+    cursor = first.next_cursor
+    assert cursor
+    body, _, signature = cursor.partition(".")
+    edited = ("A" if body[0] != "A" else "B") + body[1:] + "." + signature
+    for bad in ("not-a-cursor", edited, body + "." + signature[::-1], cursor + "x"):
+        with pytest.raises(SlackqueryError, match="cursor"):
+            search(engine, "the", limit=2, mode="lexical", cursor=bad)
+    with pytest.raises(SlackqueryError, match="different query"):
+        search(engine, "the", limit=2, mode="hybrid", cursor=cursor)
+    with pytest.raises(SlackqueryError, match="different query"):
+        search(engine, "the in:#eng", limit=2, mode="lexical", cursor=cursor)
+
+
+def test_publish_swaps_artifact_and_invalidates_cursor(
+    engine: SearchEngine, settings: Settings, artifact_files: dict[str, Path]
+) -> None:
+    before = search(engine, "zebra migration", mode="lexical", limit=1)
+    assert before.artifact_id == "build-a"
+    assert before.results == [] or "zebra" not in before.results[0].text
+    page = search(engine, "the", limit=2, mode="lexical")
+    with engine.artifact() as held:  # a request still running on the old artifact
+        install(settings, artifact_files["b"])
+        after = search(engine, "zebra migration", mode="lexical", limit=1)
+        assert after.artifact_id == "build-b"
+        assert "zebra" in after.results[0].text
+        assert held.bm25.score(["deploy"]).any()  # old artifact still usable
+    with pytest.raises(SlackqueryError, match="older search artifact"):
+        search(engine, "the", limit=2, mode="lexical", cursor=page.next_cursor)
+
+
+def test_same_query_twice_is_identical(engine: SearchEngine) -> None:
+    first = search(engine, "database problems", limit=20)
+    second = search(engine, "database problems", limit=20)
+    assert first.model_dump(exclude={"timings_ms"}) == second.model_dump(exclude={"timings_ms"})
+
+
+def test_lookups(engine: SearchEngine) -> None:
+    message = engine.get_message("W1:C1:1709287200.000002", context_before=2, context_after=1)
+    assert [m.document_id for m in message.messages] == [
+        "W1:C1:1709280000.000000",
+        "W1:C1:1709283600.000001",
+        "W1:C1:1709287200.000002",
+        "W1:C1:1709290800.000003",
+    ]
+    assert [m.is_target for m in message.messages] == [False, False, True, False]
+    link = "https://acme.slack.com/archives/C1/p1709287200000002?thread_ts=1709280000.000000"
+    assert engine.get_message(link).messages[0].document_id == "W1:C1:1709287200.000002"
+    long_message = engine.get_message("W1:C1:1709355600.000021").messages[0]
+    assert long_message.text_truncated and long_message.text.endswith("more characters]")
+    thread = engine.get_thread("W1:C1:1709280000.000000", limit=3)
+    assert len(thread.messages) == 3 and thread.truncated
+    assert engine.get_thread("W1:C1:1709290800.000003").thread_id == "W1:C1:1709280000.000000"
+    scopes = engine.list_scopes(channel_name="#eng")
+    assert {(s.workspace_id, s.channel_id) for s in scopes.scopes} == {("W1", "C1"), ("W2", "C9")}
+    assert len(engine.list_scopes(workspace_id="beta").scopes) == 1
+    for call in (
+        lambda: engine.get_message("W1:C1:nope"),
+        lambda: engine.get_message("thread:W1:C1:1709280000.000000"),
+        lambda: engine.get_thread("W9:C9:1"),
+        lambda: engine.get_message("W1:C1:1709287200.000002", context_before=101),
+        lambda: engine.get_thread("W1:C1:1709280000.000000", limit=501),
+        lambda: engine.list_scopes(limit=0),
+        lambda: engine.get_message("https://evil.example.com/archives/C1/p1709287200000002"),
+    ):
+        with pytest.raises(SlackqueryError):
+            call()
+
+
+def test_no_artifact_is_a_clear_error(settings: Settings) -> None:
+    engine = SearchEngine(settings)
+    with pytest.raises(SlackqueryError, match="no published search artifact"):
+        engine.search(SearchRequest(query="deploy"))
