@@ -34,7 +34,28 @@ from slackquery.embedding import build_embedder
 from slackquery.embedding.base import GenerationIdentity
 from slackquery.settings import Settings
 
-SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "ta", "so", "vi", "de", "pa", "zu", "go", "fe", "hi", "ja", "qu", "ri", "xo", "ba", "ce"]
+SYLLABLES = [
+    "ka",
+    "lo",
+    "mi",
+    "ne",
+    "ru",
+    "ta",
+    "so",
+    "vi",
+    "de",
+    "pa",
+    "zu",
+    "go",
+    "fe",
+    "hi",
+    "ja",
+    "qu",
+    "ri",
+    "xo",
+    "ba",
+    "ce",
+]
 DIMENSION = 384
 
 

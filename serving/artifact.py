@@ -137,7 +137,8 @@ class LoadedArtifact:
         columns = connection.execute(
             """
             select
-                document_id, document_kind, workspace_id, channel_id, conversation_type,
+                rowid as table_row, document_id, document_kind, workspace_id, channel_id,
+                conversation_type,
                 author_id, ts_us, coalesce(thread_id, '') as thread_id, message_ids,
                 coalesce(regexp_matches(text_lexical, 'https?://'), false) as has_link
             from search_documents
@@ -145,6 +146,8 @@ class LoadedArtifact:
             """
         ).fetchnumpy()
         self.document_ids: list[str] = columns["document_id"].tolist()
+        # DuckDB row ids: display rows are fetched by row id, which skips the id scan.
+        self.table_rows = np.asarray(columns["table_row"], dtype=np.int64)
         self.row_count = len(self.document_ids)
         self.row_of: dict[str, int] = {doc: row for row, doc in enumerate(self.document_ids)}
         kinds = columns["document_kind"]
@@ -303,16 +306,16 @@ class LoadedArtifact:
         return keep
 
     # -- display rows ----------------------------------------------------------------
-    def fetch_rows(self, document_ids: Sequence[str]) -> dict[str, dict[str, object]]:
-        """Display columns of these documents, by id (ids are bound, never spliced)."""
-        if not document_ids:
+    def fetch_rows(self, rows: Sequence[int]) -> dict[str, dict[str, object]]:
+        """Display columns of these artifact rows, by document id (values are bound)."""
+        if not rows:
             return {}
         cursor = self.cursor()
         try:
             result = cursor.execute(
                 f"select {', '.join(DISPLAY_COLUMNS)} from search_documents "
-                "where document_id in (select unnest($ids))",
-                {"ids": list(document_ids)},
+                "where rowid in (select unnest($rows))",
+                {"rows": [int(self.table_rows[row]) for row in rows]},
             ).fetchall()
         finally:
             cursor.close()

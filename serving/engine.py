@@ -358,7 +358,7 @@ class SearchEngine:
                     "cursor offset is out of range; repeat the search without a cursor"
                 )
             page = hits[offset : offset + request.limit]
-            rows = artifact.fetch_rows([artifact.document_ids[hit.row] for hit in page])
+            rows = artifact.fetch_rows([hit.row for hit in page])
             results = [self._hit(rows[artifact.document_ids[hit.row]], hit) for hit in page]
             next_offset = offset + len(page)
             next_cursor = (

@@ -26,7 +26,21 @@ _COMPOUND = re.compile(r"^\w+[./:_-]\w+")
 _HEX = re.compile(r"^[0-9a-fA-F]{8,}$")
 _MIXED_ALNUM = re.compile(r"^(?=.*\d)(?=.*[A-Za-z])[A-Za-z0-9]{3,}$")
 _QUESTION_WORDS = frozenset(
-    ["why", "how", "what", "when", "where", "who", "which", "about", "similar", "explain", "describe", "anyone", "anybody"]
+    [
+        "why",
+        "how",
+        "what",
+        "when",
+        "where",
+        "who",
+        "which",
+        "about",
+        "similar",
+        "explain",
+        "describe",
+        "anyone",
+        "anybody",
+    ]
 )
 # `key:value` operators Slack users type; the value runs to the next whitespace.
 _OPERATOR = re.compile(
@@ -36,7 +50,20 @@ _PHRASE = re.compile(r'"([^"]+)"')
 _MONTHS = {
     name: index
     for index, name in enumerate(
-        ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december"],
+        [
+            "january",
+            "february",
+            "march",
+            "april",
+            "may",
+            "june",
+            "july",
+            "august",
+            "september",
+            "october",
+            "november",
+            "december",
+        ],
         start=1,
     )
 }

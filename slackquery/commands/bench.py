@@ -1,9 +1,13 @@
 """`slackquery bench`: the retrieval benchmark (benchmarks/serving_bench.py)."""
 
 import argparse
+import importlib.util
 import json
+from pathlib import Path
+from types import ModuleType
 
 from slackquery.commands import add_json_flag, emit
+from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
 
 
@@ -26,10 +30,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
+def _load_benchmark() -> ModuleType:
+    """benchmarks/serving_bench.py of this checkout (benchmarks are not an installed package)."""
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "serving_bench.py"
+    if not path.exists():
+        raise SlackqueryError(f"benchmark script not found at {path}; run from a source checkout")
+    spec = importlib.util.spec_from_file_location("serving_bench", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Run the benchmark and print its report."""
-    from benchmarks.serving_bench import run_benchmark
-
+    run_benchmark = _load_benchmark().run_benchmark
     report = run_benchmark(args.messages, args.queries, args.clients)
     emit(args, report, json.dumps(report, indent=2))
     return 0
