@@ -99,6 +99,7 @@ class QueryRun:
     scores: tuple[float, ...]
     latency_ms: float
     error: str | None = None
+    top_cosine: float | None = None
 
 
 def query_row(run: QueryRun) -> dict[str, Any]:
@@ -116,6 +117,7 @@ def query_row(run: QueryRun) -> dict[str, Any]:
         "error": run.error,
         "top1_score": run.scores[0] if run.scores else None,
         "mean_top5_score": fmean(run.scores[:SCORE_TOP_K]) if run.scores else None,
+        "top_cosine": run.top_cosine,
         "ranking": ranking[: max(RECALL_KS)],
     }
     if query.answerable:
@@ -179,12 +181,23 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def score_distribution(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
-    """Min / median / max of the top-1 and mean-top-5 fused scores over `rows`."""
+    """Min / median / max of the top-1 and mean-top-5 fused scores over `rows`, and of the
+    best cosine similarity among the results when the semantic arm ran.
+
+    Fused RRF scores depend only on ranks and weights, so in a single-arm mode they are
+    nearly constant; the raw cosine is the more telling abstention signal there.
+    """
     top1 = [row["top1_score"] for row in rows if row["top1_score"] is not None]
     top5 = [row["mean_top5_score"] for row in rows if row["mean_top5_score"] is not None]
+    cosine = [row["top_cosine"] for row in rows if row.get("top_cosine") is not None]
     if not top1:
         return None
-    return {
+    distribution: dict[str, Any] = {}
+    if cosine:
+        distribution.update(
+            top_cosine_min=min(cosine), top_cosine_median=median(cosine), top_cosine_max=max(cosine)
+        )
+    return distribution | {
         "queries": len(top1),
         "top1_min": min(top1),
         "top1_median": median(top1),

@@ -148,9 +148,10 @@ def render_markdown(
     lines += ["", "## Fused scores: answerable vs unanswerable", "", scores_table(evaluation)]
     lines += [
         "",
-        "Top-1 and mean top-5 fused scores (min / median / max). An abstention threshold "
-        "needs unanswerable scores below answerable ones; overlapping ranges mean the "
-        "fused score alone cannot tell them apart.",
+        "Top-1 and mean top-5 fused scores, and the best cosine similarity among the "
+        "results (min / median / max). An abstention threshold needs unanswerable scores "
+        "below answerable ones; overlapping ranges mean that score alone cannot tell them "
+        "apart. Fused scores are rank-based, so in single-arm modes they are nearly constant.",
     ]
     if evaluation.grid_groups():
         lines += ["", "## Fusion grid (hybrid)", "", grid_table(evaluation)]
@@ -205,7 +206,13 @@ def modes_table(evaluation: Evaluation) -> str:
 
 def scores_table(evaluation: Evaluation) -> str:
     """Fused-score ranges per mode, answerable against unanswerable queries."""
-    headers = ["Mode", "Queries", "Top-1 (min / median / max)", "Mean top-5 (min / median / max)"]
+    headers = [
+        "Mode",
+        "Queries",
+        "Top-1 fused (min / median / max)",
+        "Mean top-5 fused (min / median / max)",
+        "Best cosine (min / median / max)",
+    ]
     rows = []
     for group in evaluation.default_groups():
         summary = group.summary("all")
@@ -219,6 +226,9 @@ def scores_table(evaluation: Evaluation) -> str:
                     f"{kind} ({dist['queries']})",
                     " / ".join(_num(dist[f"top1_{s}"], 4) for s in ("min", "median", "max")),
                     " / ".join(_num(dist[f"mean_top5_{s}"], 4) for s in ("min", "median", "max")),
+                    " / ".join(
+                        _num(dist.get(f"top_cosine_{s}"), 3) for s in ("min", "median", "max")
+                    ),
                 ]
             )
     return markdown_table(headers, rows)
@@ -286,9 +296,11 @@ def write_plot(evaluation: Evaluation, path: Path, *, split: str = "all") -> Non
     With a grid, the bars are the hybrid configurations; without one, the modes.
     """
     groups = evaluation.grid_groups() or evaluation.default_groups()
+    if groups and split not in groups[0].splits():
+        split = groups[0].splits()[0]
     labels, recall, mrr, marked = [], [], [], []
     for group in groups:
-        summary = group.summary(split if split in group.splits() else group.splits()[0])
+        summary = group.summary(split)
         labels.append(group.config if evaluation.grid_groups() else group.mode)
         recall.append(summary["recall@10"] or 0.0)
         mrr.append(summary[f"mrr@{MRR_K}"] or 0.0)

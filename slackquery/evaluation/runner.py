@@ -168,11 +168,13 @@ def run_query(
         return QueryRun(query, (), (), elapsed, error=str(error)), {}
     elapsed = (time.perf_counter() - started) * 1000
     hits = response.results
+    cosines = [hit.semantic.score for hit in hits if getattr(hit, "semantic", None) is not None]
     run = QueryRun(
         query,
         tuple(hit.source_message_id or hit.document_id for hit in hits),
         tuple(float(hit.fused_score) for hit in hits),
         elapsed,
+        top_cosine=float(max(cosines)) if cosines else None,
     )
     return run, dict(response.timings_ms)
 

