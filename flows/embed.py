@@ -12,6 +12,7 @@ truth, so tasks neither cache nor persist results. Prefect retries the embedding
 for transient faults inside a run; the work-item rows carry retries across runs.
 """
 
+import time
 import uuid
 from typing import Any
 
@@ -25,8 +26,8 @@ from flows._state import get_run, pop_run, put_run
 from slackquery.embedding.errors import TransientEmbeddingError
 from slackquery.embedding.http import parse_retry_after
 from slackquery.embedding.state import Claim
-from slackquery.embedding.work import BatchOutcome, EmbedRun, _progress, utc_now
-from slackquery.settings import Settings, get_settings
+from slackquery.embedding.work import BatchOutcome, EmbedRun, ProgressBar, utc_now
+from slackquery.settings import get_settings
 
 # A Retry-After longer than this is not waited out inside the run: the items are recorded
 # as retryable_failed with that retry time and a later run picks them up.
@@ -82,13 +83,13 @@ def record_batch(run_key: str, claim: Claim, outcome: BatchOutcome) -> dict[str,
 
 
 @flow(name="embed", log_prints=False)
-def embed_flow(
-    settings: Settings | None = None, max_items: int | None = None, progress: bool = False
-) -> dict[str, Any]:
-    """Embed all claimable work items of the configured generation; return counts by state."""
-    import time
+def embed_flow(max_items: int | None = None, progress: bool = False) -> dict[str, Any]:
+    """Embed all claimable work items of the configured generation; return counts by state.
 
-    settings = settings or get_settings()
+    Settings are read from the environment inside the flow rather than passed in: flow
+    parameters are stored by the Prefect API, and settings may hold the endpoint's key.
+    """
+    settings = get_settings()
     logger = get_run_logger()
     started = time.perf_counter()
     run_key = uuid.uuid4().hex
@@ -100,7 +101,7 @@ def embed_flow(
         total = prepared["claimable"]
         if max_items is not None:
             total = min(total, max_items)
-        with _progress(progress, total) as advance:
+        with ProgressBar(progress, total) as advance:
             while max_items is None or run.tally["claimed"] < max_items:
                 limit = settings.embedding_batch_size
                 if max_items is not None:

@@ -5,7 +5,6 @@ Every field has a description: `slackquery settings` prints them, docs/settings.
 them, and a test checks the two agree.
 """
 
-from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
@@ -25,7 +24,8 @@ class Settings(BaseSettings):
     )
     canonical_db: Path | None = Field(
         default=None,
-        description="Canonical Slack DuckDB (written only by `import`). Default: HOME/canonical.duckdb.",
+        description="Canonical Slack DuckDB (written only by `import`). "
+        "Default: HOME/canonical.duckdb.",
     )
     state_db: Path | None = Field(
         default=None,
@@ -132,6 +132,11 @@ class Settings(BaseSettings):
         description="Largest relative change in document count against the published "
         "artifact that validation accepts (0.5 = ±50%).",
     )
+    artifact_build_memory_limit: str = Field(
+        default="2GB",
+        description="DuckDB memory_limit of the connection that copies state into a new "
+        "artifact; larger sorts spill to disk instead of growing the process.",
+    )
     validation_chunk_rows: int = Field(
         default=250_000,
         ge=1,
@@ -180,22 +185,22 @@ class Settings(BaseSettings):
         default=1_048_576, ge=1024, description="Largest HTTP request body `serve` accepts."
     )
 
-    @cached_property
+    @property
     def canonical_path(self) -> Path:
         """Resolved canonical database path."""
         return self.canonical_db or self.home / "canonical.duckdb"
 
-    @cached_property
+    @property
     def state_path(self) -> Path:
         """Resolved state database path."""
         return self.state_db or self.home / "state.duckdb"
 
-    @cached_property
+    @property
     def artifact_path(self) -> Path:
         """Resolved artifact directory."""
         return self.artifact_dir or self.home / "artifacts"
 
-    @cached_property
+    @property
     def log_path(self) -> Path:
         """Resolved log directory."""
         return self.log_dir or self.home / "logs"

@@ -62,7 +62,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if use_prefect:
         from flows.embed import embed_flow
 
-        result = embed_flow(settings=settings, max_items=args.max_items, progress=progress)
+        # The flow reads the same settings from the environment (keys stay out of Prefect).
+        result = embed_flow(max_items=args.max_items, progress=progress)
     else:
         from slackquery.embedding.work import embed_pending
 

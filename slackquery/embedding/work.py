@@ -256,7 +256,7 @@ def embed_pending(
         total = prepared["claimable"]
         if max_items is not None:
             total = min(total, max_items)
-        with _progress(progress, total) as advance:
+        with ProgressBar(progress, total) as advance:
             while max_items is None or run.tally["claimed"] < max_items:
                 limit = settings.embedding_batch_size
                 if max_items is not None:
@@ -273,7 +273,7 @@ def embed_pending(
         run.close()
 
 
-class _progress:
+class ProgressBar:
     """A rich progress bar (count, rate, ETA) on stderr, or nothing when disabled."""
 
     def __init__(self, enabled: bool, total: int):

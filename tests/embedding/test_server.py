@@ -40,7 +40,7 @@ def test_http_vectors_equal_in_process_vectors(
     )
 
 
-def test_validation_rejects_wrong_dimension_revision_model_and_key(
+def test_validation_rejects_wrong_revision_model_key_and_dead_endpoint(
     settings: Settings, server_url: str
 ) -> None:
     wrong_revision = http_settings(

@@ -58,10 +58,12 @@ def test_completed_state_is_not_retried() -> None:
     assert retry_transient(embed_batch, None, Completed(data=1)) is False  # type: ignore[arg-type]
 
 
-def test_flow_embeds_everything_once_end_to_end(settings: Settings) -> None:
+def test_flow_embeds_everything_once_end_to_end(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
     create_state_db(settings.state_path, message_texts(10))
-    config = settings.model_copy(update={"embedding_batch_size": 4})
-    result = embed_flow(settings=config)
+    monkeypatch.setenv("SLACKQUERY_EMBEDDING_BATCH_SIZE", "4")
+    result = embed_flow()
     assert result["counts"]["succeeded"] == 10 and result["batches"] == 3
     assert result["coverage"] == 1.0
     connection = duckdb.connect(str(settings.state_path), read_only=True)
