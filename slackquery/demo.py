@@ -1,0 +1,71 @@
+"""`make demo`: the main job end to end on the bundled sample workspace.
+
+Runs the same CLI commands a user would, in order, so the demo shows their real output:
+generate the sample export, import it, project it with dbt, embed it with the Prefect flow,
+build a validated artifact, publish it, then run three example searches.
+"""
+
+import shlex
+import sys
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.rule import Rule
+
+from slackquery.cli import main as slackquery
+from slackquery.settings import get_settings
+
+SAMPLE_MESSAGES = 2_000
+
+EXAMPLE_SEARCHES: tuple[tuple[str, ...], ...] = (
+    # An error code: the lexical arm finds the exact identifier.
+    ("search", "28P01", "--limit", "3"),
+    # A paraphrased question that shares few words with the answer.
+    (
+        "search",
+        "how long does one person stay first responder for production emergencies?",
+        "--limit",
+        "3",
+    ),
+    # Slack's own search syntax: channel and date filters inside the query.
+    ("search", "in:#incidents after:2024-03-01 database outage", "--limit", "3"),
+)
+
+
+def _step(console: Console, argv: Sequence[str]) -> None:
+    """Run one `slackquery` command, echoing it first; stop the demo if it fails."""
+    console.print(Rule(f"[bold]slackquery {shlex.join(argv)}"))
+    status = slackquery(list(argv))
+    if status:
+        console.print(f"[red]demo stopped: `slackquery {argv[0]}` exited with {status}")
+        sys.exit(status)
+
+
+def run_demo() -> None:
+    """Generate, import, project, embed, build, publish, then search the sample workspace."""
+    settings = get_settings()
+    console = Console()
+    sample_zip = settings.home / "sample" / "fjordline-export.zip"
+    console.print(f"Slackquery demo in {settings.home.resolve()}")
+    steps: list[tuple[str, ...]] = [
+        ("sample", "--messages", str(SAMPLE_MESSAGES), "--out", str(sample_zip)),
+        ("import", str(sample_zip)),
+        ("project",),
+        ("embed",),
+        ("build",),
+        ("publish", "latest"),
+        ("artifacts",),
+        *EXAMPLE_SEARCHES,
+    ]
+    for argv in steps:
+        _step(console, argv)
+    console.print(Rule("[bold green]demo complete"))
+    console.print(
+        "Try your own: SLACKQUERY_HOME="
+        f"{settings.home} .venv/bin/slackquery search 'your question'  "
+        "(or `slackquery serve` for the MCP server; see docs/mcp.md)"
+    )
+
+
+if __name__ == "__main__":
+    run_demo()
