@@ -94,9 +94,7 @@ def parameters_for(
     for name, columns in schema.table_columns(dimension).items():
         parameters[f"signature_{name}"] = [schema.schema_signature(columns)]
     for count in ("document_count", "message_count"):
-        low, high = _drift_bounds(
-            int(previous[count]) if previous else None, max_count_drift
-        )
+        low, high = _drift_bounds(int(previous[count]) if previous else None, max_count_drift)
         parameters[f"min_{count}"] = low
         parameters[f"max_{count}"] = high
     return parameters

@@ -54,6 +54,4 @@ def chunks(artifact: Artifact, table: str, select_sql: str) -> Iterator[pd.DataF
         yield artifact.conn.execute(select_sql, {"lo": 0, "hi": -1}).df()
         return
     for lo in range(0, last + 1, artifact.chunk_rows):
-        yield artifact.conn.execute(
-            select_sql, {"lo": lo, "hi": lo + artifact.chunk_rows - 1}
-        ).df()
+        yield artifact.conn.execute(select_sql, {"lo": lo, "hi": lo + artifact.chunk_rows - 1}).df()

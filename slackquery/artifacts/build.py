@@ -236,7 +236,13 @@ def finalize(temp: Path, final: Path) -> str:
 
 
 def manifest_for(
-    build_id: str, final: Path, checksum: str, sealed: dict[str, Any], generation, watermark, version
+    build_id: str,
+    final: Path,
+    checksum: str,
+    sealed: dict[str, Any],
+    generation: inputs.Generation,
+    watermark: str,
+    version: str,
 ) -> dict[str, Any]:
     """The manifest beside an artifact: enough to re-check it without opening it."""
     return {
@@ -252,7 +258,10 @@ def manifest_for(
         "fts_config": sealed["fts_config"],
         "built_at": sealed["built_at"],
         "code_version": version,
-        "validation": {"success": True, "result_file": files.validation_file(final.parent, build_id).name},
+        "validation": {
+            "success": True,
+            "result_file": files.validation_file(final.parent, build_id).name,
+        },
     }
 
 
@@ -270,6 +279,9 @@ def build_artifact(settings: Settings) -> str:
     with files.artifact_lock(artifact_dir):
         conn = connect(str(state_path))
         try:
+            conn.execute("set memory_limit = ?", [settings.artifact_build_memory_limit])
+            conn.execute("set temp_directory = ?", [str(settings.home / "tmp" / "duckdb")])
+            conn.execute("set enable_progress_bar = false")
             history.ensure_table(conn)
             history.fail_interrupted(conn)
             remove_stale_temp_files(artifact_dir)

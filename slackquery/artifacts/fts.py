@@ -8,88 +8,54 @@ configuration DuckDB actually compiled into the index (`tokenize`, `match_bm25`,
 someone believed was built.
 """
 
-import contextlib
 import json
-import os
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
+from slackquery import projection
 from slackquery.artifacts import schema
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
 
-PROJECT_DIR = Path(__file__).resolve().parents[2]
+PROJECT_DIR = projection.PROJECT_DIR
+PROFILES_DIR = projection.PROFILES_DIR
 BUILD_PATH_ENV = "SLACKQUERY_ARTIFACT_BUILD_PATH"
 
 _TOKENIZE = re.compile(r"regexp_replace\((?P<input>.*), '(?P<ignore>(?:[^']|'')*)', ' ', 'g'\)")
 _STEMMER = re.compile(r"stem\(unnest\([^)]*\)\), '(?P<stemmer>[^']*)'\)")
 
 
-@contextlib.contextmanager
-def _environment(name: str, value: str) -> Iterator[None]:
-    """Set one environment variable for the duration of an in-process dbt call.
-
-    dbt reads profile paths through `env_var()`, which looks at `os.environ`.
-    """
-    previous = os.environ.get(name)
-    os.environ[name] = value
-    try:
-        yield
-    finally:
-        if previous is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = previous
-
-
 def run_dbt(settings: Settings, args: list[str], *, target_subdir: str) -> Any:
-    """Invoke dbt in-process with the project's folders; raise SlackqueryError on failure.
+    """Invoke dbt in-process through the projection's helper; raise on failure.
 
-    Target and log folders live under SLACKQUERY_HOME (one target folder per use, so the
-    projection's partial-parse state is never shared with artifact builds).
+    `slackquery.projection` owns the in-process dbt invocation (and releasing the DuckDB
+    file dbt-duckdb keeps open afterwards); builds reuse it with their own target folder
+    under SLACKQUERY_HOME, so the projection's partial-parse state is never shared.
     """
-    from dbt.cli.main import dbtRunner  # dbt's import costs ~1 s; only builds pay it.
-
     target_path = settings.home / "dbt" / target_subdir
     full_args = [
         *args,
         "--project-dir",
         str(PROJECT_DIR),
         "--profiles-dir",
-        str(PROJECT_DIR / "profiles"),
+        str(PROFILES_DIR),
         "--target-path",
         str(target_path),
         "--log-path",
         str(settings.log_path / "dbt"),
         "--quiet",
+        "--no-use-colors",
     ]
-    try:
-        result = dbtRunner().invoke(full_args)
-    finally:
-        release_dbt_duckdb()
+    result = projection._invoke_dbt(full_args, None)
     if not result.success:
-        detail = f": {result.exception}" if result.exception else ""
-        raise SlackqueryError(f"dbt {' '.join(args[:2])} failed{detail} (logs in {target_path})")
+        detail = f": {result.exception}".splitlines()[0] if result.exception else ""
+        raise SlackqueryError(
+            f"dbt {' '.join(args[:2])} failed{detail} (log: {settings.log_path / 'dbt'})"
+        )
     return result.result
-
-
-def release_dbt_duckdb() -> None:
-    """Close the DuckDB database that dbt-duckdb keeps open after an in-process run.
-
-    dbt-duckdb caches one environment (and its DuckDB instance) per process for reuse.
-    Left open, it would hold the candidate file's write lock, so the read-only validation
-    process could not open it, and later opens with another configuration would fail.
-    """
-    from dbt.adapters.duckdb.connections import DuckDBConnectionManager
-
-    environment = DuckDBConnectionManager._ENV
-    if environment is not None:
-        environment.close()
-    DuckDBConnectionManager.close_all_connections()
 
 
 def build_index(settings: Settings, artifact_path: Path) -> None:
@@ -103,7 +69,8 @@ def build_index(settings: Settings, artifact_path: Path) -> None:
         "id_column": schema.FTS_ID_COLUMN,
         "text_column": schema.FTS_TEXT_COLUMNS[0],
     }
-    with _environment(BUILD_PATH_ENV, str(artifact_path)):
+    environment = {BUILD_PATH_ENV: str(artifact_path), "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
+    with projection._environment(environment):
         run_dbt(
             settings,
             [

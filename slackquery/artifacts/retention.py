@@ -32,8 +32,11 @@ def apply_retention(settings: Settings, *, now: float | None = None) -> dict[str
     moment = time.time() if now is None else now
     current = current_target(artifact_dir)
     artifacts = sorted(
-        (path for path in artifact_dir.glob(f"{files.ARTIFACT_PREFIX}*{files.ARTIFACT_SUFFIX}")
-         if files.build_id_of(path) and not path.is_symlink()),
+        (
+            path
+            for path in artifact_dir.glob(f"{files.ARTIFACT_PREFIX}*{files.ARTIFACT_SUFFIX}")
+            if files.build_id_of(path) and not path.is_symlink()
+        ),
         key=lambda path: files.build_id_of(path) or "",
         reverse=True,
     )
@@ -51,8 +54,10 @@ def apply_retention(settings: Settings, *, now: float | None = None) -> dict[str
             sidecar.unlink(missing_ok=True)
         removed.append(path.name)
     kept_ids = {files.build_id_of(artifact_dir / name) for name in kept}
-    for pattern in (f"{files.ARTIFACT_PREFIX}*{files.MANIFEST_SUFFIX}",
-                    f"{files.ARTIFACT_PREFIX}*{files.VALIDATION_SUFFIX}"):
+    for pattern in (
+        f"{files.ARTIFACT_PREFIX}*{files.MANIFEST_SUFFIX}",
+        f"{files.ARTIFACT_PREFIX}*{files.VALIDATION_SUFFIX}",
+    ):
         for sidecar in artifact_dir.glob(pattern):
             build_id = sidecar.name[len(files.ARTIFACT_PREFIX) :].split(".", 1)[0]
             old = moment - sidecar.stat().st_mtime >= settings.retention_min_age_s

@@ -13,14 +13,69 @@ from slackquery.duckdb_setup import connect
 from slackquery.embedding.base import GenerationIdentity
 from slackquery.embedding.state import SCHEMA as EMBEDDING_SCHEMA
 
-VOCABULARY = (
-    "deploy rollback postgres timeout latency incident alert pager kafka consumer lag "
-    "release canary migration schema index vacuum replica failover dns certificate "
-    "expired quota billing invoice customer ticket escalation oncall runbook dashboard "
-    "grafana metrics logging tracing span error retry backoff queue worker cron "
-    "snapshot backup restore bucket terraform module provider cluster node pod "
-    "memory leak profile flamegraph regression benchmark cache eviction hotfix"
-).split()
+VOCABULARY = [
+    "deploy",
+    "rollback",
+    "postgres",
+    "timeout",
+    "latency",
+    "incident",
+    "alert",
+    "pager",
+    "kafka",
+    "consumer",
+    "lag",
+    "release",
+    "canary",
+    "migration",
+    "schema",
+    "index",
+    "vacuum",
+    "replica",
+    "failover",
+    "dns",
+    "certificate",
+    "expired",
+    "quota",
+    "billing",
+    "invoice",
+    "customer",
+    "ticket",
+    "escalation",
+    "oncall",
+    "runbook",
+    "dashboard",
+    "grafana",
+    "metrics",
+    "logging",
+    "tracing",
+    "span",
+    "error",
+    "retry",
+    "backoff",
+    "queue",
+    "worker",
+    "cron",
+    "snapshot",
+    "backup",
+    "restore",
+    "bucket",
+    "terraform",
+    "module",
+    "provider",
+    "cluster",
+    "node",
+    "pod",
+    "memory",
+    "leak",
+    "profile",
+    "flamegraph",
+    "regression",
+    "benchmark",
+    "cache",
+    "eviction",
+    "hotfix",
+]
 
 SEARCH_DOCUMENTS_DDL = """
 create table search_documents (

@@ -1,0 +1,127 @@
+"""Prefect flow `reconcile`: project → embed → build + validate → publish, one run at a time.
+
+Reads the canonical store (through dbt, attached read-only). Writes the state database
+(projection, embedding work items, build history), one new artifact file, and the
+`current.duckdb` pointer. Safe to re-run at any point, including after a SIGKILL:
+- one reconcile at a time: an exclusive `flock` on HOME/reconcile.lock, which the kernel
+  releases when the holder dies, so a crashed run never blocks the next one;
+- projection and embedding resume from the state database (incremental models, leased
+  work items);
+- the build is skipped when the source watermark and embedding generation equal those of
+  the published artifact; a build that was validated but never published (a run killed
+  between the two) is published instead of rebuilt;
+- build and publish only ever add files and swap the pointer atomically.
+
+Project decision (STYLE §9): the state database is the source of truth, so tasks neither
+cache nor persist results.
+"""
+
+import contextlib
+from pathlib import Path
+from typing import Any
+
+from prefect import flow, get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from slackquery.artifacts import files, history, inputs
+from slackquery.artifacts.build import build_artifact
+from slackquery.artifacts.pointer import current_artifact
+from slackquery.artifacts.publish import publish
+from slackquery.duckdb_setup import connect
+from slackquery.embedding.work import embed_pending
+from slackquery.errors import SlackqueryError
+from slackquery.projection import project
+from slackquery.settings import Settings, get_settings
+
+LOCK_NAME = "reconcile.lock"
+
+
+def reconcile_lock_path(settings: Settings) -> Path:
+    """The lock file that serialises reconcile runs."""
+    return settings.home / LOCK_NAME
+
+
+@task(cache_policy=NO_CACHE, persist_result=False)
+def project_documents(full_refresh: bool) -> dict[str, Any]:
+    """Run the dbt projection (incremental unless `full_refresh`)."""
+    return project(get_settings(), full_refresh=full_refresh)
+
+
+@task(cache_policy=NO_CACHE, persist_result=False)
+def embed_documents() -> dict[str, Any]:
+    """Embed every new or changed active message document."""
+    return embed_pending(get_settings())
+
+
+@task(cache_policy=NO_CACHE, persist_result=False)
+def plan_build(force: bool) -> dict[str, Any]:
+    """Decide: `build`, `publish` an already validated build, or `skip` (nothing changed)."""
+    settings = get_settings()
+    conn = connect(str(settings.state_path), read_only=True)
+    try:
+        watermark = inputs.source_watermark(conn)
+        generation = inputs.current_generation(settings, conn)
+        builds = history.list_builds(conn) if history.table_exists(conn) else []
+    finally:
+        conn.close()
+    plan: dict[str, Any] = {
+        "source_watermark": watermark,
+        "generation_id": generation.generation_id,
+        "action": "build",
+    }
+    published = current_artifact(settings)
+    published_id = files.build_id_of(published) if published else None
+    same_inputs = [
+        build
+        for build in builds
+        if build["source_watermark"] == watermark
+        and build["generation_id"] == generation.generation_id
+    ]
+    if force:
+        return plan
+    if published_id and any(build["build_id"] == published_id for build in same_inputs):
+        return {**plan, "action": "skip", "build_id": published_id}
+    for build in same_inputs:
+        path = files.artifact_file(settings.artifact_path, build["build_id"])
+        if build["status"] in ("validated", "superseded") and path.is_file():
+            return {**plan, "action": "publish", "build_id": build["build_id"]}
+    return plan
+
+
+@task(cache_policy=NO_CACHE, persist_result=False)
+def build_candidate() -> str:
+    """Build a new artifact; the GX checkpoint validates it in a fresh read-only process."""
+    return build_artifact(get_settings())
+
+
+@task(cache_policy=NO_CACHE, persist_result=False)
+def publish_candidate(build_id: str) -> dict[str, Any]:
+    """Swap `current` to the validated build and apply retention."""
+    return publish(get_settings(), build_id)
+
+
+@flow(name="reconcile", log_prints=False)
+def reconcile(full_refresh: bool = False, force_build: bool = False) -> dict[str, Any]:
+    """Bring the published artifact up to date with the canonical store, once."""
+    settings = get_settings()
+    logger = get_run_logger()
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(
+                files.exclusive_lock(reconcile_lock_path(settings), "another reconcile")
+            )
+        except SlackqueryError as error:
+            logger.warning("%s; skipping this run", error)
+            return {"status": "skipped", "reason": str(error)}
+        projected = project_documents(full_refresh)
+        embedded = embed_documents()
+        plan = plan_build(force_build)
+        logger.info("plan: %s", plan)
+        result: dict[str, Any] = {"projection": projected, "embedding": embedded, "plan": plan}
+        if plan["action"] == "skip":
+            result.update(status="unchanged", build_id=plan["build_id"])
+            return result
+        build_id = plan["build_id"] if plan["action"] == "publish" else build_candidate()
+        result["publish"] = publish_candidate(build_id)
+        result.update(status="published", build_id=build_id)
+        return result

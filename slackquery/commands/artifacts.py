@@ -1,0 +1,68 @@
+"""`slackquery artifacts`: the build history, with what is current and what is on disk."""
+
+import argparse
+from typing import Any
+
+import duckdb
+
+from slackquery.artifacts import history
+from slackquery.artifacts.files import artifact_file
+from slackquery.artifacts.pointer import current_target
+from slackquery.commands import add_json_flag, emit
+from slackquery.duckdb_setup import connect
+from slackquery.errors import SlackqueryError
+from slackquery.settings import Settings
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the `artifacts` subcommand."""
+    parser = subparsers.add_parser(
+        "artifacts",
+        help="list builds: status, counts, which one is current, which files remain",
+        description="List the build history from the state database (building, validated, "
+        "published, failed, superseded), newest first, marking the artifact that "
+        "artifacts/current.duckdb points to and whether each file is still retained.",
+    )
+    parser.add_argument("--limit", type=int, default=20, help="most builds to list (default 20)")
+    add_json_flag(parser)
+    parser.set_defaults(handler=run)
+
+
+def list_artifacts(settings: Settings, limit: int | None = None) -> list[dict[str, Any]]:
+    """Builds newest first, each with `is_current` and `file_exists`."""
+    if not settings.state_path.exists():
+        return []
+    try:
+        conn = connect(str(settings.state_path), read_only=True)
+    except duckdb.IOException as error:
+        raise SlackqueryError(
+            f"state database {settings.state_path} is busy (a pipeline step is writing it)"
+        ) from error
+    try:
+        rows = history.list_builds(conn, limit=limit) if history.table_exists(conn) else []
+    finally:
+        conn.close()
+    current = current_target(settings.artifact_path)
+    for row in rows:
+        path = artifact_file(settings.artifact_path, row["build_id"])
+        row["is_current"] = path.name == current
+        row["file_exists"] = path.is_file()
+    return rows
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    """Print the build history."""
+    rows = list_artifacts(settings, args.limit)
+    lines = [f"{'':2}{'build id':36} {'status':11} {'documents':>9} {'vectors':>8}  file"]
+    for row in rows:
+        counts = row["counts_json"] or {}
+        lines.append(
+            f"{'*' if row['is_current'] else ' ':2}{row['build_id']:36} {row['status']:11} "
+            f"{counts.get('document_count', ''):>9} {counts.get('vector_count', ''):>8}  "
+            f"{'kept' if row['file_exists'] else '-'}"
+            + (f"  {row['error_message'][:80]}" if row["error_message"] else "")
+        )
+    if not rows:
+        lines = ["no builds yet: run `slackquery build`"]
+    emit(args, rows, "\n".join(lines))
+    return 0

@@ -1,0 +1,32 @@
+"""`slackquery publish BUILD`: make a validated artifact the one serving reads."""
+
+import argparse
+
+from slackquery.artifacts.publish import publish
+from slackquery.commands import add_json_flag, emit
+from slackquery.settings import Settings
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the `publish` subcommand."""
+    parser = subparsers.add_parser(
+        "publish",
+        help="atomically point `current` at a validated artifact",
+        description="Re-check a validated build's manifest, sha256 and metadata, then swap "
+        "artifacts/current.duckdb to it atomically (readers with an open connection keep "
+        "their file), record it in the build history and apply retention.",
+    )
+    parser.add_argument("build", metavar="BUILD", help="build id (see `slackquery artifacts`)")
+    add_json_flag(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    """Publish one build."""
+    result = publish(settings, args.build)
+    removed = result["retention"]["removed"]
+    text = f"published {result['build_id']} (previous: {result['previous'] or 'none'})" + (
+        f"; retention removed {len(removed)} file(s)" if removed else ""
+    )
+    emit(args, result, text)
+    return 0

@@ -1,0 +1,29 @@
+"""`slackquery rollback BUILD`: republish a retained artifact after full validation."""
+
+import argparse
+
+from slackquery.artifacts.publish import rollback
+from slackquery.commands import add_json_flag, emit
+from slackquery.settings import Settings
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the `rollback` subcommand."""
+    parser = subparsers.add_parser(
+        "rollback",
+        help="republish a retained artifact after full re-validation",
+        description="Point artifacts/current.duckdb back at a retained artifact, given by "
+        "build id or by its path in the artifact directory. The file's checksum, manifest "
+        "and every Great Expectations suite are checked first (count drift is not, since "
+        "a rollback is deliberate). Files outside the artifact directory are refused.",
+    )
+    parser.add_argument("build", metavar="BUILD", help="build id or artifact path to restore")
+    add_json_flag(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    """Roll back to one retained build."""
+    result = rollback(settings, args.build)
+    emit(args, result, f"rolled back to {result['build_id']} (was: {result['previous']})")
+    return 0

@@ -1,0 +1,180 @@
+"""Build, publish, list, roll back and retain artifacts on a tiny synthetic state DB."""
+
+import json
+import os
+import shutil
+import stat
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from slackquery import projection
+from slackquery.artifacts import files, history, schema
+from slackquery.artifacts.build import build_artifact
+from slackquery.artifacts.publish import current_artifact, publish, rollback
+from slackquery.cli import main
+from slackquery.duckdb_setup import connect
+from slackquery.errors import SlackqueryError
+from slackquery.settings import Settings
+from tests.artifacts.conftest import identity_for
+from tests.artifacts.synthetic import synthesize_state
+
+
+def _columns(conn: duckdb.DuckDBPyConnection, table: str) -> list[tuple[str, str]]:
+    return conn.execute(
+        "select column_name, data_type from duckdb_columns() "
+        "where schema_name = 'main' and table_name = ? order by column_index",
+        [table],
+    ).fetchall()
+
+
+def _builds(settings: Settings) -> dict[str, dict]:
+    conn = connect(str(settings.state_path), read_only=True)
+    try:
+        return {row["build_id"]: row for row in history.list_builds(conn)}
+    finally:
+        conn.close()
+
+
+def test_build_writes_a_sealed_artifact_and_publish_makes_it_current(
+    state_settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = state_settings
+    build_id = build_artifact(settings)
+    assert files.is_build_id(build_id)
+    path = files.artifact_file(settings.artifact_path, build_id)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o444
+    assert not list(settings.artifact_path.glob("*.tmp"))
+    manifest = files.read_json(files.manifest_file(settings.artifact_path, build_id))
+    assert manifest["checksum_sha256"] == files.sha256_file(path)
+    assert files.read_json(files.validation_file(settings.artifact_path, build_id))["success"]
+    assert current_artifact(settings) is None  # built, not published
+
+    conn = connect(str(path), read_only=True)
+    try:
+        identity = identity_for(settings)
+        for table, columns in schema.table_columns(identity.stored_dimension).items():
+            assert _columns(conn, table) == [(c.name, c.type) for c in columns], table
+        metadata = conn.execute(
+            "select build_id, generation_id, generation_json, fts_config_json, document_count, "
+            "message_count, thread_context_count, vector_count from artifact_metadata"
+        ).fetchone()
+        ids = [
+            row[0] for row in conn.execute("select document_id from search_documents").fetchall()
+        ]
+        hits = conn.execute(
+            "select count(*) from (select fts_main_search_documents.match_bm25("
+            "document_id, 'err 42') as score from search_documents) where score is not null"
+        ).fetchone()
+    finally:
+        conn.close()
+    assert metadata is not None
+    assert metadata[0] == build_id and metadata[1] == identity.generation_id
+    assert json.loads(metadata[2]) == json.loads(json.dumps(identity.to_dict()))
+    fts_config = json.loads(metadata[3])
+    assert {key: fts_config[key] for key in projection.fts_config()} == projection.fts_config()
+    assert metadata[4:] == (65, 59, 6, 59)  # 60 messages, 1 tombstone, 6 threads
+    assert ids == sorted(ids)
+    assert hits is not None and hits[0] > 0  # `ERR-42` is indexed as err + 42
+
+    assert main(["publish", build_id, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["build_id"] == build_id
+    assert current_artifact(settings) == path.resolve()
+    link = settings.artifact_path / files.CURRENT_NAME
+    assert os.readlink(link) == path.name  # relative symlink
+    assert main(["artifacts", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [(row["build_id"], row["status"], row["is_current"]) for row in listed] == [
+        (build_id, "published", True)
+    ]
+
+
+def test_coverage_gate_refuses_and_names_missing_counts(state_settings: Settings) -> None:
+    settings = state_settings
+    conn = connect(str(settings.state_path))
+    conn.execute(
+        "update embedding_work_items set state = 'pending', embedding = null "
+        "where document_id in (select document_id from embedding_work_items limit 2)"
+    )
+    conn.execute(
+        "update search_documents set text_hash = 'changed' where document_id = "
+        "(select max(document_id) from search_documents where document_kind = 'message' "
+        "and is_active)"
+    )
+    conn.close()
+    with pytest.raises(SlackqueryError) as caught:
+        build_artifact(settings)
+    message = str(caught.value)
+    assert "embedding coverage incomplete" in message
+    assert "56/59 active message documents" in message
+    assert "pending: 2" in message and "stale_text: 1" in message
+    assert "thread_context: 6 active" in message
+    assert not any(settings.artifact_path.glob("search-*"))
+
+
+def test_failing_suite_marks_build_failed_with_sample_ids(state_settings: Settings) -> None:
+    settings = state_settings
+    conn = connect(str(settings.state_path))
+    bad = conn.execute(
+        "select document_id from embedding_work_items order by document_id limit 1"
+    ).fetchone()
+    assert bad is not None
+    conn.execute(
+        "update embedding_work_items set embedding = list_transform(embedding, x -> x * 2) "
+        "where document_id = ?",
+        [bad[0]],
+    )
+    conn.close()
+    with pytest.raises(SlackqueryError) as caught:
+        build_artifact(settings)
+    assert "document_vectors: expect_column_values_to_be_between" in str(caught.value)
+    assert bad[0] in str(caught.value)
+    (build_id, row), *_ = _builds(settings).items()
+    assert row["status"] == "failed" and bad[0] in row["error_message"]
+    kept = files.read_json(files.validation_file(settings.artifact_path, build_id))
+    assert not kept["success"] and kept["failures"][0]["sample"] == [bad[0]]
+    assert not files.artifact_file(settings.artifact_path, build_id).exists()
+    assert not list(settings.artifact_path.glob("*.tmp"))
+
+
+def test_rollback_retention_and_refusals(state_settings: Settings, tmp_path: Path) -> None:
+    settings = state_settings
+    first = build_artifact(settings)
+    publish(settings, first)
+    synthesize_state(settings.state_path, identity_for(settings), messages=70, seed=1)
+    second = build_artifact(settings)
+    assert second.split("-")[1] != first.split("-")[1]  # new source watermark
+    publish(settings, second)
+    first_path = files.artifact_file(settings.artifact_path, first)
+
+    outside = tmp_path / first_path.name
+    shutil.copy(first_path, outside)
+    with pytest.raises(SlackqueryError, match="must sit directly in"):
+        rollback(settings, str(outside))
+    with pytest.raises(SlackqueryError, match="a symlink is not an artifact"):
+        rollback(settings, str(settings.artifact_path / files.CURRENT_NAME))
+
+    manifest_path = files.manifest_file(settings.artifact_path, first)
+    manifest = files.read_json(manifest_path)
+    files.write_json_atomic(manifest_path, {**manifest, "checksum_sha256": "0" * 64})
+    with pytest.raises(SlackqueryError, match="checksum mismatch"):
+        rollback(settings, first)
+    assert current_artifact(settings) == files.artifact_file(settings.artifact_path, second)
+    files.write_json_atomic(manifest_path, manifest)
+
+    result = rollback(settings, first)
+    assert result["fully_revalidated"] and result["previous"].endswith(f"{second}.duckdb")
+    assert current_artifact(settings) == first_path.resolve()
+    statuses = {build_id: row["status"] for build_id, row in _builds(settings).items()}
+    assert statuses == {first: "published", second: "superseded"}
+
+    # A third build: retention keeps current + 1 newest (SLACKQUERY_RETAIN_ARTIFACTS=1).
+    synthesize_state(settings.state_path, identity_for(settings), messages=64, seed=2)
+    third = build_artifact(settings)
+    outcome = publish(settings, third)
+    assert sorted(outcome["retention"]["kept"]) == [f"search-{b}.duckdb" for b in (second, third)]
+    assert f"search-{first}.duckdb" in outcome["retention"]["removed"]
+    assert not files.manifest_file(settings.artifact_path, first).exists()
+    with pytest.raises(SlackqueryError, match="no artifact file"):
+        rollback(settings, first)

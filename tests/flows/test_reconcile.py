@@ -1,0 +1,61 @@
+"""The `reconcile` flow: build + publish once, skip when unchanged, one run at a time.
+
+Projection and embedding are replaced by the synthetic state (their own tests cover
+them); the build, validation and publish are real.
+"""
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import flows.reconcile as reconcile_module
+from flows.reconcile import plan_build, reconcile, reconcile_lock_path
+from slackquery.artifacts import files
+from slackquery.artifacts.build import build_artifact
+from slackquery.artifacts.publish import current_artifact
+from slackquery.settings import Settings
+from tests.artifacts.conftest import apply_env, identity_for
+from tests.artifacts.synthetic import synthesize_state
+
+
+@pytest.fixture
+def pipeline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    settings = apply_env(monkeypatch, tmp_path / "home")
+    identity = identity_for(settings)
+    calls: list[str] = []
+
+    def fake_project(settings: Settings, *, full_refresh: bool = False) -> dict[str, Any]:
+        calls.append("project")
+        synthesize_state(settings.state_path, identity, messages=40, embed=True)
+        return {"documents": 40}
+
+    def fake_embed(settings: Settings) -> dict[str, Any]:
+        calls.append("embed")
+        return {"counts": {}}
+
+    monkeypatch.setattr(reconcile_module, "project", fake_project)
+    monkeypatch.setattr(reconcile_module, "embed_pending", fake_embed)
+    return settings
+
+
+def test_reconcile_publishes_then_skips_when_unchanged(pipeline: Settings) -> None:
+    first = reconcile()
+    assert first["status"] == "published"
+    assert (
+        current_artifact(pipeline)
+        == files.artifact_file(pipeline.artifact_path, first["build_id"]).resolve()
+    )
+    second = reconcile()
+    assert second["status"] == "unchanged" and second["build_id"] == first["build_id"]
+
+    with files.exclusive_lock(reconcile_lock_path(pipeline), "test holder"):
+        assert reconcile()["status"] == "skipped"
+
+
+def test_plan_publishes_a_validated_build_instead_of_rebuilding(pipeline: Settings) -> None:
+    synthesize_state(pipeline.state_path, identity_for(pipeline), messages=40)
+    build_id = build_artifact(pipeline)  # validated, never published (a killed run)
+    plan = plan_build.fn(False)
+    assert plan["action"] == "publish" and plan["build_id"] == build_id
+    assert plan_build.fn(True)["action"] == "build"
