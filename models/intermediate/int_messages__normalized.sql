@@ -61,76 +61,77 @@ names_watermark as (
 
 {% if is_incremental() %}
 
-previous as (
+    previous as (
 
-    select
-        message_id,
-        payload_hash,
-        mentioned_ids,
-        names_changed_at
-    from {{ this }}
+        select
+            message_id,
+            payload_hash,
+            mentioned_ids,
+            names_changed_at
+        from {{ this }}
 
-),
+    ),
 
-renamed_entities as (
+    renamed_entities as (
 
-    select list(users.user_id) as entity_ids
-    from users
-    where users.last_changed_at > (
-        select max(previous.names_changed_at) from previous
-    )
+        select list(users.user_id) as entity_ids
+        from users
+        where
+            users.last_changed_at > (
+                select max(previous.names_changed_at) from previous
+            )
 
-    union all
+        union all
 
-    select list(channels.channel_id) as entity_ids
-    from channels
-    where channels.last_changed_at > (
-        select max(previous.names_changed_at) from previous
-    )
-
-),
-
-renamed_ids as (
-
-    select flatten(list(renamed_entities.entity_ids)) as entity_ids
-    from renamed_entities
-
-),
-
-messages_to_normalize as (
-
-    select
-        messages.message_id,
-        messages.workspace_id,
-        messages.text,
-        messages.search_text,
-        messages.payload_hash
-    from messages
-    left join previous
-        on messages.message_id = previous.message_id
-    where
-        previous.message_id is null
-        or previous.payload_hash <> messages.payload_hash
-        or list_has_any(
-            previous.mentioned_ids,
-            (select renamed_ids.entity_ids from renamed_ids)
+        select list(channels.channel_id) as entity_ids
+        from channels
+        where channels.last_changed_at > (
+            select max(previous.names_changed_at) from previous
         )
 
-),
+    ),
+
+    renamed_ids as (
+
+        select flatten(list(renamed_entities.entity_ids)) as entity_ids
+        from renamed_entities
+
+    ),
+
+    messages_to_normalize as (
+
+        select
+            messages.message_id,
+            messages.workspace_id,
+            messages.text,
+            messages.search_text,
+            messages.payload_hash
+        from messages
+        left join previous
+            on messages.message_id = previous.message_id
+        where
+            previous.message_id is null
+            or previous.payload_hash <> messages.payload_hash
+            or list_has_any(
+                previous.mentioned_ids,
+                (select renamed_ids.entity_ids from renamed_ids)
+            )
+
+    ),
 
 {% else %}
 
-messages_to_normalize as (
+    messages_to_normalize as (
 
-    select
-        message_id,
-        workspace_id,
-        text,
-        search_text,
-        payload_hash
-    from messages
+        select
+            message_id,
+            workspace_id,
+            text,
+            search_text,
+            payload_hash
+        from messages
 
-),
+    ),
 
 {% endif %}
 
@@ -196,7 +197,9 @@ channel_mentions_named as (
         channel_mentions.message_id,
         map_from_entries(
             list(
-                struct_pack(k := channels.channel_id, v := channels.channel_name)
+                struct_pack(
+                    k := channels.channel_id, v := channels.channel_name
+                )
             )
         ) as channel_names
     from channel_mentions
@@ -232,8 +235,9 @@ messages_rendered as (
         message_id,
         payload_hash,
         mentioned_ids,
-        {{ slack_mrkdwn_to_text('display_source', 'user_names', 'channel_names') }}
-            as text_display,
+        {{
+            slack_mrkdwn_to_text('display_source', 'user_names', 'channel_names')
+        }} as text_display,
         case
             when search_text is not null and search_text <> display_source
                 then {{

@@ -83,26 +83,12 @@ messages_joined_to_text as (
         messages_joined_to_roots.message_id,
         messages_joined_to_roots.workspace_id,
         messages_joined_to_roots.channel_id,
-        coalesce(
-            messages_joined_to_roots.user_id, messages_joined_to_roots.bot_id
-        ) as author_id,
-        coalesce(
-            users.user_name,
-            nullif(trim(messages_joined_to_roots.bot_username), ''),
-            messages_joined_to_roots.user_id,
-            messages_joined_to_roots.bot_id,
-            'unknown'
-        ) as author_name,
         messages_joined_to_roots.source_message_id,
         messages_joined_to_roots.ts,
         messages_joined_to_roots.thread_ts,
         messages_joined_to_roots.ts_us,
         messages_joined_to_roots.posted_at,
         messages_joined_to_roots.thread_id,
-        coalesce(
-            messages_joined_to_roots.root_message_id,
-            messages_joined_to_roots.message_id
-        ) as thread_root_id,
         messages_joined_to_roots.subtype,
         messages_joined_to_roots.edited_ts,
         messages_joined_to_roots.reply_count,
@@ -118,6 +104,20 @@ messages_joined_to_text as (
         messages_normalized.text_display,
         messages_normalized.text_lexical,
         messages_normalized.mentioned_ids,
+        coalesce(
+            messages_joined_to_roots.user_id, messages_joined_to_roots.bot_id
+        ) as author_id,
+        coalesce(
+            users.user_name,
+            nullif(trim(messages_joined_to_roots.bot_username), ''),
+            messages_joined_to_roots.user_id,
+            messages_joined_to_roots.bot_id,
+            'unknown'
+        ) as author_name,
+        coalesce(
+            messages_joined_to_roots.root_message_id,
+            messages_joined_to_roots.message_id
+        ) as thread_root_id,
         not messages_joined_to_roots.is_deleted
         and coalesce(messages_joined_to_roots.subtype, '') <> 'tombstone'
         and trim(messages_normalized.text_display) <> '' as is_active
@@ -128,7 +128,8 @@ messages_joined_to_text as (
         on
             messages_joined_to_roots.workspace_id = users.workspace_id
             and coalesce(
-                messages_joined_to_roots.user_id, messages_joined_to_roots.bot_id
+                messages_joined_to_roots.user_id,
+                messages_joined_to_roots.bot_id
             ) = users.user_id
 
 )

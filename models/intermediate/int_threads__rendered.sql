@@ -60,35 +60,35 @@ thread_fingerprints as (
 
 {% if is_incremental() %}
 
-previous as (
+    previous as (
 
-    select
-        thread_id,
-        members_fingerprint
-    from {{ this }}
+        select
+            thread_id,
+            members_fingerprint
+        from {{ this }}
 
-),
+    ),
 
-threads_to_render as (
+    threads_to_render as (
 
-    select thread_fingerprints.thread_id
-    from thread_fingerprints
-    left join previous
-        on thread_fingerprints.thread_id = previous.thread_id
-    where
-        previous.thread_id is null
-        or previous.members_fingerprint
-        <> thread_fingerprints.members_fingerprint
+        select thread_fingerprints.thread_id
+        from thread_fingerprints
+        left join previous
+            on thread_fingerprints.thread_id = previous.thread_id
+        where
+            previous.thread_id is null
+            or previous.members_fingerprint
+            <> thread_fingerprints.members_fingerprint
 
-),
+    ),
 
 {% else %}
 
-threads_to_render as (
+    threads_to_render as (
 
-    select thread_id from thread_fingerprints
+        select thread_id from thread_fingerprints
 
-),
+    ),
 
 {% endif %}
 
@@ -107,22 +107,20 @@ thread_roots as (
         was never exported is headed by its first message instead. -#}
     select
         thread_id,
-        arg_min(
-            struct_pack(
-                message_id,
-                workspace_id,
-                channel_id,
-                author_id,
-                author_name,
-                source_message_id,
-                ts,
-                ts_us,
-                posted_at
-            ),
-            (ts <> coalesce(thread_ts, ts), ts_us, message_id)
-        ) as root
+        message_id as thread_root_id,
+        workspace_id,
+        channel_id,
+        author_id,
+        author_name,
+        source_message_id,
+        ts,
+        ts_us,
+        posted_at
     from messages_of_threads_to_render
-    group by 1
+    qualify row_number() over (
+        partition by thread_id
+        order by ts <> coalesce(thread_ts, ts), ts_us, message_id
+    ) = 1
 
 ),
 
@@ -175,7 +173,8 @@ threads_aggregated as (
             block, chr(10) || chr(10) order by block_number
         ) as full_text,
         list(message_id order by block_number) as message_ids,
-        list_sort(list_distinct(flatten(list(mentioned_ids)))) as referenced_ids,
+        list_sort(list_distinct(flatten(list(mentioned_ids))))
+            as referenced_ids,
         sha256(
             string_agg(payload_hash, '|' order by block_number)
         ) as payload_hash,
@@ -200,15 +199,15 @@ threads_rendered as (
 
     select
         thread_roots.thread_id,
-        thread_roots.root.message_id as thread_root_id,
-        thread_roots.root.workspace_id as workspace_id,
-        thread_roots.root.channel_id as channel_id,
-        thread_roots.root.author_id as author_id,
-        thread_roots.root.author_name as author_name,
-        thread_roots.root.source_message_id as source_message_id,
-        thread_roots.root.ts as ts,
-        thread_roots.root.ts_us as ts_us,
-        thread_roots.root.posted_at as posted_at,
+        thread_roots.thread_root_id,
+        thread_roots.workspace_id,
+        thread_roots.channel_id,
+        thread_roots.author_id,
+        thread_roots.author_name,
+        thread_roots.source_message_id,
+        thread_roots.ts,
+        thread_roots.ts_us,
+        thread_roots.posted_at,
         coalesce(
             left(threads_aggregated.full_text, {{ max_chars }}), ''
         ) as rendered_text,
@@ -222,7 +221,7 @@ threads_rendered as (
         sha256(
             coalesce(left(threads_aggregated.full_text, {{ max_chars }}), '')
         ) as text_hash,
-        coalesce(threads_aggregated.message_ids, []::varchar []) as message_ids,
+        coalesce(threads_aggregated.message_ids, []::varchar[]) as message_ids,
         coalesce(
             threads_aggregated.payload_hash, sha256('')
         ) as payload_hash,
@@ -234,7 +233,7 @@ threads_rendered as (
             threads_aggregated.count_included_messages, 0
         ) < thread_sizes.count_active_messages
         or coalesce(length(threads_aggregated.full_text), 0) > {{ max_chars }}
-        as is_truncated,
+            as is_truncated,
         threads_aggregated.thread_id is not null as is_active,
         thread_fingerprints.members_fingerprint
     from thread_roots

@@ -22,13 +22,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="rebuild every incremental model from scratch (gives the same documents)",
     )
+    parser.add_argument(
+        "--skip-tests",
+        action="store_true",
+        help="run the models only (dbt run), without the dbt data and unit tests",
+    )
     add_json_flag(parser)
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Project, then print the counts."""
-    result = project(settings, full_refresh=args.full_refresh, progress=not args.json)
+    result = project(
+        settings,
+        full_refresh=args.full_refresh,
+        progress=not args.json,
+        tests=not args.skip_tests,
+    )
     emit(args, result, render(result))
     return 0
 

@@ -110,8 +110,9 @@ MESSAGES = [
     message(
         "C0GENERAL",
         "1700000001.000200",
-        "Deploy *v2.3.1* is _done_ ~maybe~ &amp; <https://ci.example.com/run?id=7&amp;x=1|the CI run>"
-        " or <https://status.example.com> :white_check_mark: :thumbsup::skin-tone-2:",
+        "Deploy *v2.3.1* is _done_ ~maybe~ &amp; "
+        "<https://ci.example.com/run?id=7&amp;x=1|the CI run> or <https://status.example.com>"
+        " :white_check_mark: :thumbsup::skin-tone-2:",
         user_id="U0ZOE",
     ),
     message(
@@ -214,16 +215,34 @@ def build_canonical(path: Path, *, schema_version: int = 2) -> Path:
                 "insert into channels (workspace_id, channel_id, name, conversation_type, "
                 "is_archived, is_general, export_folder, payload_hash, latest_run_id, "
                 "last_changed_at) values (?, ?, ?, ?, false, ?, ?, ?, ?, ?::timestamptz)",
-                [WORKSPACE, channel_id, name, kind, name == "general", name,
-                 hashlib.sha256(name.encode()).hexdigest(), RUN, CHANGED_AT],
+                [
+                    WORKSPACE,
+                    channel_id,
+                    name,
+                    kind,
+                    name == "general",
+                    name,
+                    hashlib.sha256(name.encode()).hexdigest(),
+                    RUN,
+                    CHANGED_AT,
+                ],
             )
         for user_id, username, real_name, display_name, is_bot in USERS:
             connection.execute(
                 "insert into users (workspace_id, user_id, username, real_name, display_name, "
                 "is_bot, is_deleted, is_admin, payload_hash, latest_run_id, last_changed_at) "
                 "values (?, ?, ?, ?, ?, ?, false, false, ?, ?, ?::timestamptz)",
-                [WORKSPACE, user_id, username, real_name, display_name, is_bot,
-                 hashlib.sha256(user_id.encode()).hexdigest(), RUN, CHANGED_AT],
+                [
+                    WORKSPACE,
+                    user_id,
+                    username,
+                    real_name,
+                    display_name,
+                    is_bot,
+                    hashlib.sha256(user_id.encode()).hexdigest(),
+                    RUN,
+                    CHANGED_AT,
+                ],
             )
         for row in MESSAGES:
             insert_message(connection, row)
@@ -233,8 +252,18 @@ def build_canonical(path: Path, *, schema_version: int = 2) -> Path:
                 "name, title, mimetype, size, is_deleted, payload_hash, latest_run_id, "
                 "last_changed_at) values (?, ?, ?, ?, ?, ?, ?, 'text/plain', 10, false, ?, ?, "
                 "?::timestamptz)",
-                [WORKSPACE, file_id, f"{WORKSPACE}:{channel_id}:{ts}", channel_id, ts, name,
-                 title, hashlib.sha256(file_id.encode()).hexdigest(), RUN, CHANGED_AT],
+                [
+                    WORKSPACE,
+                    file_id,
+                    f"{WORKSPACE}:{channel_id}:{ts}",
+                    channel_id,
+                    ts,
+                    name,
+                    title,
+                    hashlib.sha256(file_id.encode()).hexdigest(),
+                    RUN,
+                    CHANGED_AT,
+                ],
             )
     finally:
         connection.close()
@@ -253,7 +282,6 @@ def insert_message(connection: duckdb.DuckDBPyConnection, row: dict) -> None:
         "last_changed_at": CHANGED_AT,
     }
     connection.execute(
-        f"insert into messages ({', '.join(columns)}) "
-        f"values ({', '.join('?' for _ in columns)})",
+        f"insert into messages ({', '.join(columns)}) values ({', '.join('?' for _ in columns)})",
         list(columns.values()),
     )

@@ -38,10 +38,10 @@ def file_sha256(path: Path) -> str:
 
 
 def documents(settings: Settings) -> dict[str, dict]:
-    """Every search document by id, each as a column -> value dict, with its DuckDB rowid."""
+    """Every search document by id, each as a column -> value dict."""
     connection = duckdb.connect(str(settings.state_path), read_only=True)
     try:
-        cursor = connection.execute("select rowid as row_number, * from search_documents")
+        cursor = connection.execute("select * from search_documents")
         names = [column[0] for column in cursor.description]
         rows = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
     finally:

@@ -1,4 +1,7 @@
-{# Every thread that has a message document has exactly one thread context document. #}
+{#
+    Every thread that has a message document has exactly one thread context
+    document.
+#}
 with
 
 threads as (

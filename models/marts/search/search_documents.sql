@@ -174,82 +174,82 @@ threads_placed as (
 
 {% if is_incremental() %}
 
-previous as (
+    previous as (
 
-    select
-        document_id,
-        payload_hash,
-        text_hash,
-        text_display,
-        author_name,
-        channel_name,
-        conversation_type,
-        workspace_name,
-        workspace_slug,
-        workspace_url,
-        thread_id,
-        thread_root_id,
-        is_active
-    from {{ this }}
+        select
+            document_id,
+            payload_hash,
+            text_hash,
+            text_display,
+            author_name,
+            channel_name,
+            conversation_type,
+            workspace_name,
+            workspace_slug,
+            workspace_url,
+            thread_id,
+            thread_root_id,
+            is_active
+        from {{ this }}
 
-),
+    ),
 
-messages_to_project as (
+    messages_to_project as (
 
-    select messages_placed.*
-    from messages_placed
-    left join previous
-        on messages_placed.message_id = previous.document_id
-    where
-        previous.document_id is null
-        or previous.payload_hash <> messages_placed.payload_hash
-        or previous.text_display <> messages_placed.text_display
-        or previous.author_name <> messages_placed.author_name
-        or previous.channel_name <> messages_placed.channel_name
-        or previous.conversation_type <> messages_placed.conversation_type
-        or previous.workspace_name <> messages_placed.workspace_name
-        or previous.workspace_slug <> messages_placed.workspace_slug
-        or previous.workspace_url <> messages_placed.workspace_url
-        or previous.thread_id is distinct from messages_placed.thread_id
-        or previous.thread_root_id <> messages_placed.thread_root_id
-        or previous.is_active <> messages_placed.is_active
+        select messages_placed.*
+        from messages_placed
+        left join previous
+            on messages_placed.message_id = previous.document_id
+        where
+            previous.document_id is null
+            or previous.payload_hash <> messages_placed.payload_hash
+            or previous.text_display <> messages_placed.text_display
+            or previous.author_name <> messages_placed.author_name
+            or previous.channel_name <> messages_placed.channel_name
+            or previous.conversation_type <> messages_placed.conversation_type
+            or previous.workspace_name <> messages_placed.workspace_name
+            or previous.workspace_slug <> messages_placed.workspace_slug
+            or previous.workspace_url <> messages_placed.workspace_url
+            or previous.thread_id is distinct from messages_placed.thread_id
+            or previous.thread_root_id <> messages_placed.thread_root_id
+            or previous.is_active <> messages_placed.is_active
 
-),
+    ),
 
-threads_to_project as (
+    threads_to_project as (
 
-    select threads_placed.*
-    from threads_placed
-    left join previous
-        on 'thread:' || threads_placed.thread_id = previous.document_id
-    where
-        previous.document_id is null
-        or previous.text_hash <> threads_placed.text_hash
-        or previous.payload_hash <> threads_placed.payload_hash
-        or previous.author_name <> threads_placed.author_name
-        or previous.channel_name <> threads_placed.channel_name
-        or previous.conversation_type <> threads_placed.conversation_type
-        or previous.workspace_name <> threads_placed.workspace_name
-        or previous.workspace_slug <> threads_placed.workspace_slug
-        or previous.workspace_url <> threads_placed.workspace_url
-        or previous.thread_root_id <> threads_placed.thread_root_id
-        or previous.is_active <> threads_placed.is_active
+        select threads_placed.*
+        from threads_placed
+        left join previous
+            on 'thread:' || threads_placed.thread_id = previous.document_id
+        where
+            previous.document_id is null
+            or previous.text_hash <> threads_placed.text_hash
+            or previous.payload_hash <> threads_placed.payload_hash
+            or previous.author_name <> threads_placed.author_name
+            or previous.channel_name <> threads_placed.channel_name
+            or previous.conversation_type <> threads_placed.conversation_type
+            or previous.workspace_name <> threads_placed.workspace_name
+            or previous.workspace_slug <> threads_placed.workspace_slug
+            or previous.workspace_url <> threads_placed.workspace_url
+            or previous.thread_root_id <> threads_placed.thread_root_id
+            or previous.is_active <> threads_placed.is_active
 
-),
+    ),
 
 {% else %}
 
-messages_to_project as (
+    messages_to_project as (
 
-    select * from messages_placed
+        select * from messages_placed
 
-),
+    ),
 
-threads_to_project as (
+    threads_to_project as (
 
-    select * from threads_placed
+        select * from threads_placed
 
-),
+    ),
 
 {% endif %}
 

@@ -17,9 +17,9 @@ with
 canaries as (
 
     select
-        document_id,
-        text_lexical,
-        search_query
+        canary_rows.document_id,
+        canary_rows.text_lexical,
+        canary_rows.search_query
     from (
         values
         ('sqlstate', 'login failed: SQLSTATE 28P01 for app', '28P01'),

@@ -1,0 +1,130 @@
+"""slackquery.projection and `slackquery project`: guards, errors, CLI, FTS macro."""
+
+import json
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from slackquery import cli
+from slackquery.errors import SlackqueryError
+from slackquery.projection import PROFILES_DIR, PROJECT_DIR, fts_config, project
+from tests.models.canonical_fixture import build_canonical
+from tests.models.conftest import Projected, settings_for
+
+
+def test_missing_canonical_is_a_clear_error(tmp_path: Path) -> None:
+    settings = settings_for(tmp_path)
+    with pytest.raises(SlackqueryError, match="canonical database not found"):
+        project(settings)
+
+
+def test_wrong_schema_version_is_refused(tmp_path: Path) -> None:
+    settings = settings_for(tmp_path)
+    build_canonical(settings.canonical_path, schema_version=1)
+    with pytest.raises(SlackqueryError, match="schema version 1; projection needs 2"):
+        project(settings)
+
+
+def test_dbt_failure_names_the_failing_node(tmp_path: Path) -> None:
+    settings = settings_for(tmp_path)
+    build_canonical(settings.canonical_path)
+    connection = duckdb.connect(str(settings.canonical_path))
+    try:
+        connection.execute("drop table files")
+    finally:
+        connection.close()
+    with pytest.raises(SlackqueryError, match=r"dbt build failed at model\.slackquery\."):
+        project(settings, tests=False)
+
+
+def test_cli_prints_counts_as_json(
+    projected: Projected, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = projected.settings
+    monkeypatch.setenv("SLACKQUERY_HOME", str(settings.home))
+    monkeypatch.setenv("SLACKQUERY_CANONICAL_DB", str(settings.canonical_path))
+    monkeypatch.setenv("SLACKQUERY_STATE_DB", str(settings.state_path))
+    monkeypatch.setenv("SLACKQUERY_LOG_DIR", str(settings.log_path))
+    assert cli.main(["project", "--json", "--skip-tests"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["documents"] == projected.result["documents"]
+    assert printed["full_refresh"] is False
+
+
+def test_cli_help_describes_the_command(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["project", "--help"])
+    out = capsys.readouterr().out
+    assert "--full-refresh" in out and "tombstoned" in out
+
+
+def test_fts_macro_indexes_an_artifact_table(tmp_path: Path, monkeypatch) -> None:
+    """The artifact build's call: run-operation build_fts_index on a candidate file."""
+    from dbt.cli.main import dbtRunner
+
+    from slackquery.projection import _close_dbt_duckdb
+
+    artifact = tmp_path / "candidate.duckdb"
+    connection = duckdb.connect(str(artifact))
+    connection.execute(
+        "create table search_documents as select * from (values "
+        "('d1', 'login failed SQLSTATE 28P01'), ('d2', 'ERR-42 after v2.3.1'), "
+        "('d3', 'ping U024BE7LH')) as v(document_id, text_lexical)"
+    )
+    connection.close()
+    monkeypatch.setenv("SLACKQUERY_ARTIFACT_BUILD_PATH", str(artifact))
+    arguments = {"relation": "search_documents", "id_column": "document_id"}
+    arguments["text_column"] = "text_lexical"
+    try:
+        result = dbtRunner().invoke(
+            [
+                "run-operation",
+                "build_fts_index",
+                "--args",
+                json.dumps(arguments),
+                "--project-dir",
+                str(PROJECT_DIR),
+                "--profiles-dir",
+                str(PROFILES_DIR),
+                "--target",
+                "artifact",
+                "--target-path",
+                str(tmp_path / "target"),
+                "--log-path",
+                str(tmp_path / "logs"),
+                "--quiet",
+            ]
+        )
+    finally:
+        _close_dbt_duckdb()
+    assert result.success, result.exception
+    connection = duckdb.connect(str(artifact), read_only=True)
+    try:
+        connection.execute("load fts")
+        hits = {
+            query: connection.execute(
+                "select document_id from search_documents "
+                "where fts_main_search_documents.match_bm25(document_id, ?) is not null",
+                [query],
+            ).fetchall()
+            for query in ("28P01", "ERR-42", "v2.3.1", "u024be7lh")
+        }
+    finally:
+        connection.close()
+    assert hits == {
+        "28P01": [("d1",)],
+        "ERR-42": [("d2",)],
+        "v2.3.1": [("d2",)],
+        "u024be7lh": [("d3",)],
+    }
+
+
+def test_fts_config_is_the_contract() -> None:
+    assert fts_config() == {
+        "stemmer": "none",
+        "stopwords": "none",
+        "ignore": r"[^\p{L}\p{N}]+",
+        "strip_accents": 1,
+        "lower": 1,
+    }
