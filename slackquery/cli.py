@@ -7,6 +7,7 @@ result; `SlackqueryError` becomes a one-line `error: …` on stderr and exit sta
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -59,6 +60,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SlackqueryError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        # The reader went away (`slackquery search … | head`): not a failure of ours.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130

@@ -49,7 +49,14 @@ def run_demo() -> None:
     console.print(f"Slackquery demo in {settings.home.resolve()}")
     steps: list[tuple[str, ...]] = [
         ("sample", "--messages", str(SAMPLE_MESSAGES), "--out", str(sample_zip)),
-        ("import", str(sample_zip)),
+        (
+            "import",
+            str(sample_zip),
+            "--workspace-slug",
+            "fjordline",
+            "--workspace-name",
+            "Fjordline Labs",
+        ),
         ("project",),
         ("embed",),
         ("build",),

@@ -11,6 +11,8 @@ from typing import Any
 
 import duckdb
 
+from slackquery.errors import SlackqueryError
+
 STATUSES = ("building", "validated", "published", "failed", "superseded")
 MAX_ERROR_CHARS = 4000
 
@@ -154,6 +156,17 @@ def mark_published(conn: duckdb.DuckDBPyConnection, build_id: str) -> None:
         "update search_builds set status = 'published', published_at = ? where build_id = ?",
         [now(), build_id],
     )
+
+
+def latest_validated(conn: duckdb.DuckDBPyConnection) -> str:
+    """The newest build that passed validation and is not yet published."""
+    row = conn.execute(
+        "select build_id from search_builds where status = 'validated' "
+        "order by started_at desc, build_id desc limit 1"
+    ).fetchone()
+    if row is None:
+        raise SlackqueryError("no validated build to publish; run `slackquery build` first")
+    return row[0]
 
 
 def get_build(conn: duckdb.DuckDBPyConnection, build_id: str) -> dict[str, Any] | None:

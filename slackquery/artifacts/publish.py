@@ -23,6 +23,7 @@ from slackquery.settings import Settings
 __all__ = ["current_artifact", "publish", "rollback", "sync_history"]
 
 PUBLISHABLE = ("validated", "published", "superseded")
+LATEST = "latest"  # publish reference meaning the newest validated build
 
 
 def sync_history(conn: duckdb.DuckDBPyConnection, artifact_dir: Path) -> None:
@@ -54,9 +55,11 @@ def _publish(settings: Settings, reference: str, *, full_validation: bool) -> di
     artifact_dir = settings.artifact_path.resolve()
     artifact_dir.mkdir(parents=True, exist_ok=True)
     with files.artifact_lock(artifact_dir):
-        build_id, path = validate.resolve_artifact(settings, reference)
         conn = _open_state(settings)
         try:
+            if reference == LATEST:
+                reference = history.latest_validated(conn)
+            build_id, path = validate.resolve_artifact(settings, reference)
             sync_history(conn, artifact_dir)
             row = history.get_build(conn, build_id)
             if row is None:
@@ -95,7 +98,7 @@ def _publish(settings: Settings, reference: str, *, full_validation: bool) -> di
 
 
 def publish(settings: Settings, build_id: str) -> dict[str, Any]:
-    """Make a validated build current (seal re-checked); return a summary."""
+    """Make a validated build (or `latest`) current, seal re-checked; return a summary."""
     return _publish(settings, build_id, full_validation=False)
 
 

@@ -16,7 +16,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "artifacts/current.duckdb to it atomically (readers with an open connection keep "
         "their file), record it in the build history and apply retention.",
     )
-    parser.add_argument("build", metavar="BUILD", help="build id (see `slackquery artifacts`)")
+    parser.add_argument(
+        "build",
+        metavar="BUILD",
+        help="build id (see `slackquery artifacts`), or `latest` for the newest validated build",
+    )
     add_json_flag(parser)
     parser.set_defaults(handler=run)
 

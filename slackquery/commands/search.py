@@ -2,6 +2,7 @@
 
 import argparse
 import re
+import sys
 
 from serving.engine import SearchEngine
 from serving.models import SearchRequest, SearchResponse
@@ -87,7 +88,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def snippet(text: str, query: str) -> str:
-    """A window of the text around the first query term, terms wrapped in ANSI bold."""
+    """A window of the text around the first query term, matches highlighted.
+
+    Bold on a terminal; `**term**` when the output is piped, so logs stay free of escapes.
+    """
     terms = sorted(set(fts_tokens(query)), key=len, reverse=True)
     flat = " ".join(text.split())
     if not terms:
@@ -99,7 +103,8 @@ def snippet(text: str, query: str) -> str:
     start = max(0, match.start() - SNIPPET_CHARS // 3) if match else 0
     window = flat[start : start + SNIPPET_CHARS]
     window = ("…" if start else "") + window + ("…" if start + SNIPPET_CHARS < len(flat) else "")
-    return pattern.sub(lambda m: f"\033[1m{m.group(0)}\033[0m", window)
+    opening, closing = ("\033[1m", "\033[0m") if sys.stdout.isatty() else ("**", "**")
+    return pattern.sub(lambda m: f"{opening}{m.group(0)}{closing}", window)
 
 
 def render(response: SearchResponse) -> str:
