@@ -59,43 +59,21 @@ def _sql_string(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-def _has_relation(conn: duckdb.DuckDBPyConnection, name: str) -> bool:
-    row = conn.execute(
-        "select count(*) from (select table_name as name from duckdb_tables() "
-        "where schema_name = 'main' union all select view_name from duckdb_views() "
-        "where schema_name = 'main' and not internal) where name = ?",
-        [name],
-    ).fetchone()
-    return bool(row and row[0])
-
-
-def _users_select(conn: duckdb.DuckDBPyConnection) -> str:
-    """Authors of active documents, with handle/real/display names when state has them.
-
-    The projection's contract guarantees only `search_documents` (author id and name);
-    a `search_users` mart, when the projection provides one, adds the three name fields.
-    """
-    authors = """
-        select workspace_id, author_id as user_id, arg_max(author_name, ts_us) as user_name
-        from main.search_documents
-        where is_active and author_id is not null
-        group by 1, 2
-    """
-    if _has_relation(conn, "search_users"):
-        return f"""
-            with authors as ({authors})
-            select authors.workspace_id, authors.user_id, authors.user_name,
-                search_users.username, search_users.real_name, search_users.display_name
-            from authors
-            left join main.search_users as search_users
-                on authors.workspace_id = search_users.workspace_id
-                and authors.user_id = search_users.user_id
-            order by 1, 2
-        """
-    return f"""
-        select workspace_id, user_id, user_name,
-            null::varchar, null::varchar, null::varchar
-        from ({authors}) as authors
+def _users_select() -> str:
+    """Authors of active documents, with every name a searcher may type for them."""
+    return """
+        with authors as (
+            select workspace_id, author_id as user_id, arg_max(author_name, ts_us) as user_name
+            from main.search_documents
+            where is_active and author_id is not null
+            group by 1, 2
+        )
+        select authors.workspace_id, authors.user_id, authors.user_name,
+            search_users.username, search_users.real_name, search_users.display_name
+        from authors
+        left join main.search_users as search_users
+            on authors.workspace_id = search_users.workspace_id
+            and authors.user_id = search_users.user_id
         order by 1, 2
     """
 
@@ -159,7 +137,7 @@ def write_candidate(
             order by 1, 2
             """
         )
-        conn.execute(f"insert into candidate.users {_users_select(conn)}")
+        conn.execute(f"insert into candidate.users {_users_select()}")
     finally:
         conn.execute("detach candidate")
 

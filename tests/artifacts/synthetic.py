@@ -196,6 +196,22 @@ from threads
 inner join members as root on threads.root_id = root.document_id
 """
 
+USERS_SQL = """
+create table search_users as
+select distinct
+    workspace_id || ':' || author_id as user_key,
+    workspace_id,
+    author_id as user_id,
+    author_name as user_name,
+    lower(replace(author_name, ' ', '.')) as username,
+    author_name as real_name,
+    null::varchar as display_name,
+    author_id = 'U0' as is_bot,
+    false as is_deleted
+from search_documents
+where document_kind = 'message'
+"""
+
 VECTORS_SQL = """
 insert into embedding_work_items
 with raw as (
@@ -239,6 +255,7 @@ def synthesize_state(
     try:
         conn.execute("set enable_progress_bar = false")
         conn.execute("drop table if exists search_documents")
+        conn.execute("drop table if exists search_users")
         conn.execute("drop table if exists embedding_work_items")
         conn.execute("drop table if exists embedding_generations")
         conn.execute(SEARCH_DOCUMENTS_DDL)
@@ -257,6 +274,7 @@ def synthesize_state(
             },
         )
         conn.execute(THREADS_SQL)
+        conn.execute(USERS_SQL)
         conn.execute(
             "insert into embedding_generations values (?, ?, ?, now())",
             [identity.generation_id, _identity_json(identity), identity.config_hash],
