@@ -2,10 +2,11 @@
 
 An artifact never changes after publish, so everything a query needs on its hot path is
 read once: filter columns as integer codes, BM25 postings, the vector matrix, thread
-structure, and the name tables that turn `#eng` / `@priya` into ids. DuckDB stays the
-place for display rows (text, permalinks) and neighbour/thread lookups, always with bound
-parameters. Rows are `search_documents` in `document_id` order, so a row index doubles as
-the stable document-id tie-break.
+structure, the display columns of every row (so a result page costs no DuckDB round trip),
+and the name tables that turn `#eng` / `@priya` into ids. DuckDB stays the place for
+neighbour/thread lookups and phrase verification, always with bound parameters. Rows are
+`search_documents` in `document_id` order, so a row index doubles as the stable
+document-id tie-break.
 """
 
 import difflib
@@ -66,6 +67,20 @@ class Filters:
     has_link: bool = False
     phrases: tuple[str, ...] = ()
 
+    def is_empty(self) -> bool:
+        """True when no filter narrows the rows (the search path then skips the mask)."""
+        return (
+            self.workspace_ids is None
+            and self.channel_ids is None
+            and self.author_ids is None
+            and self.conversation_types is None
+            and self.start_ts_us is None
+            and self.end_ts_us is None
+            and not self.is_thread
+            and not self.has_link
+            and not self.phrases
+        )
+
     def as_dict(self) -> dict[str, object]:
         """Plain data for fingerprints and responses."""
         return {
@@ -93,6 +108,55 @@ def _codes(values: np.ndarray) -> tuple[np.ndarray, dict[str, int]]:
     as_text = np.array(["" if value is None else str(value) for value in values], dtype=object)
     vocabulary, codes = np.unique(as_text, return_inverse=True)
     return codes.astype(np.int32), {str(value): index for index, value in enumerate(vocabulary)}
+
+
+class PackedStrings:
+    """A read-only column of optional strings as one UTF-8 buffer plus offsets.
+
+    Per-row Python strings cost ~50 bytes of object overhead each; packed, a 1M-row text
+    column costs its UTF-8 bytes and 9 bytes of offsets/null flag per row.
+    """
+
+    def __init__(self, values: Sequence[object]):
+        encoded = [b"" if value is None else str(value).encode("utf-8") for value in values]
+        self._none = np.fromiter((value is None for value in values), bool, len(values))
+        self._offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)), out=self._offsets[1:])
+        self._data = b"".join(encoded)
+
+    def __getitem__(self, row: int) -> str | None:
+        if self._none[row]:
+            return None
+        return self._data[self._offsets[row] : self._offsets[row + 1]].decode("utf-8")
+
+
+class CodedValues:
+    """A read-only low-cardinality column: per-row integer codes into a list of values."""
+
+    def __init__(self, values: Sequence[object]):
+        code_of: dict[object, int] = {}
+        self._values: list[object] = []
+        codes = np.empty(len(values), dtype=np.int32)
+        for row, value in enumerate(values):
+            code = code_of.get(value)
+            if code is None:
+                code = code_of[value] = len(self._values)
+                self._values.append(value)
+            codes[row] = code
+        self._codes = codes
+
+    def __getitem__(self, row: int) -> object:
+        return self._values[self._codes[row]]
+
+
+def _display_column(values: np.ndarray) -> Sequence[object] | PackedStrings | CodedValues:
+    """Plain Python values per row, stored compactly by shape (text, repeated, scalar)."""
+    plain = values.tolist()  # masked (null) entries become None
+    if values.dtype != object:
+        return plain
+    if len(set(plain)) * 4 <= len(plain):
+        return CodedValues(plain)
+    return PackedStrings(plain)
 
 
 class LoadedArtifact:
@@ -137,7 +201,7 @@ class LoadedArtifact:
         columns = connection.execute(
             """
             select
-                rowid as table_row, document_id, document_kind, workspace_id, channel_id,
+                document_id, document_kind, workspace_id, channel_id,
                 conversation_type,
                 author_id, ts_us, coalesce(thread_id, '') as thread_id, message_ids,
                 coalesce(regexp_matches(text_lexical, 'https?://'), false) as has_link
@@ -146,8 +210,6 @@ class LoadedArtifact:
             """
         ).fetchnumpy()
         self.document_ids: list[str] = columns["document_id"].tolist()
-        # DuckDB row ids: display rows are fetched by row id, which skips the id scan.
-        self.table_rows = np.asarray(columns["table_row"], dtype=np.int64)
         self.row_count = len(self.document_ids)
         self.row_of: dict[str, int] = {doc: row for row, doc in enumerate(self.document_ids)}
         kinds = columns["document_kind"]
@@ -177,28 +239,46 @@ class LoadedArtifact:
                 [member for member in members if member is not None], dtype=np.int64
             )
         self.bm25 = BM25Index(connection, self.row_count)
+        self._load_display()
         self._load_vectors()
         self._load_names()
+
+    def _load_display(self) -> None:
+        columns = self._connection.execute(
+            f"select {', '.join(DISPLAY_COLUMNS)} from search_documents order by document_id"
+        ).fetchnumpy()
+        self._display = [
+            self.document_ids if name == "document_id" else _display_column(columns[name])
+            for name in DISPLAY_COLUMNS
+        ]
 
     def _load_vectors(self) -> None:
         vectors = self._connection.execute(
             "select document_id, embedding from document_vectors order by document_id"
         ).fetchnumpy()
         embeddings = vectors["embedding"]
+        self.has_vector = np.zeros(self.row_count, dtype=bool)
         if len(embeddings) == 0:
             self.dimension = 0
-            self.vectors = np.zeros((self.row_count, 0), dtype=np.float32)
-            self.has_vector = np.zeros(self.row_count, dtype=bool)
+            self.vectors = np.zeros((0, 0), dtype=np.float32)
+            self.vector_rows = np.zeros(0, dtype=np.int64)
+            self.searchable_vectors = None
             return
-        stacked = np.stack([np.asarray(value, dtype=np.float32) for value in embeddings])
-        self.dimension = int(stacked.shape[1])
-        rows = np.array([self.row_of.get(doc, -1) for doc in vectors["document_id"].tolist()])
+        rows = np.array(
+            [self.row_of.get(doc, -1) for doc in vectors["document_id"].tolist()], dtype=np.int64
+        )
         if (rows < 0).any():
             raise SlackqueryError(f"artifact {self.build_id} has vectors for unknown documents")
-        self.vectors = np.zeros((self.row_count, self.dimension), dtype=np.float32)
-        self.vectors[rows] = stacked
-        self.has_vector = np.zeros(self.row_count, dtype=bool)
+        # One contiguous matrix of the vectors that exist, in row order (vectors are ordered
+        # by document_id, like rows): position i is row vector_rows[i], ascending, so
+        # ranking by position keeps the row-index tie-break. Thread contexts have no vector.
+        self.vectors = np.ascontiguousarray(np.stack(embeddings), dtype=np.float32)
+        self.dimension = int(self.vectors.shape[1])
+        self.vector_rows = rows
         self.has_vector[rows] = True
+        on_messages = self.is_message[rows]
+        # Positions semantic search may return without filters (None: all of them).
+        self.searchable_vectors = None if on_messages.all() else np.flatnonzero(on_messages)
 
     def _load_names(self) -> None:
         connection = self._connection
@@ -306,20 +386,15 @@ class LoadedArtifact:
         return keep
 
     # -- display rows ----------------------------------------------------------------
+    def display_row(self, row: int) -> dict[str, object]:
+        """Display columns of one artifact row, from memory."""
+        return {
+            name: column[row] for name, column in zip(DISPLAY_COLUMNS, self._display, strict=True)
+        }
+
     def fetch_rows(self, rows: Sequence[int]) -> dict[str, dict[str, object]]:
-        """Display columns of these artifact rows, by document id (values are bound)."""
-        if not rows:
-            return {}
-        cursor = self.cursor()
-        try:
-            result = cursor.execute(
-                f"select {', '.join(DISPLAY_COLUMNS)} from search_documents "
-                "where rowid in (select unnest($rows))",
-                {"rows": [int(self.table_rows[row]) for row in rows]},
-            ).fetchall()
-        finally:
-            cursor.close()
-        return {row[0]: dict(zip(DISPLAY_COLUMNS, row, strict=True)) for row in result}
+        """Display columns of these artifact rows, by document id."""
+        return {self.document_ids[row]: self.display_row(row) for row in rows}
 
     def texts(self, rows: Sequence[int]) -> dict[int, str]:
         """`text_lexical` of these rows (used to verify quoted phrases)."""

@@ -23,7 +23,7 @@ import numpy as np
 
 from serving.artifact import CONVERSATION_TYPES, Filters, LoadedArtifact
 from serving.cursor import CursorCodec, fingerprint
-from serving.fusion import ArmRanking, FusionConfig, fuse, top_rows
+from serving.fusion import ArmRanking, FusionConfig, fuse, top_candidates
 from serving.models import (
     ArmSignal,
     MessageRecord,
@@ -36,7 +36,7 @@ from serving.models import (
     ThreadResponse,
 )
 from serving.query import classify_route, fts_tokens, has_searchable_content, parse_query
-from serving.semantic import QueryEmbedder, cosine_scores
+from serving.semantic import QueryEmbedder, vector_scores
 from slackquery.embedding.base import Embedder
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
@@ -60,6 +60,11 @@ def _default_embedder_factory(settings: Settings) -> Callable[[], Embedder]:
 def iso_timestamp(ts_us: int) -> str:
     """ISO 8601 UTC with microseconds, for citation."""
     return datetime.fromtimestamp(ts_us / 1_000_000, UTC).isoformat()
+
+
+def _fusion_key(fusion: FusionConfig) -> str:
+    """The ranking knobs as text for the cursor fingerprint (the default one is cached)."""
+    return repr(sorted(asdict(fusion).items(), key=lambda item: item[0]))
 
 
 class _Entry:
@@ -86,6 +91,8 @@ class SearchEngine:
             factory = embedder_factory or _default_embedder_factory(settings)
         self.query_embedder = QueryEmbedder(factory)
         self.cursors = CursorCodec(settings.cursor_secret)
+        self._default_fusion = FusionConfig(candidate_window=settings.search_candidate_window)
+        self._default_fusion_key = _fusion_key(self._default_fusion)
         self._entries: dict[Path, _Entry] = {}
         self._latest: Path | None = None
         self._lock = threading.Lock()
@@ -262,7 +269,10 @@ class SearchEngine:
     def search(self, request: SearchRequest, fusion: FusionConfig | None = None) -> SearchResponse:
         """Run one search; `fusion` overrides the ranking knobs (evaluation grids)."""
         started = time.perf_counter()
-        fusion = fusion or FusionConfig(candidate_window=self.settings.search_candidate_window)
+        if fusion is None:
+            fusion, fusion_key = self._default_fusion, self._default_fusion_key
+        else:
+            fusion_key = _fusion_key(fusion)
         self._validate(request)
         parsed = parse_query(request.query)
         with self.artifact() as artifact:
@@ -272,7 +282,7 @@ class SearchEngine:
                     "query": " ".join(request.query.split()),
                     "mode": request.mode,
                     "filters": filters.as_dict(),
-                    "fusion": repr(sorted(asdict(fusion).items(), key=lambda item: item[0])),
+                    "fusion": fusion_key,
                 }
             )
             offset = 0
@@ -299,18 +309,24 @@ class SearchEngine:
                 )
             route = classify_route(text, parsed.phrases)
             weights = fusion.weights(route)
-            mask = artifact.mask(filters)
-            if filters.phrases:
-                mask &= self._phrase_mask(artifact, filters.phrases)
-            eligible = mask & artifact.is_message
+            # No filters (the common case): no per-request pass over every row at all.
+            mask: np.ndarray | None = None
+            if not filters.is_empty():
+                mask = artifact.mask(filters)
+                if filters.phrases:
+                    mask &= self._phrase_mask(artifact, filters.phrases)
             window = fusion.candidate_window
             arms: dict[str, ArmRanking] = {}
             timings: dict[str, float] = {}
-            lexical_scores: np.ndarray | None = None
+            matched: tuple[np.ndarray, np.ndarray] | None = None
             if request.mode in ("lexical", "hybrid") and terms.known:
                 tick = time.perf_counter()
-                lexical_scores = artifact.bm25.score(terms.known)
-                arms["lexical"] = top_rows(lexical_scores, eligible & (lexical_scores > 0), window)
+                matched = artifact.bm25.matches(terms.known)
+                rows, scores = matched
+                keep = artifact.is_message[rows]
+                if mask is not None:
+                    keep &= mask[rows]
+                arms["lexical"] = top_candidates(rows[keep], scores[keep], window)
                 timings["lexical"] = (time.perf_counter() - tick) * 1000
             if request.mode in ("semantic", "hybrid"):
                 tick = time.perf_counter()
@@ -319,14 +335,24 @@ class SearchEngine:
                 )
                 timings["embed"] = (time.perf_counter() - tick) * 1000
                 tick = time.perf_counter()
-                semantic_eligible = eligible & artifact.has_vector
-                semantic_scores = cosine_scores(artifact.vectors, query_vector, semantic_eligible)
-                arms["semantic"] = top_rows(semantic_scores, semantic_eligible, window)
+                if mask is None:
+                    positions = artifact.searchable_vectors
+                else:
+                    vector_rows = artifact.vector_rows
+                    positions = np.flatnonzero(mask[vector_rows] & artifact.is_message[vector_rows])
+                semantic_scores = vector_scores(artifact.vectors, query_vector, positions)
+                semantic_rows = (
+                    artifact.vector_rows if positions is None else artifact.vector_rows[positions]
+                )
+                arms["semantic"] = top_candidates(semantic_rows, semantic_scores, window)
                 timings["semantic"] = (time.perf_counter() - tick) * 1000
-            if request.mode == "hybrid" and fusion.use_context_arm and lexical_scores is not None:
+            if request.mode == "hybrid" and fusion.use_context_arm and matched is not None:
                 tick = time.perf_counter()
-                context_eligible = mask & artifact.is_context & (lexical_scores > 0)
-                threads = top_rows(lexical_scores, context_eligible, window)
+                rows, scores = matched
+                keep = artifact.is_context[rows]
+                if mask is not None:
+                    keep &= mask[rows]
+                threads = top_candidates(rows[keep], scores[keep], window)
                 mapped_rows: list[int] = []
                 mapped_scores: list[float] = []
                 seen: set[int] = set()
@@ -336,10 +362,13 @@ class SearchEngine:
                     members = artifact.context_members.get(thread_row)
                     if members is None or members.size == 0:
                         continue
-                    passing = members[eligible[members]]
-                    if passing.size and int(passing[0]) not in seen:
-                        seen.add(int(passing[0]))
-                        mapped_rows.append(int(passing[0]))
+                    passing = artifact.is_message[members]
+                    if mask is not None:
+                        passing &= mask[members]
+                    first = int(members[passing][0]) if passing.any() else None
+                    if first is not None and first not in seen:
+                        seen.add(first)
+                        mapped_rows.append(first)
                         mapped_scores.append(score)
                 arms["context"] = ArmRanking(
                     np.array(mapped_rows, dtype=np.int64), np.array(mapped_scores, np.float32)
@@ -358,8 +387,7 @@ class SearchEngine:
                     "cursor offset is out of range; repeat the search without a cursor"
                 )
             page = hits[offset : offset + request.limit]
-            rows = artifact.fetch_rows([hit.row for hit in page])
-            results = [self._hit(rows[artifact.document_ids[hit.row]], hit) for hit in page]
+            results = [self._hit(artifact.display_row(hit.row), hit) for hit in page]
             next_offset = offset + len(page)
             next_cursor = (
                 self.cursors.encode(artifact.build_id, request_fingerprint, next_offset)

@@ -70,36 +70,67 @@ def fuse(
     `thread_keys[row]` groups rows of one thread (a row's own index when not threaded);
     at most `max_per_thread` hits per group survive, so one busy thread cannot fill a page.
     """
-    fused: dict[int, float] = {}
-    ranks: dict[int, dict[str, int]] = {}
-    scores: dict[int, dict[str, float]] = {}
-    for arm in sorted(arms):
-        ranking = arms[arm]
-        weight = float(weights.get(arm, 0.0))
-        for position, (row, score) in enumerate(
-            zip(ranking.rows.tolist(), ranking.scores.tolist(), strict=True), start=1
-        ):
-            fused[row] = fused.get(row, 0.0) + weight / (rrf_k + position)
-            ranks.setdefault(row, {})[arm] = position
-            scores.setdefault(row, {})[arm] = score
-    order = sorted(fused, key=lambda row: (-fused[row], row))
-    per_thread: dict[int, int] = {}
+    names = sorted(arms)
+    if not any(arms[arm].rows.size for arm in names):
+        return []
+    # Each arm's contribution per candidate, arms in name order; bincount then adds them
+    # per row in exactly that order, so fused scores equal a plain running sum.
+    rows = np.concatenate([np.asarray(arms[arm].rows, dtype=np.int64) for arm in names])
+    contributions = np.concatenate(
+        [
+            float(weights.get(arm, 0.0))
+            / (rrf_k + np.arange(1, arms[arm].rows.size + 1, dtype=np.float64))
+            for arm in names
+        ]
+    )
+    candidates, slot = np.unique(rows, return_inverse=True)
+    fused = np.bincount(slot.reshape(-1), weights=contributions, minlength=candidates.size)
+    order = np.lexsort((candidates, -fused))
+    ordered_rows = candidates[order]
+    # Per-thread cap: a hit's rank inside its thread group, in fused order.
+    keys = np.asarray(thread_keys)[ordered_rows]
+    by_key = np.argsort(keys, kind="stable")
+    sorted_keys = keys[by_key]
+    index = np.arange(keys.size)
+    group_start = np.ones(keys.size, dtype=bool)
+    group_start[1:] = sorted_keys[1:] != sorted_keys[:-1]
+    rank_in_group = np.empty(keys.size, dtype=np.int64)
+    rank_in_group[by_key] = index - np.maximum.accumulate(np.where(group_start, index, 0))
+    kept = order[rank_in_group < max_per_thread]
+    signals = {
+        arm: {
+            row: (position, score)
+            for position, (row, score) in enumerate(
+                zip(arms[arm].rows.tolist(), arms[arm].scores.tolist(), strict=True), start=1
+            )
+        }
+        for arm in names
+    }
     hits: list[FusedHit] = []
-    for row in order:
-        key = int(thread_keys[row])
-        if per_thread.get(key, 0) >= max_per_thread:
-            continue
-        per_thread[key] = per_thread.get(key, 0) + 1
-        hits.append(FusedHit(row, fused[row], ranks[row], scores[row]))
+    for row, score in zip(candidates[kept].tolist(), fused[kept].tolist(), strict=True):
+        ranks: dict[str, int] = {}
+        arm_scores: dict[str, float] = {}
+        for arm in names:
+            found = signals[arm].get(row)
+            if found is not None:
+                ranks[arm], arm_scores[arm] = found
+        hits.append(FusedHit(row, score, ranks, arm_scores))
     return hits
 
 
 def top_rows(scores: np.ndarray, eligible: np.ndarray, window: int) -> ArmRanking:
     """The `window` best eligible rows by descending score, ties by ascending row index."""
     candidates = np.flatnonzero(eligible)
+    return top_candidates(candidates, scores[candidates], window)
+
+
+def top_candidates(candidates: np.ndarray, values: np.ndarray, window: int) -> ArmRanking:
+    """The `window` best of these (row, score) pairs by descending score, ties by row index.
+
+    Rows must be distinct; their order does not matter.
+    """
     if candidates.size == 0:
         return ArmRanking(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
-    values = scores[candidates]
     if candidates.size > window:
         # Keep everything tied with the window's last score so the id tie-break stays exact.
         cut = np.partition(values, candidates.size - window)[candidates.size - window]

@@ -14,7 +14,7 @@ def test_search_command_text_and_json(
     assert main(["search", "ERR-42", "--in", "#eng", "--mode", "lexical", "--limit", "3"]) == 0
     text = capsys.readouterr().out
     assert "#eng" in text and "https://acme.slack.com/archives/C1/" in text
-    assert "\033[1mERR\033[0m-\033[1m42\033[0m" in text  # the match is highlighted
+    assert "**ERR**-**42**" in text  # the match is highlighted (piped: no escapes)
     assert main(["search", "password", "--from", "@priya patel", "--json"]) == 0
     payload = json.loads(capsys.readouterr().out)
     assert {"results", "next_cursor", "route", "artifact_id"} <= set(payload)

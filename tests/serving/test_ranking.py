@@ -1,0 +1,114 @@
+"""The in-memory fast paths rank exactly like their plain reference versions."""
+
+import numpy as np
+import pytest
+
+import serving.lexical
+from serving.artifact import DISPLAY_COLUMNS
+from serving.engine import SearchEngine
+from serving.fusion import ArmRanking, FusedHit, fuse, top_candidates, top_rows
+from serving.models import SearchRequest
+
+
+def reference_fuse(
+    arms: dict[str, ArmRanking],
+    weights: dict[str, float],
+    *,
+    rrf_k: float,
+    thread_keys: np.ndarray,
+    max_per_thread: int,
+) -> list[FusedHit]:
+    """The plain-Python weighted RRF with a per-thread cap that `fuse` vectorises."""
+    fused: dict[int, float] = {}
+    ranks: dict[int, dict[str, int]] = {}
+    scores: dict[int, dict[str, float]] = {}
+    for arm in sorted(arms):
+        ranking = arms[arm]
+        weight = float(weights.get(arm, 0.0))
+        for position, (row, score) in enumerate(
+            zip(ranking.rows.tolist(), ranking.scores.tolist(), strict=True), start=1
+        ):
+            fused[row] = fused.get(row, 0.0) + weight / (rrf_k + position)
+            ranks.setdefault(row, {})[arm] = position
+            scores.setdefault(row, {})[arm] = score
+    per_thread: dict[int, int] = {}
+    hits: list[FusedHit] = []
+    for row in sorted(fused, key=lambda row: (-fused[row], row)):
+        key = int(thread_keys[row])
+        if per_thread.get(key, 0) >= max_per_thread:
+            continue
+        per_thread[key] = per_thread.get(key, 0) + 1
+        hits.append(FusedHit(row, fused[row], ranks[row], scores[row]))
+    return hits
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_fuse_equals_reference(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    row_count = int(rng.integers(5, 400))
+    thread_keys = rng.integers(0, max(2, row_count // 4), size=row_count)
+    arms = {}
+    for arm in ("lexical", "semantic", "context")[: int(rng.integers(1, 4))]:
+        size = int(rng.integers(0, min(row_count, 120) + 1))
+        rows = rng.choice(row_count, size=size, replace=False).astype(np.int64)
+        arms[arm] = ArmRanking(rows, rng.random(size).astype(np.float32))
+    weights = {"lexical": 1.8, "semantic": 0.5, "context": 0.65}
+    knobs = {"rrf_k": 60.0, "thread_keys": thread_keys, "max_per_thread": int(rng.integers(1, 4))}
+    assert fuse(arms, weights, **knobs) == reference_fuse(arms, weights, **knobs)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_top_candidates_equals_top_rows(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    scores = rng.integers(0, 5, size=300).astype(np.float32)  # many ties
+    eligible = rng.random(300) < 0.6
+    rows = np.flatnonzero(eligible)
+    shuffled = rng.permutation(rows.size)
+    expected = top_rows(scores, eligible, 25)
+    got = top_candidates(rows[shuffled], scores[rows][shuffled], 25)
+    assert got.rows.tolist() == expected.rows.tolist()
+    assert got.scores.tolist() == expected.scores.tolist()
+
+
+@pytest.mark.parametrize("dense_share", [0, 10**9])
+def test_bm25_matches_equal_dense_scores(
+    engine: SearchEngine, monkeypatch: pytest.MonkeyPatch, dense_share: int
+) -> None:
+    # dense_share 0 forces the sparse sum, a huge one the dense accumulator.
+    monkeypatch.setattr(serving.lexical, "DENSE_SHARE", dense_share)
+    with engine.artifact() as artifact:
+        vocabulary = sorted(artifact.bm25.term_ids)
+        for terms in (["err"], ["err", "42", "deploy"], vocabulary[:7], vocabulary[-3:]):
+            dense = artifact.bm25.score(terms)
+            rows, scores = artifact.bm25.matches(terms)
+            assert sorted(rows.tolist()) == np.flatnonzero(dense).tolist()
+            assert np.array_equal(scores, dense[rows])
+
+
+def test_display_rows_equal_duckdb(engine: SearchEngine) -> None:
+    with engine.artifact() as artifact:
+        cursor = artifact.cursor()
+        try:
+            expected = cursor.execute(
+                f"select {', '.join(DISPLAY_COLUMNS)} from search_documents order by document_id"
+            ).fetchall()
+        finally:
+            cursor.close()
+        assert len(expected) == artifact.row_count
+        for row, values in enumerate(expected):
+            assert artifact.display_row(row) == dict(zip(DISPLAY_COLUMNS, values, strict=True))
+
+
+@pytest.mark.parametrize("mode", ["lexical", "semantic", "hybrid"])
+def test_filter_that_keeps_everything_ranks_like_no_filter(engine: SearchEngine, mode: str) -> None:
+    # The unfiltered path skips the row mask; a filter passing every row takes the masked
+    # path. Both must give the same ranking.
+    everything = ["public", "private", "dm", "group_dm"]
+    for query in ("ERR-42 deploy", "database connection problems", "why did the deploy fail"):
+        plain = engine.search(SearchRequest(query=query, mode=mode, limit=50))  # type: ignore[arg-type]
+        masked = engine.search(
+            SearchRequest(query=query, mode=mode, limit=50, conversation_types=everything)  # type: ignore[arg-type]
+        )
+        assert [hit.model_dump() for hit in plain.results] == [
+            hit.model_dump() for hit in masked.results
+        ]
