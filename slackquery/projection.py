@@ -43,33 +43,15 @@ def project(
     check_canonical(canonical)
     state = settings.state_path
     state.parent.mkdir(parents=True, exist_ok=True)
-    dbt_dir = settings.home / "dbt"
-    args = [
-        "build" if tests else "run",
-        "--project-dir",
-        str(PROJECT_DIR),
-        "--profiles-dir",
-        str(PROFILES_DIR),
-        "--target",
-        "state",
-        "--target-path",
-        str(dbt_dir / "target"),
-        "--log-path",
-        str(settings.log_path / "dbt"),
-        "--quiet",
-        "--no-use-colors",
-    ]
+    args = ["build" if tests else "run", "--target", "state"]
     if full_refresh:
         args.append("--full-refresh")
     started = time.perf_counter()
     environment = {
         "SLACKQUERY_CANONICAL_DB": str(canonical.resolve()),
         "SLACKQUERY_STATE_DB": str(state.resolve()),
-        "DBT_SEND_ANONYMOUS_USAGE_STATS": "false",
     }
-    with _environment(environment), _Progress() if progress else nullcontext() as display:
-        result = _invoke_dbt(args, display)
-    _raise_for_failure(result)
+    run_dbt(settings, args, environment=environment, target_subdir="target", progress=progress)
     counts = document_counts(state)
     counts["full_refresh"] = full_refresh
     counts["elapsed_s"] = round(time.perf_counter() - started, 3)
@@ -127,6 +109,41 @@ def fts_config() -> dict[str, Any]:
     project_file = PROJECT_DIR / "dbt_project.yml"
     with project_file.open(encoding="utf-8") as handle:
         return dict(yaml.safe_load(handle)["vars"]["fts_config"])
+
+
+def run_dbt(
+    settings: Settings,
+    args: list[str],
+    *,
+    environment: dict[str, str],
+    target_subdir: str,
+    progress: bool = False,
+) -> Any:
+    """Run one dbt command of this project in-process; raise SlackqueryError on failure.
+
+    The one place dbt is invoked: project and profile folders from the repository, the
+    target folder (`target_subdir`, one per caller so partial-parse state is never
+    shared) and logs under SLACKQUERY_HOME, profile paths passed in `environment`, and
+    the DuckDB file dbt-duckdb keeps open released afterwards.
+    """
+    full_args = [
+        *args,
+        "--project-dir",
+        str(PROJECT_DIR),
+        "--profiles-dir",
+        str(PROFILES_DIR),
+        "--target-path",
+        str(settings.home / "dbt" / target_subdir),
+        "--log-path",
+        str(settings.log_path / "dbt"),
+        "--quiet",
+        "--no-use-colors",
+    ]
+    environment = {**environment, "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
+    with _environment(environment), _Progress() if progress else nullcontext() as display:
+        result = _invoke_dbt(full_args, display)
+    _raise_for_failure(result, args[0])
+    return result.result
 
 
 @contextmanager
@@ -207,20 +224,22 @@ def _close_dbt_duckdb() -> None:
             environment.close()
 
 
-def _raise_for_failure(result: Any) -> None:
+def _raise_for_failure(result: Any, command: str) -> None:
     """Turn an unsuccessful dbt result into a one-line SlackqueryError naming the node."""
     if result.success:
         return
     if result.exception is not None:
-        raise SlackqueryError(f"dbt build failed: {result.exception}".splitlines()[0])
+        raise SlackqueryError(f"dbt {command} failed: {result.exception}".splitlines()[0])
     failures = [
         node_result
         for node_result in getattr(result.result, "results", [])
         if str(node_result.status) in ("error", "fail", "runtime error")
     ]
     if not failures:
-        raise SlackqueryError("dbt build failed (see the dbt log under SLACKQUERY_HOME/logs)")
+        raise SlackqueryError(
+            f"dbt {command} failed (see the dbt log under SLACKQUERY_HOME/logs/dbt)"
+        )
     first = failures[0]
     message = " ".join(str(first.message or first.status).split())
     more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
-    raise SlackqueryError(f"dbt build failed at {first.node.unique_id}: {message}{more}")
+    raise SlackqueryError(f"dbt {command} failed at {first.node.unique_id}: {message}{more}")

@@ -22,7 +22,7 @@ from typing import Any
 
 import duckdb
 
-from slackquery import __version__
+from slackquery import __version__, projection
 from slackquery.artifacts import files, fts, history, inputs, schema, validate
 from slackquery.artifacts.files import crash_point
 from slackquery.duckdb_setup import connect
@@ -38,7 +38,7 @@ def code_version() -> str:
     try:
         commit = subprocess.run(
             ["git", "rev-parse", "--short=12", "HEAD"],
-            cwd=fts.PROJECT_DIR,
+            cwd=projection.PROJECT_DIR,
             capture_output=True,
             text=True,
             timeout=10,

@@ -11,7 +11,6 @@ someone believed was built.
 import json
 import re
 from pathlib import Path
-from typing import Any
 
 import duckdb
 
@@ -20,42 +19,10 @@ from slackquery.artifacts import schema
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
 
-PROJECT_DIR = projection.PROJECT_DIR
-PROFILES_DIR = projection.PROFILES_DIR
 BUILD_PATH_ENV = "SLACKQUERY_ARTIFACT_BUILD_PATH"
 
 _TOKENIZE = re.compile(r"regexp_replace\((?P<input>.*), '(?P<ignore>(?:[^']|'')*)', ' ', 'g'\)")
 _STEMMER = re.compile(r"stem\(unnest\([^)]*\)\), '(?P<stemmer>[^']*)'\)")
-
-
-def run_dbt(settings: Settings, args: list[str], *, target_subdir: str) -> Any:
-    """Invoke dbt in-process through the projection's helper; raise on failure.
-
-    `slackquery.projection` owns the in-process dbt invocation (and releasing the DuckDB
-    file dbt-duckdb keeps open afterwards); builds reuse it with their own target folder
-    under SLACKQUERY_HOME, so the projection's partial-parse state is never shared.
-    """
-    target_path = settings.home / "dbt" / target_subdir
-    full_args = [
-        *args,
-        "--project-dir",
-        str(PROJECT_DIR),
-        "--profiles-dir",
-        str(PROFILES_DIR),
-        "--target-path",
-        str(target_path),
-        "--log-path",
-        str(settings.log_path / "dbt"),
-        "--quiet",
-        "--no-use-colors",
-    ]
-    result = projection._invoke_dbt(full_args, None)
-    if not result.success:
-        detail = f": {result.exception}".splitlines()[0] if result.exception else ""
-        raise SlackqueryError(
-            f"dbt {' '.join(args[:2])} failed{detail} (log: {settings.log_path / 'dbt'})"
-        )
-    return result.result
 
 
 def build_index(settings: Settings, artifact_path: Path) -> None:
@@ -69,20 +36,19 @@ def build_index(settings: Settings, artifact_path: Path) -> None:
         "id_column": schema.FTS_ID_COLUMN,
         "text_column": schema.FTS_TEXT_COLUMNS[0],
     }
-    environment = {BUILD_PATH_ENV: str(artifact_path), "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
-    with projection._environment(environment):
-        run_dbt(
-            settings,
-            [
-                "run-operation",
-                "build_fts_index",
-                "--args",
-                json.dumps(macro_args),
-                "--target",
-                "artifact",
-            ],
-            target_subdir="artifact",
-        )
+    projection.run_dbt(
+        settings,
+        [
+            "run-operation",
+            "build_fts_index",
+            "--args",
+            json.dumps(macro_args),
+            "--target",
+            "artifact",
+        ],
+        environment={BUILD_PATH_ENV: str(artifact_path)},
+        target_subdir="artifact",
+    )
 
 
 def read_config(conn: duckdb.DuckDBPyConnection, fts_schema: str = schema.FTS_SCHEMA) -> dict:

@@ -14,9 +14,9 @@ import duckdb
 
 from slackquery.artifacts import files
 from slackquery.artifacts.files import crash_point
-from slackquery.artifacts.fts import PROJECT_DIR
 from slackquery.artifacts.pointer import current_artifact
 from slackquery.errors import SlackqueryError
+from slackquery.projection import PROJECT_DIR
 from slackquery.settings import Settings
 
 

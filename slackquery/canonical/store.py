@@ -105,6 +105,7 @@ def open_store(path: Path, memory_limit: str) -> duckdb.DuckDBPyConnection:
     except duckdb.IOException as error:
         raise SlackqueryError(f"{path}: cannot open the canonical store ({error})") from error
     connection.execute("set preserve_insertion_order = false")
+    connection.execute("set enable_progress_bar = false")  # no bar on stderr mid-import
     connection.execute(f"set memory_limit = '{memory_limit}'")
     return connection
 

@@ -34,7 +34,7 @@ def test_dbt_failure_names_the_failing_node(tmp_path: Path) -> None:
         connection.execute("drop table files")
     finally:
         connection.close()
-    with pytest.raises(SlackqueryError, match=r"dbt build failed at model\.slackquery\."):
+    with pytest.raises(SlackqueryError, match=r"dbt (build|run) failed at model\.slackquery\."):
         project(settings, tests=False)
 
 
