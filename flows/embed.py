@@ -26,7 +26,7 @@ from flows._state import get_run, pop_run, put_run
 from slackquery.embedding.errors import TransientEmbeddingError
 from slackquery.embedding.http import parse_retry_after
 from slackquery.embedding.state import Claim
-from slackquery.embedding.work import BatchOutcome, EmbedRun, ProgressBar, utc_now
+from slackquery.embedding.work import BatchOutcome, EmbedRun, drive_batches, utc_now
 from slackquery.settings import get_settings
 
 # A Retry-After longer than this is not waited out inside the run: the items are recorded
@@ -98,28 +98,27 @@ def embed_flow(max_items: int | None = None, progress: bool = False) -> dict[str
         run = get_run(run_key)
         prepared = enqueue(run_key)
         logger.info("generation %s: %s", run.generation_id, prepared)
-        total = prepared["claimable"]
-        if max_items is not None:
-            total = min(total, max_items)
-        with ProgressBar(progress, total) as advance:
-            while max_items is None or run.tally["claimed"] < max_items:
-                limit = settings.embedding_batch_size
-                if max_items is not None:
-                    limit = min(limit, max_items - run.tally["claimed"])
-                claim = claim_batch(run_key, limit)
-                if not claim.items:
-                    break
-                try:
-                    outcome = embed_batch(run_key, claim)
-                except TransientEmbeddingError as error:
-                    logger.warning("batch failed after retries: %s", error)
-                    outcome = BatchOutcome(
-                        error_class=error.error_class,
-                        error_message=str(error),
-                        retry_after=error.retry_after,
-                    )
-                record_batch(run_key, claim, outcome)
-                advance(len(claim.items))
+
+        def embed_or_give_up(claim: Claim) -> BatchOutcome:
+            try:
+                return embed_batch(run_key, claim)
+            except TransientEmbeddingError as error:
+                logger.warning("batch failed after retries: %s", error)
+                return BatchOutcome(
+                    error_class=error.error_class,
+                    error_message=str(error),
+                    retry_after=error.retry_after,
+                )
+
+        drive_batches(
+            run,
+            prepared["claimable"],
+            max_items=max_items,
+            progress=progress,
+            claim=lambda limit: claim_batch(run_key, limit),
+            embed=embed_or_give_up,
+            record=lambda claim, outcome: record_batch(run_key, claim, outcome),
+        )
         summary = run.summary(started, prepared)
         logger.info("embed finished: %s", summary["counts"])
         return summary

@@ -253,24 +253,52 @@ def embed_pending(
     run = EmbedRun(settings, embedder=embedder, now=now, rng=rng)
     try:
         prepared = run.prepare()
-        total = prepared["claimable"]
-        if max_items is not None:
-            total = min(total, max_items)
-        with ProgressBar(progress, total) as advance:
-            while max_items is None or run.tally["claimed"] < max_items:
-                limit = settings.embedding_batch_size
-                if max_items is not None:
-                    limit = min(limit, max_items - run.tally["claimed"])
-                claim = run.claim(limit)
-                if not claim.items:
-                    break
-                outcome = run.embed(claim)
-                _kill_hook(run.tally["batches"])
-                run.record(claim, outcome)
-                advance(len(claim.items))
+
+        def embed_then_maybe_die(claim: state.Claim) -> BatchOutcome:
+            outcome = run.embed(claim)
+            _kill_hook(run.tally["batches"])
+            return outcome
+
+        drive_batches(
+            run,
+            prepared["claimable"],
+            max_items=max_items,
+            progress=progress,
+            claim=run.claim,
+            embed=embed_then_maybe_die,
+            record=run.record,
+        )
         return run.summary(started, prepared)
     finally:
         run.close()
+
+
+def drive_batches(
+    run: EmbedRun,
+    claimable: int,
+    *,
+    max_items: int | None,
+    progress: bool,
+    claim: Callable[[int], state.Claim],
+    embed: Callable[[state.Claim], BatchOutcome],
+    record: Callable[[state.Claim, BatchOutcome], None],
+) -> None:
+    """Claim, embed and record batches until nothing is claimable or `max_items` is reached.
+
+    The one batch loop: the plain function passes the run's own steps, the Prefect flow
+    passes its tasks (which add retries and observability around the same steps).
+    """
+    total = claimable if max_items is None else min(claimable, max_items)
+    with ProgressBar(progress, total) as advance:
+        while max_items is None or run.tally["claimed"] < max_items:
+            limit = run.settings.embedding_batch_size
+            if max_items is not None:
+                limit = min(limit, max_items - run.tally["claimed"])
+            batch = claim(limit)
+            if not batch.items:
+                break
+            record(batch, embed(batch))
+            advance(len(batch.items))
 
 
 class ProgressBar:
