@@ -20,6 +20,7 @@ import duckdb
 import numpy as np
 
 from serving.lexical import BM25Index
+from serving.query import normalize
 from slackquery.duckdb_setup import connect
 from slackquery.errors import SlackqueryError
 
@@ -98,8 +99,13 @@ class Filters:
         }
 
 
+def fold_name(name: object) -> str:
+    """A name as lookups compare it: accents stripped, case folded (`Chloé` == `chloe`)."""
+    return normalize(str(name)).casefold()
+
+
 def _close_matches(value: str, choices: Iterable[str]) -> str:
-    matches = difflib.get_close_matches(value.lower(), sorted(set(choices)), n=5, cutoff=0.5)
+    matches = difflib.get_close_matches(fold_name(value), sorted(set(choices)), n=5, cutoff=0.5)
     return f"; close matches: {', '.join(matches)}" if matches else ""
 
 
@@ -298,12 +304,12 @@ class LoadedArtifact:
         self.channel_by_name: dict[str, set[str]] = {}
         for row in self.channels:
             if row[2]:
-                self.channel_by_name.setdefault(str(row[2]).lower(), set()).add(row[1])
+                self.channel_by_name.setdefault(fold_name(row[2]), set()).add(row[1])
         self.user_by_name: dict[str, set[str]] = {}
         for row in self.users:
             for name in row[2:]:
                 if name:
-                    self.user_by_name.setdefault(str(name).lower(), set()).add(row[1])
+                    self.user_by_name.setdefault(fold_name(name), set()).add(row[1])
 
     # -- filters ---------------------------------------------------------------------
     def resolve_workspaces(self, values: Sequence[str]) -> tuple[str, ...]:
@@ -313,9 +319,9 @@ class LoadedArtifact:
         for workspace_id, slug, name, _url in self.workspaces:
             for label in (workspace_id, slug, name):
                 if label:
-                    by_label.setdefault(str(label).lower(), set()).add(workspace_id)
+                    by_label.setdefault(fold_name(label), set()).add(workspace_id)
         for value in values:
-            found = by_label.get(value.strip().lower())
+            found = by_label.get(fold_name(value.strip()))
             if not found:
                 raise SlackqueryError(
                     f"unknown workspace {value!r}{_close_matches(value, by_label)} "
@@ -335,7 +341,7 @@ class LoadedArtifact:
             if text in known_ids and not text.startswith("#"):
                 resolved.add(text)
                 continue
-            found = self.channel_by_name.get(text.lstrip("#").lower())
+            found = self.channel_by_name.get(fold_name(text.lstrip("#")))
             if not found:
                 hint = _close_matches(text.lstrip("#"), self.channel_by_name)
                 raise SlackqueryError(
@@ -345,7 +351,9 @@ class LoadedArtifact:
         return tuple(sorted(resolved))
 
     def resolve_authors(self, values: Sequence[str]) -> tuple[str, ...]:
-        """User ids or names (`@priya`, display/real/user names, `<@U123>`) -> ids."""
+        """User ids or names (`@priya`, display/real/user names, `<@U123>`) -> ids.
+
+        Names match without regard to case or accents, so `@chloe` finds "Chloé"."""
         known_ids = {row[1] for row in self.users} | set(self.author_code_of)
         resolved: set[str] = set()
         for value in values:
@@ -355,7 +363,7 @@ class LoadedArtifact:
             if text in known_ids and not text.startswith("@"):
                 resolved.add(text)
                 continue
-            found = self.user_by_name.get(text.lstrip("@").lower())
+            found = self.user_by_name.get(fold_name(text.lstrip("@")))
             if not found:
                 raise SlackqueryError(
                     f"unknown author {value!r}{_close_matches(text.lstrip('@'), self.user_by_name)}"

@@ -21,7 +21,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-from serving.artifact import CONVERSATION_TYPES, Filters, LoadedArtifact
+from serving.artifact import CONVERSATION_TYPES, Filters, LoadedArtifact, fold_name
 from serving.cursor import CursorCodec, fingerprint
 from serving.fusion import ArmRanking, FusionConfig, fuse, top_candidates
 from serving.models import (
@@ -266,6 +266,68 @@ class SearchEngine:
             keep &= found
         return keep
 
+    def _context_arm(
+        self,
+        artifact: LoadedArtifact,
+        threads: ArmRanking,
+        mask: np.ndarray | None,
+        target: str,
+        query_vector: np.ndarray | None,
+    ) -> ArmRanking:
+        """Turn ranked thread-context hits into a ranking of messages.
+
+        `root`: each thread votes for its first passing message (the root). `thread`: every
+        passing message of the thread shares the thread's rank. `best`: the thread votes for
+        its passing message most similar to the query (cosine; root when no vector).
+        Cost: the members of at most `candidate_window` threads, never the corpus.
+        """
+        groups: list[tuple[int, float, np.ndarray]] = []
+        for rank, (thread_row, score) in enumerate(
+            zip(threads.rows.tolist(), threads.scores.tolist(), strict=True), start=1
+        ):
+            members = artifact.context_members.get(thread_row)
+            if members is None or members.size == 0:
+                continue
+            passing = artifact.is_message[members]
+            if mask is not None:
+                passing &= mask[members]
+            if passing.any():
+                groups.append((rank, score, members[passing]))
+        cosines: np.ndarray | None = None
+        if target == "best" and query_vector is not None and groups:
+            # One matrix product for every member of every thread; members without a
+            # vector score -inf, so a thread without any vectors falls back to its root.
+            everything = np.concatenate([members for _, _, members in groups])
+            cosines = np.full(everything.size, -np.inf, dtype=np.float32)
+            has_vector = artifact.has_vector[everything]
+            if has_vector.any():
+                positions = np.searchsorted(artifact.vector_rows, everything[has_vector])
+                cosines[has_vector] = artifact.vectors[positions] @ query_vector
+        mapped_rows: list[int] = []
+        mapped_ranks: list[int] = []
+        mapped_scores: list[float] = []
+        seen: set[int] = set()
+        offset = 0
+        for rank, score, members in groups:
+            if target == "thread":
+                chosen = members.tolist()
+            elif cosines is not None:
+                chosen = [int(members[int(np.argmax(cosines[offset : offset + members.size]))])]
+            else:
+                chosen = [int(members[0])]
+            offset += members.size
+            for row in chosen:
+                if row not in seen:
+                    seen.add(row)
+                    mapped_rows.append(row)
+                    mapped_ranks.append(rank)
+                    mapped_scores.append(score)
+        return ArmRanking(
+            np.array(mapped_rows, dtype=np.int64),
+            np.array(mapped_scores, np.float32),
+            np.array(mapped_ranks, dtype=np.int64),
+        )
+
     def search(self, request: SearchRequest, fusion: FusionConfig | None = None) -> SearchResponse:
         """Run one search; `fusion` overrides the ranking knobs (evaluation grids)."""
         started = time.perf_counter()
@@ -294,7 +356,9 @@ class SearchEngine:
                 raise SlackqueryError(
                     "query has no searchable text (letters, digits or emoji) besides operators"
                 )
-            terms = artifact.bm25.query_terms(text, self.settings.search_max_query_tokens)
+            terms = artifact.bm25.query_terms(
+                text, self.settings.search_max_query_tokens, parsed.phrases
+            )
             if terms.dropped:
                 notes.append(
                     f"only the first {self.settings.search_max_query_tokens} distinct query "
@@ -319,6 +383,7 @@ class SearchEngine:
             arms: dict[str, ArmRanking] = {}
             timings: dict[str, float] = {}
             matched: tuple[np.ndarray, np.ndarray] | None = None
+            query_vector: np.ndarray | None = None
             if request.mode in ("lexical", "hybrid") and terms.known:
                 tick = time.perf_counter()
                 matched = artifact.bm25.matches(terms.known)
@@ -353,25 +418,8 @@ class SearchEngine:
                 if mask is not None:
                     keep &= mask[rows]
                 threads = top_candidates(rows[keep], scores[keep], window)
-                mapped_rows: list[int] = []
-                mapped_scores: list[float] = []
-                seen: set[int] = set()
-                for thread_row, score in zip(
-                    threads.rows.tolist(), threads.scores.tolist(), strict=True
-                ):
-                    members = artifact.context_members.get(thread_row)
-                    if members is None or members.size == 0:
-                        continue
-                    passing = artifact.is_message[members]
-                    if mask is not None:
-                        passing &= mask[members]
-                    first = int(members[passing][0]) if passing.any() else None
-                    if first is not None and first not in seen:
-                        seen.add(first)
-                        mapped_rows.append(first)
-                        mapped_scores.append(score)
-                arms["context"] = ArmRanking(
-                    np.array(mapped_rows, dtype=np.int64), np.array(mapped_scores, np.float32)
+                arms["context"] = self._context_arm(
+                    artifact, threads, mask, fusion.context_target, query_vector
                 )
                 timings["context"] = (time.perf_counter() - tick) * 1000
             used_weights = {arm: weights[arm] for arm in sorted(arms)}
@@ -614,14 +662,14 @@ class SearchEngine:
             raise SlackqueryError(f"limit must be between 1 and {MAX_SCOPE_LIMIT}")
         with self.artifact() as artifact:
             workspaces = set(artifact.resolve_workspaces([workspace_id])) if workspace_id else None
-            wanted_name = channel_name.strip().lstrip("#").lower() if channel_name else None
+            wanted_name = fold_name(channel_name.strip().lstrip("#")) if channel_name else None
             if wanted_name is not None and wanted_name not in artifact.channel_by_name:
                 artifact.resolve_channels([wanted_name])  # raises with close matches
             scopes: list[ScopeRecord] = []
             for workspace, channel, name, kind, count, first, last in artifact.channels:
                 if workspaces is not None and workspace not in workspaces:
                     continue
-                if wanted_name is not None and (name or "").lower() != wanted_name:
+                if wanted_name is not None and fold_name(name or "") != wanted_name:
                     continue
                 slug, workspace_name = artifact.workspace_names.get(workspace, (None, None))
                 scopes.append(

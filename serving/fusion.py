@@ -2,9 +2,11 @@
 
 Fusion works on ranks, not scores, so BM25 and cosine never need a common scale:
 `fused(d) = sum over arms of weight_arm / (rrf_k + rank_arm(d))`, ranks from 1. The route
-(exact / conceptual / mixed) only changes the weights. Weights and defaults come from the
-original design (reference/original-design.md §1.c); the evaluation harness passes its
-own `FusionConfig` to `SearchEngine.search` to run parameter grids through this code.
+(exact / conceptual / mixed) only changes the weights. The starting point was the original
+design (reference/original-design.md §1.c); `rrf_k`, the conceptual weights and the context
+target were then changed from measurements on Beacon dev (docs/evaluation.md, "Results").
+The evaluation harness passes its own `FusionConfig` to `SearchEngine.search` to run
+parameter grids through this code.
 """
 
 from collections.abc import Mapping
@@ -14,18 +16,30 @@ import numpy as np
 
 ARMS = ("lexical", "semantic", "context")
 
+# Weights per route (lexical / semantic / context). `exact` and `mixed` are the original
+# design's; `conceptual` gives the two lexical-signal arms (BM25 over messages, BM25 over
+# thread context) 0.5 each instead of 0.7 + 0.65, so together they no longer outweigh the
+# semantic arm on natural-language questions, RecallHQ's own diagnosis of its hybrid loss.
 DEFAULT_ROUTE_WEIGHTS: dict[str, dict[str, float]] = {
     "exact": {"lexical": 1.8, "semantic": 0.5, "context": 0.65},
-    "conceptual": {"lexical": 0.7, "semantic": 1.5, "context": 0.65},
+    "conceptual": {"lexical": 0.5, "semantic": 1.5, "context": 0.5},
     "mixed": {"lexical": 1.0, "semantic": 1.0, "context": 0.65},
 }
+# How a thread-context hit becomes a message for fusion (see `SearchEngine._context_arm`).
+CONTEXT_TARGETS = ("best", "root", "thread")
 
 
 @dataclass(frozen=True)
 class FusionConfig:
-    """Every knob of hybrid ranking. `route_aware=False` always uses the `mixed` weights."""
+    """Every knob of hybrid ranking. `route_aware=False` always uses the `mixed` weights.
 
-    rrf_k: float = 60.0
+    Defaults are measured (docs/evaluation.md, Beacon dev): `rrf_k=20` instead of the usual
+    60 lets an arm's top hits outrank documents that sit mid-list in every arm;
+    `context_target="best"` hands a matching thread's vote to its message most similar
+    to the query instead of always to the root.
+    """
+
+    rrf_k: float = 20.0
     candidate_window: int = 100
     route_weights: Mapping[str, Mapping[str, float]] = field(
         default_factory=lambda: {route: dict(w) for route, w in DEFAULT_ROUTE_WEIGHTS.items()}
@@ -33,6 +47,14 @@ class FusionConfig:
     use_context_arm: bool = True
     route_aware: bool = True
     max_per_thread: int = 3
+    context_target: str = "best"
+
+    def __post_init__(self) -> None:
+        if self.context_target not in CONTEXT_TARGETS:
+            raise ValueError(
+                f"context_target must be one of {', '.join(CONTEXT_TARGETS)}, "
+                f"got {self.context_target!r}"
+            )
 
     def weights(self, route: str) -> dict[str, float]:
         """The arm weights used for a query of this route."""
@@ -41,10 +63,21 @@ class FusionConfig:
 
 @dataclass(frozen=True)
 class ArmRanking:
-    """One arm's ranked candidates: row indices (best first) and their raw scores."""
+    """One arm's ranked candidates: row indices (best first) and their raw scores.
+
+    `ranks` (1-based, non-decreasing) lets several rows share a rank, as the messages of one
+    thread-context hit do; None means positions 1..n.
+    """
 
     rows: np.ndarray
     scores: np.ndarray
+    ranks: np.ndarray | None = None
+
+    def rank_values(self) -> np.ndarray:
+        """The 1-based rank of every row."""
+        if self.ranks is None:
+            return np.arange(1, self.rows.size + 1, dtype=np.int64)
+        return np.asarray(self.ranks, dtype=np.int64)
 
 
 @dataclass(frozen=True)
@@ -78,8 +111,7 @@ def fuse(
     rows = np.concatenate([np.asarray(arms[arm].rows, dtype=np.int64) for arm in names])
     contributions = np.concatenate(
         [
-            float(weights.get(arm, 0.0))
-            / (rrf_k + np.arange(1, arms[arm].rows.size + 1, dtype=np.float64))
+            float(weights.get(arm, 0.0)) / (rrf_k + arms[arm].rank_values().astype(np.float64))
             for arm in names
         ]
     )
@@ -100,8 +132,11 @@ def fuse(
     signals = {
         arm: {
             row: (position, score)
-            for position, (row, score) in enumerate(
-                zip(arms[arm].rows.tolist(), arms[arm].scores.tolist(), strict=True), start=1
+            for row, position, score in zip(
+                arms[arm].rows.tolist(),
+                arms[arm].rank_values().tolist(),
+                arms[arm].scores.tolist(),
+                strict=True,
             )
         }
         for arm in names

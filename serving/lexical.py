@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import duckdb
 import numpy as np
 
-from serving.query import fts_tokens
+from serving.query import content_tokens
 
 K1 = 1.2
 B = 0.75
@@ -89,9 +89,13 @@ class BM25Index:
         self.offsets = np.searchsorted(term_of_posting, np.arange(term_count + 1)).astype(np.int64)
         self.row_count = row_count
 
-    def query_terms(self, text: str, max_tokens: int) -> QueryTerms:
-        """Distinct FTS tokens of `text`, capped at `max_tokens`, split into known/unknown."""
-        distinct = list(dict.fromkeys(fts_tokens(text)))
+    def query_terms(
+        self, text: str, max_tokens: int, phrases: list[str] | tuple[str, ...] = ()
+    ) -> QueryTerms:
+        """Distinct content tokens of `text` (`content_tokens`: stop words dropped unless
+        quoted or the query has nothing else), capped at `max_tokens`, split into
+        known/unknown."""
+        distinct = list(dict.fromkeys(content_tokens(text, phrases)))
         kept = distinct[:max_tokens]
         return QueryTerms(
             known=[token for token in kept if token in self.term_ids],

@@ -42,6 +42,26 @@ _QUESTION_WORDS = frozenset(
         "anybody",
     ]
 )
+# Common English function words, dropped from the *query* of the BM25 and thread-context
+# arms (never from the index, which keeps every token: `stopwords='none'`). In an OR-ed
+# BM25 query they only add noise: a short message full of "what / was / the / for" outranks
+# the one that mentions the query's content words. This is NLTK's English list (the
+# Snowball list plus contraction stems), as FTS tokens: apostrophes split words, so "don't"
+# is `don` + `t`. RecallHQ drops common English stop words from its lexical query the same
+# way. Measured on Beacon dev in docs/evaluation.md.
+STOPWORDS = frozenset(
+    """
+    a about above after again against ain all am an and any are aren as at be because
+    been before being below between both but by can couldn d did didn do does doesn
+    doing don down during each few for from further had hadn has hasn have haven having
+    he her here hers herself him himself his how i if in into is isn it its itself just
+    ll m ma me mightn more most mustn my myself needn no nor not now o of off on once
+    only or other our ours ourselves out over own re s same shan she should shouldn so
+    some such t than that the their theirs them themselves then there these they this
+    those through to too under until up ve very was wasn we were weren what when where
+    which while who whom why will with won wouldn y you your yours yourself yourselves
+    """.split()  # noqa: SIM905 (a word list reads better as text)
+)
 # `key:value` operators Slack users type; the value runs to the next whitespace.
 _OPERATOR = re.compile(
     r'(?<!\S)(in|from|before|after|on|during|is|has):("[^"]*"|\S+)', re.IGNORECASE
@@ -84,6 +104,20 @@ def normalize(text: str) -> str:
 def fts_tokens(text: str) -> list[str]:
     """Tokens exactly as the artifact's FTS index produced them, in order, duplicates kept."""
     return [token for token in _SEPARATORS.split(normalize(text)) if token]
+
+
+def content_tokens(text: str, phrases: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """The FTS tokens a BM25 query should use: stop words dropped, unless that leaves nothing.
+
+    Tokens inside a quoted phrase are kept whatever they are (the user asked for those exact
+    words), and so is every token of a query made only of stop words ("to be or not to be"),
+    which would otherwise have nothing to search for. Identifiers (`28P01`, `ERR-42`) are
+    never stop words, so they always survive. Order and duplicates are kept.
+    """
+    tokens = fts_tokens(text)
+    quoted = {token for phrase in phrases for token in fts_tokens(phrase)}
+    kept = [token for token in tokens if token not in STOPWORDS or token in quoted]
+    return kept or tokens
 
 
 def allowlist_tokens(text: str) -> list[str]:

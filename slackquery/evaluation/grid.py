@@ -12,9 +12,9 @@ either inline or a YAML file:
 - `standard`: the built-in sweep documented in docs/evaluation.md (`STANDARD_GRID`).
 
 Axes: `rrf_k`, `candidate_window`, `max_per_thread` (integers >= 1), `use_context_arm`,
-`route_aware` (on/off, true/false), `weights` (`L:S:C`, the lexical, semantic and context
-weights used for every route) and `weights.exact`, `weights.conceptual`, `weights.mixed`
-(one route's weights).
+`route_aware` (on/off, true/false), `context_target` (best, root, thread), `weights`
+(`L:S:C`, the lexical, semantic and context weights used for every route) and
+`weights.exact`, `weights.conceptual`, `weights.mixed` (one route's weights).
 """
 
 from __future__ import annotations
@@ -27,18 +27,21 @@ from typing import Any
 
 import yaml
 
+from serving.fusion import CONTEXT_TARGETS
 from slackquery.errors import SlackqueryError
 
 INT_AXES = ("rrf_k", "candidate_window", "max_per_thread")
 BOOL_AXES = ("use_context_arm", "route_aware")
+CHOICE_AXES = {"context_target": CONTEXT_TARGETS}
 ROUTES = ("exact", "conceptual", "mixed")
 WEIGHT_AXES = ("weights", *(f"weights.{route}" for route in ROUTES))
-AXES = (*INT_AXES, *BOOL_AXES, *WEIGHT_AXES)
+AXES = (*INT_AXES, *BOOL_AXES, *CHOICE_AXES, *WEIGHT_AXES)
 MAX_CONFIGS = 200
 
 STANDARD_GRID = (
-    "rrf_k=10,30,60,120;candidate_window=20,50,100,200;use_context_arm=on,off;"
-    "route_aware=on,off;weights=1:1:0.65,0.7:1.5:0.65,0.5:1.5:0.5"
+    "rrf_k=10,20,30,60;candidate_window=30,50,100,200;use_context_arm=on,off;"
+    "context_target=best,root,thread;route_aware=on,off;"
+    "weights.conceptual=0.7:1.5:0.65,0.5:1.5:0.5,1:1:0.65"
 )
 
 _TRUE = {"on", "true", "yes", "1"}
@@ -161,6 +164,14 @@ def _parse_value(axis: str, value: Any) -> Any:
         if text in _TRUE | _FALSE:
             return text in _TRUE
         raise SlackqueryError(f"--grid: {axis} values must be on or off, got {value!r}")
+    if axis in CHOICE_AXES:
+        text = str(value).lower()
+        if text not in CHOICE_AXES[axis]:
+            raise SlackqueryError(
+                f"--grid: {axis} values must be one of {', '.join(CHOICE_AXES[axis])}, "
+                f"got {value!r}"
+            )
+        return text
     return parse_weights(axis, value)
 
 

@@ -28,7 +28,14 @@ from slackquery.canonical.importer import import_source
 from slackquery.embedding.work import embed_pending
 from slackquery.errors import SlackqueryError
 from slackquery.evaluation import MODES
-from slackquery.evaluation.grid import BOOL_AXES, DEFAULT_POINT, INT_AXES, ROUTES, GridPoint
+from slackquery.evaluation.grid import (
+    BOOL_AXES,
+    CHOICE_AXES,
+    DEFAULT_POINT,
+    INT_AXES,
+    ROUTES,
+    GridPoint,
+)
 from slackquery.evaluation.metrics import MRR_K, RECALL_KS, QueryRun, query_row
 from slackquery.evaluation.queries import JudgedQuery
 from slackquery.evaluation.report import Evaluation, RunGroup
@@ -94,7 +101,9 @@ def fusion_config(point: GridPoint, base: FusionConfig | None = None) -> FusionC
     """The `FusionConfig` for one grid point: the default with the point's overrides."""
     base = base or FusionConfig()
     changes: dict[str, Any] = {
-        axis: value for axis, value in point.overrides.items() if axis in INT_AXES + BOOL_AXES
+        axis: value
+        for axis, value in point.overrides.items()
+        if axis in (*INT_AXES, *BOOL_AXES, *CHOICE_AXES)
     }
     weights = {route: dict(arms) for route, arms in base.route_weights.items()}
     if "weights" in point.overrides:

@@ -43,10 +43,20 @@ def test_grid_file(tmp_path: Path) -> None:
     ]
 
 
+def test_context_target_axis() -> None:
+    points = parse_grid("context_target=root,Thread")
+    assert [point.name for point in points] == [
+        "default",
+        "context_target=root",
+        "context_target=thread",
+    ]
+    assert points[1].overrides == {"context_target": "root"}
+
+
 def test_standard_grid_is_a_sweep() -> None:
     points = parse_grid("standard")
     assert points == parse_grid(STANDARD_GRID)
-    assert len(points) == 1 + 4 + 4 + 2 + 2 + 3
+    assert len(points) == 1 + 4 + 4 + 2 + 3 + 2 + 3
 
 
 @pytest.mark.parametrize(
@@ -58,6 +68,7 @@ def test_standard_grid_is_a_sweep() -> None:
         ("rrf_k=0", "integers >= 1"),
         ("rrf_k=ten", "integers >= 1"),
         ("route_aware=maybe", "on or off"),
+        ("context_target=middle", "one of best, root, thread"),
         ("weights=1:1", "three non-negative numbers"),
         ("weights=0:0:0", "three non-negative numbers"),
         ("rrf_k=1;rrf_k=2", "given twice"),

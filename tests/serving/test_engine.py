@@ -255,3 +255,50 @@ def test_no_artifact_is_a_clear_error(settings: Settings) -> None:
     engine = SearchEngine(settings)
     with pytest.raises(SlackqueryError, match="no published search artifact"):
         engine.search(SearchRequest(query="deploy"))
+
+
+def test_names_match_without_accents_or_case(engine: SearchEngine) -> None:
+    # The user is "Zoë Müller"; people type `@zoe muller`.
+    with engine.artifact() as artifact:
+        assert artifact.resolve_authors(["@zoe muller"]) == ("U4",)
+        assert artifact.resolve_authors(["@ZOE MULLER", "zoë müller"]) == ("U4",)
+        assert artifact.resolve_channels(["#ÉNG"]) == ("C1", "C9")
+        assert artifact.resolve_workspaces(["ÀCME"]) == ("W1",)
+    hits = search(engine, "incident", author_ids=["@Zoe Muller"]).results
+    assert hits and {hit.author_id for hit in hits} == {"U4"}
+
+
+def test_stop_words_do_not_drive_lexical_ranking(engine: SearchEngine) -> None:
+    # Only "ramen" is a content word; the stop words would otherwise match most messages.
+    response = search(engine, "what is the ramen place", mode="lexical")
+    assert ids(response) == ["W1:C3:1709305200.000007"]
+    # A query of nothing but stop words still searches them.
+    assert search(engine, "the", mode="lexical").results
+
+
+ERR_THREAD = "W1:C1:1709280000.000000"
+
+
+def _context_hits(engine: SearchEngine, target: str) -> dict[str, int]:
+    response = engine.search(
+        SearchRequest(query="connection pool exhausted ERR-42", limit=50),
+        FusionConfig(context_target=target, max_per_thread=10),
+    )
+    return {
+        hit.document_id: hit.context.rank
+        for hit in response.results
+        if hit.context is not None and hit.thread_id == ERR_THREAD
+    }
+
+
+def test_context_arm_targets(engine: SearchEngine) -> None:
+    root = _context_hits(engine, "root")
+    assert root == {ERR_THREAD: 1}
+    thread = _context_hits(engine, "thread")
+    assert len(thread) == 5 and set(thread.values()) == {1}
+    best = _context_hits(engine, "best")
+    assert len(best) == 1 and set(best.values()) == {1}
+    # The message most similar to the query gets the thread's vote: the one about the pool.
+    assert list(best) == ["W1:C1:1709283600.000001"]
+    with pytest.raises(ValueError, match="context_target"):
+        FusionConfig(context_target="middle")

@@ -112,3 +112,26 @@ def test_filter_that_keeps_everything_ranks_like_no_filter(engine: SearchEngine,
         assert [hit.model_dump() for hit in plain.results] == [
             hit.model_dump() for hit in masked.results
         ]
+
+
+def test_fuse_with_shared_ranks() -> None:
+    # Three rows share rank 1 of the context arm (one thread's messages): each gets w/(k+1).
+    arms = {
+        "context": ArmRanking(
+            np.array([4, 5, 6, 9]), np.array([3.0, 3.0, 3.0, 1.0]), np.array([1, 1, 1, 2])
+        ),
+        "semantic": ArmRanking(np.array([6, 9]), np.array([0.9, 0.8])),
+    }
+    hits = fuse(
+        arms,
+        {"context": 0.5, "semantic": 1.5},
+        rrf_k=20,
+        thread_keys=np.arange(10),
+        max_per_thread=3,
+    )
+    fused = {hit.row: hit.fused_score for hit in hits}
+    assert fused[6] == pytest.approx(0.5 / 21 + 1.5 / 21)
+    assert fused[4] == fused[5] == pytest.approx(0.5 / 21)
+    assert fused[9] == pytest.approx(0.5 / 22 + 1.5 / 22)
+    assert [hit.row for hit in hits] == [6, 9, 4, 5]
+    assert hits[0].ranks == {"context": 1, "semantic": 1}
