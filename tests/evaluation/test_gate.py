@@ -6,13 +6,13 @@ beside its ZIP. This test builds the ZIP exactly like `slackquery eval --corpus`
 from measured values, so a broken ranker, tokenizer, filter or id mapping fails `make test`.
 """
 
-import importlib
 from pathlib import Path
 
 import pytest
 
 from slackquery.cli import main
 from slackquery.evaluation.queries import load_queries
+from slackquery.evaluation.runner import evaluate
 from slackquery.settings import Settings
 
 # Sample size: big enough that distractors compete with the planted facts, small enough
@@ -28,37 +28,9 @@ GATE_MESSAGES = 2_000
 MIN_HYBRID_RECALL_AT_10 = 0.66
 MIN_HYBRID_MRR_AT_20 = 0.65
 
-# Modules the gate drives; while any is missing the pipeline is not assembled yet.
-PIPELINE_MODULES = (
-    "slackquery.canonical.importer",
-    "slackquery.projection",
-    "slackquery.embedding.work",
-    "slackquery.artifacts.build",
-    "slackquery.artifacts.publish",
-    "serving.engine",
-    "slackquery.commands.sample",
-)
-
-
-def _missing_pipeline_module() -> str | None:
-    for name in PIPELINE_MODULES:
-        try:
-            importlib.import_module(name)
-        except ModuleNotFoundError as error:
-            if error.name and name.startswith(error.name):
-                return name
-            raise
-    return None
-
 
 @pytest.mark.slow
 def test_sample_workspace_relevance_gate(tmp_path: Path, settings: Settings) -> None:
-    missing = _missing_pipeline_module()
-    if missing:
-        pytest.skip(f"pipeline entry point {missing} does not exist yet")
-    # Imported only once the pipeline exists: the runner imports every step.
-    from slackquery.evaluation.runner import evaluate
-
     archive = tmp_path / "sample.zip"
     assert main(["sample", "--messages", str(GATE_MESSAGES), "--out", str(archive)]) == 0
     queries_file = archive.with_name(f"{archive.stem}.queries.yaml")

@@ -8,16 +8,11 @@ import pytest
 
 from slackquery.cli import main
 from slackquery.errors import SlackqueryError
+from slackquery.evaluation import runner
 from slackquery.evaluation.grid import GridPoint
 from slackquery.evaluation.queries import EvidenceGroup, JudgedQuery, QueryFilters
 from slackquery.settings import Settings
 
-# The runner imports every pipeline step; until they have all landed these tests skip.
-runner = pytest.importorskip(
-    "slackquery.evaluation.runner",
-    reason="pipeline entry points are not all present yet",
-    exc_type=ModuleNotFoundError,
-)
 IST = dt.timezone(dt.timedelta(hours=5, minutes=30))
 
 
