@@ -1,19 +1,23 @@
-"""Retrieval benchmark: generate an N-message artifact, time >= 200 varied queries per mode.
+"""Retrieval benchmark: an N-message sample workspace through the pipeline, >= 200 queries per mode.
 
-Corpus: Zipf-distributed words from a synthetic vocabulary, sprinkled with identifiers
-(`ERR-123`, `v1.2.3`), 50 channels, 200 users, ~20% of messages in threads. Document
-vectors are seeded random unit vectors (retrieval cost does not depend on their values);
-the artifact claims the packaged model's generation, so real query embedding can be timed
-against it. "Excluding embedding" runs use an embedder that returns seeded random unit
-vectors under the same identity; "including embedding" runs use the real default model
-(warmed up on other queries first, so the first query does not pay the model load), and
-repeating the same queries shows the query-embedding cache. Sustained throughput: 8
-concurrent official MCP clients against `python -m serving` (a separate process) over
-Streamable HTTP, 400 distinct queries the server has not seen (no cache hits). The report
-records the 1-minute load average: on a shared 2-core host, figures move with it.
+Corpus: the deterministic sample workspace (`slackquery.sample.generate_sample`, seed 7:
+public and private channels, DMs, threads, bots, identifiers such as `ERR-503`, `40P01`,
+`OPS-1234`, `v2.3.1`), imported, projected (`project(settings, tests=False)`), built,
+validated and published by the pipeline's own functions. Document vectors are seeded
+random unit vectors (benchmarks/seeded_vectors.py records them as `succeeded` work items
+of the configured generation): retrieval cost does not depend on their values, and
+embedding the corpus with the model would dominate the run. Queries draw words from the
+artifact's own FTS dictionary (Zipf over document frequency) and its channels and users.
+"Excluding embedding" runs use an embedder that returns seeded random unit vectors under
+the same identity; "including embedding" runs use the real default model (warmed up on
+other queries first, so the first query does not pay the model load), and repeating the
+same queries shows the query-embedding cache. Sustained throughput: 8 concurrent
+official MCP clients against `python -m serving` (a separate process) over Streamable
+HTTP, 400 distinct queries the server has not seen (no cache hits). The report records
+the 1-minute load average: on a shared 2-core host, figures move with it.
 
 Run: `python -m benchmarks.serving_bench --messages 100000` or `slackquery bench`;
-`--folder DIR --reuse` keeps an artifact built earlier in DIR (1M takes minutes to build).
+`--folder DIR --reuse` keeps an artifact built earlier in DIR (1M takes a while to build).
 """
 
 import argparse
@@ -26,6 +30,8 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -33,34 +39,27 @@ import numpy as np
 
 from serving.engine import SearchEngine
 from serving.models import SearchRequest
-from serving.sample_artifact import SampleMessage, publish_pointer, write_artifact
-from slackquery.embedding import build_embedder
+from slackquery.artifacts import files
+from slackquery.artifacts.build import build_artifact
+from slackquery.artifacts.publish import current_artifact, publish
+from slackquery.canonical.importer import import_source
+from slackquery.duckdb_setup import connect
+from slackquery.embedding import build_embedder, configured_identity
 from slackquery.embedding.base import GenerationIdentity
+from slackquery.projection import project
+from slackquery.sample import generate_sample, vocab
 from slackquery.settings import Settings
 
-SYLLABLES = [
-    "ka",
-    "lo",
-    "mi",
-    "ne",
-    "ru",
-    "ta",
-    "so",
-    "vi",
-    "de",
-    "pa",
-    "zu",
-    "go",
-    "fe",
-    "hi",
-    "ja",
-    "qu",
-    "ri",
-    "xo",
-    "ba",
-    "ce",
-]
-DIMENSION = 384
+if __package__:
+    from benchmarks.seeded_vectors import seed_vectors
+else:  # loaded by path (`slackquery bench`): benchmarks/ is not a package on sys.path
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from seeded_vectors import seed_vectors
+
+SAMPLE_SEED = 7
+VECTOR_SEED = 3
+MARKER = "serving-bench.json"  # in --folder: which build holds which corpus size
+PATH_VARIABLES = ("SLACKQUERY_CANONICAL_DB", "SLACKQUERY_STATE_DB", "SLACKQUERY_ARTIFACT_DIR")
 
 
 class RandomQueryEmbedder:
@@ -81,77 +80,63 @@ class RandomQueryEmbedder:
         return out
 
 
-class ModelTimedEmbedder:
-    """The real default model's query embedding, re-labelled with the artifact identity."""
+@dataclass(frozen=True)
+class Corpus:
+    """What queries may mention: the artifact's words (most frequent first), names, days."""
 
-    def __init__(self, identity: GenerationIdentity, settings: Settings):
-        self.identity = identity
-        self._model = build_embedder(settings)
-
-    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        return self._model.embed_documents(texts)
-
-    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return self._model.embed_queries(texts)
+    words: list[str]
+    channels: list[str]
+    users: list[str]
+    first_day: date
 
 
-def vocabulary(size: int, rng: np.random.Generator) -> list[str]:
-    """Distinct pronounceable words."""
-    words: set[str] = set()
-    while len(words) < size:
-        count = int(rng.integers(2, 5))
-        words.add("".join(SYLLABLES[i] for i in rng.integers(0, len(SYLLABLES), count)))
-    return sorted(words)
+def read_corpus(artifact: Path) -> Corpus:
+    """Words of the artifact's FTS dictionary plus its channel and user names."""
+    connection = connect(str(artifact), read_only=True)
+    try:
+        words = [
+            row[0]
+            for row in connection.execute(
+                "select term from fts_main_search_documents.dict "
+                "where regexp_full_match(term, '[a-z]{3,}') order by df desc, term"
+            ).fetchall()
+        ]
+        channels = [
+            row[0]
+            for row in connection.execute(
+                "select distinct channel_name from channels "
+                "where conversation_type in ('public', 'private') order by 1"
+            ).fetchall()
+        ]
+        users = [
+            row[0]
+            for row in connection.execute(
+                "select distinct username from users where username is not null order by 1"
+            ).fetchall()
+        ]
+        first = connection.execute("select min(posted_at)::date from search_documents").fetchone()
+    finally:
+        connection.close()
+    assert first is not None and first[0] is not None
+    return Corpus(words, channels, users, first[0])
 
 
-def generate(count: int, seed: int = 7) -> tuple[list[SampleMessage], list[str]]:
-    """`count` messages with Zipf text; returns the messages and the vocabulary."""
-    rng = np.random.default_rng(seed)
-    words = vocabulary(20_000, rng)
-    ranks = np.minimum(rng.zipf(1.15, size=count * 30), len(words)) - 1
-    lengths = rng.integers(5, 30, size=count)
-    messages: list[SampleMessage] = []
-    cursor = 0
-    base = 1_672_531_200
-    thread_root: dict[int, str] = {}
-    for index in range(count):
-        picked = [words[r] for r in ranks[cursor : cursor + lengths[index]]]
-        cursor += int(lengths[index])
-        if rng.random() < 0.1:
-            picked.append(f"ERR-{int(rng.integers(1, 500))}")
-        if rng.random() < 0.05:
-            picked.append(
-                f"v{int(rng.integers(1, 5))}.{int(rng.integers(0, 20))}.{int(rng.integers(0, 9))}"
-            )
-        channel = int(rng.integers(0, 50))
-        user = int(rng.integers(0, 200))
-        ts = f"{base + index * 30}.{index % 1_000_000:06d}"
-        thread_ts = None
-        if rng.random() < 0.2:
-            if channel in thread_root and rng.random() < 0.7:
-                thread_ts = thread_root[channel]
-            else:
-                thread_root[channel] = ts
-                thread_ts = ts
-        messages.append(
-            SampleMessage(
-                workspace_id=f"W{channel % 2}",
-                workspace_slug=f"ws{channel % 2}",
-                channel_id=f"C{channel:04d}",
-                channel_name=f"chan-{channel}",
-                user_id=f"U{user:04d}",
-                user_name=f"user{user}",
-                ts=ts,
-                text=" ".join(picked),
-                thread_ts=thread_ts,
-            )
-        )
-    return messages, words
+def identifier(rng: np.random.Generator) -> str:
+    """An identifier of a shape the sample text uses: error code, ticket or version."""
+    kind = int(rng.integers(0, 3))
+    if kind == 0:
+        return vocab.ERROR_CODES[int(rng.integers(0, len(vocab.ERROR_CODES)))]
+    if kind == 1:
+        prefix = vocab.TICKET_PREFIXES[int(rng.integers(0, len(vocab.TICKET_PREFIXES)))]
+        return f"{prefix}-{int(rng.integers(100, 5000))}"
+    return f"v{int(rng.integers(1, 4))}.{int(rng.integers(0, 10))}.{int(rng.integers(0, 12))}"
 
 
-def queries(words: list[str], count: int, seed: int = 11) -> list[str]:
+def queries(corpus: Corpus, count: int, seed: int = 11) -> list[str]:
     """At least `count` distinct queries: keywords, identifiers, questions, Slack syntax."""
     rng = np.random.default_rng(seed)
+    words = corpus.words
+    after = (corpus.first_day + timedelta(days=4)).isoformat()
     out: list[str] = []
     while len(out) < count:
         kind = len(out) % 5
@@ -159,13 +144,15 @@ def queries(words: list[str], count: int, seed: int = 11) -> list[str]:
         if kind == 0:
             text = " ".join(zipf[:2])
         elif kind == 1:
-            text = f"ERR-{int(rng.integers(1, 500))}"
+            text = identifier(rng)
         elif kind == 2:
             text = "how did we fix the " + " ".join(zipf[:6]) + " problem"
         elif kind == 3:
-            text = f"{zipf[0]} {zipf[1]} in:#chan-{int(rng.integers(0, 50))}"
+            channel = corpus.channels[int(rng.integers(0, len(corpus.channels)))]
+            text = f"{zipf[0]} {zipf[1]} in:#{channel}"
         else:
-            text = f"{zipf[0]} from:@user{int(rng.integers(0, 200))} after:2023-01-05"
+            user = corpus.users[int(rng.integers(0, len(corpus.users)))]
+            text = f"{zipf[0]} from:@{user} after:{after}"
         if text not in out:
             out.append(text)
     return out
@@ -180,31 +167,57 @@ def summary(values: list[float]) -> dict[str, float]:
     }
 
 
-def build(
-    folder: Path, count: int, reuse: bool = False
-) -> tuple[Path, GenerationIdentity, list[str]]:
-    """Generate and write the artifact; publish it under folder/artifacts.
+def bench_settings(folder: Path) -> Settings:
+    """Settings rooted at `folder`, whatever path variables the environment sets."""
+    return Settings(home=folder, canonical_db=None, state_db=None, artifact_dir=None, log_dir=None)
 
-    With `reuse`, an artifact this function already wrote there for `count` is kept.
+
+def build(folder: Path, count: int, reuse: bool = False) -> dict[str, Any]:
+    """Sample export -> import -> project -> seeded vectors -> build -> publish, in `folder`.
+
+    Returns the build id, the artifact's counts and seconds per stage. With `reuse`, an
+    artifact this function already built there for `count` is (re)published instead.
     """
-    settings = Settings(home=folder)
-    identity = build_embedder(settings).identity
-    existing = settings.artifact_path / f"search-bench-{count}.duckdb"
-    if reuse and existing.exists():
-        publish_pointer(settings.artifact_path, existing)
-        # generate() draws the vocabulary first from the same seed.
-        return existing, identity, vocabulary(20_000, np.random.default_rng(7))
-    messages, words = generate(count)
-    rng = np.random.default_rng(3)
-    vectors = rng.standard_normal((count, DIMENSION)).astype(np.float32)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    artifacts = settings.artifact_path
-    artifacts.mkdir(parents=True, exist_ok=True)
-    path = write_artifact(
-        artifacts / f"search-bench-{count}.duckdb", messages, vectors, identity, f"bench-{count}"
-    )
-    publish_pointer(artifacts, path)
-    return path, identity, words
+    settings = bench_settings(folder)
+    marker = folder / MARKER
+    if reuse and marker.exists():
+        built = json.loads(marker.read_text(encoding="utf-8"))
+        artifact = files.artifact_file(settings.artifact_path, built["build_id"])
+        if built["messages"] == count and artifact.exists():
+            if current_artifact(settings) != artifact.resolve():
+                publish(settings, built["build_id"])
+            return {**built, "reused": True}
+    stages: dict[str, float] = {}
+    started = time.perf_counter()
+
+    def lap(stage: str) -> None:
+        nonlocal started
+        now = time.perf_counter()
+        stages[stage] = round(now - started, 1)
+        started = now
+
+    export = folder / "export" / f"sample-{count}.zip"
+    generate_sample(export, messages=count, seed=SAMPLE_SEED)
+    lap("generate_sample")
+    import_source(settings, export)
+    lap("import")
+    project(settings, tests=False)
+    lap("project")
+    seeded = seed_vectors(settings, seed=VECTOR_SEED)
+    lap("seed_vectors")
+    build_id = build_artifact(settings)
+    lap("build_artifact_with_validation")
+    published = publish(settings, build_id)
+    lap("publish")
+    built = {
+        "messages": count,
+        "build_id": build_id,
+        "counts": published["counts"],
+        "seeded_vectors": seeded["recorded"],
+        "stages_s": stages,
+    }
+    marker.write_text(json.dumps(built, indent=2), encoding="utf-8")
+    return {**built, "reused": False}
 
 
 def time_modes(engine: SearchEngine, texts: list[str], modes: Sequence[str]) -> dict[str, Any]:
@@ -234,7 +247,8 @@ def throughput(
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     sock.close()
-    env = {**os.environ, "SLACKQUERY_HOME": str(home)}
+    env = {key: value for key, value in os.environ.items() if key not in PATH_VARIABLES}
+    env["SLACKQUERY_HOME"] = str(home)
     process = subprocess.Popen(
         [sys.executable, "-m", "serving", "--port", str(port)],
         env=env,
@@ -299,10 +313,15 @@ def run_benchmark(
     folder = folder or Path(tempfile.mkdtemp(prefix="slackquery-bench-"))
     load_before = round(os.getloadavg()[0], 2)
     started = time.perf_counter()
-    _path, identity, words = build(folder, count, reuse)
+    built = build(folder, count, reuse)
     build_s = time.perf_counter() - started
-    texts = queries(words, query_count)
-    settings = Settings(home=folder)
+    settings = bench_settings(folder)
+    artifact = current_artifact(settings)
+    assert artifact is not None
+    corpus = read_corpus(artifact)
+    texts = queries(corpus, query_count)
+    identity = configured_identity(settings)
+    assert identity is not None  # seed_vectors recorded vectors under it
     engine = SearchEngine(settings, embedder=RandomQueryEmbedder(identity))
     started = time.perf_counter()
     engine.status()
@@ -310,7 +329,7 @@ def run_benchmark(
     time_modes(engine, texts[:20], ("lexical", "semantic", "hybrid"))  # warm-up
     fast = time_modes(engine, texts, ("lexical", "semantic", "hybrid"))
     engine.close()
-    real = SearchEngine(settings, embedder=ModelTimedEmbedder(identity, settings))
+    real = SearchEngine(settings, embedder=build_embedder(settings))
     real.status()
     # Warm-up with other queries: loads the model without filling the cache for `texts`.
     time_modes(real, [f"warm up query {index}" for index in range(20)], ("hybrid",))
@@ -319,10 +338,15 @@ def run_benchmark(
     real.close()
     report = {
         "messages": count,
+        "corpus": f"slackquery.sample.generate_sample(messages={count}, seed={SAMPLE_SEED})",
+        "artifact_counts": built["counts"],
         "queries": len(texts),
         "load_average_1m_before": load_before,
-        "vectors": "seeded random unit vectors, 384-d",
+        "vectors": f"document vectors: seeded random unit vectors, {identity.stored_dimension}-d "
+        "(benchmarks/seeded_vectors.py), recorded as the configured generation",
         "build_s": round(build_s, 1),
+        "build_stages_s": built["stages_s"],
+        "reused_artifact": built["reused"],
         "load_s": round(load_s, 2),
         "random_query_vectors": fast,
         "default_model_query_embedding": with_model,
@@ -331,7 +355,7 @@ def run_benchmark(
     }
     if clients:
         # Distinct queries, none seen before by the server: no query-embedding cache hits.
-        report["throughput"] = throughput(folder, queries(words, clients * 50, seed=13), clients)
+        report["throughput"] = throughput(folder, queries(corpus, clients * 50, seed=13), clients)
         report["load_average_1m_after_throughput"] = round(os.getloadavg()[0], 2)
     return report
 

@@ -16,10 +16,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "bench",
         help="benchmark retrieval latency and MCP throughput on a generated corpus",
-        description="Generate an N-message Zipf corpus with seeded random unit document "
-        "vectors in a temporary folder, then report p50/p95/max latency per mode over at "
-        "least 200 varied queries (with and without query embedding) and the sustained "
-        "throughput of 8 concurrent MCP clients. Does not touch your artifacts.",
+        description="Build an N-message sample workspace through the real pipeline (seeded "
+        "random unit document vectors instead of the model) in a temporary folder, then "
+        "report p50/p95/max latency per mode over at least 200 varied queries (with and "
+        "without query embedding) and the sustained throughput of 8 concurrent MCP clients. "
+        "Does not touch your artifacts.",
     )
     parser.add_argument("--messages", type=int, default=100_000, help="corpus size")
     parser.add_argument("--queries", type=int, default=200, help="distinct queries per mode")

@@ -1,18 +1,20 @@
 """Retrieval behaviour of SearchEngine over the test artifact (no transport involved)."""
 
-from pathlib import Path
-
 import pytest
 
 from serving.engine import SearchEngine
 from serving.fusion import FusionConfig
 from serving.models import SearchRequest
 from serving.query import fts_tokens
+from slackquery.artifacts.publish import publish
 from slackquery.duckdb_setup import connect
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
 
-from .conftest import install
+from .conftest import Pipeline
+from .slack_export import ACME, BETA
+
+ERR_THREAD = "T0ACME:C1:1709280000.000000"  # the thread of ERR-42 messages 0-4
 
 
 def search(engine: SearchEngine, query: str, **kwargs: object):
@@ -23,7 +25,7 @@ def ids(response) -> list[str]:
     return [hit.document_id for hit in response.results]
 
 
-def test_tokeniser_matches_duckdb_fts(artifact_files: dict[str, Path]) -> None:
+def test_tokeniser_matches_duckdb_fts(pipeline: Pipeline) -> None:
     samples = [
         "ERR-42 v2.3.1 28P01 U024BE7LH",
         "Café résumé Zoë Müller naïve ÉCOLE",
@@ -31,7 +33,7 @@ def test_tokeniser_matches_duckdb_fts(artifact_files: dict[str, Path]) -> None:
         "🎉 emoji_and_underscore snake_case https://docs.acme.dev/a-b?x=1",
         "İstanbul straße ﬁle Ångström",
     ]
-    connection = connect(str(artifact_files["a"]), read_only=True)
+    connection = connect(str(pipeline.first_artifact), read_only=True)
     try:
         for text in samples:
             duckdb_tokens = connection.execute(
@@ -62,18 +64,18 @@ def test_identifier_query_is_exact_and_finds_messages(engine: SearchEngine) -> N
     response = search(engine, "ERR-42", mode="lexical")
     assert response.route == "exact"
     found = ids(response)
-    assert "W1:C1:1709280000.000000" in found
-    assert "W2:C9:1709359200.000022" in found
+    assert "T0ACME:C1:1709280000.000000" in found
+    assert "T0BETA:C9:1709359200.000022" in found
     assert all(not doc.startswith("thread:") for doc in found)
     response = search(engine, "28P01")
     assert ids(response)[:2] == sorted(ids(response)[:2]) or len(ids(response)) >= 2
-    assert {"W1:C2:1709298000.000005", "W1:C2:1709301600.000006"} <= set(ids(response))
+    assert {"T0ACME:C2:1709298000.000005", "T0ACME:C2:1709301600.000006"} <= set(ids(response))
 
 
 def test_semantic_finds_paraphrase(engine: SearchEngine) -> None:
     response = search(engine, "the program keeps using more RAM over time", mode="semantic")
     top = ids(response)[:3]
-    assert "W1:C1:1709366400.000024" in top or "W1:C1:1709370000.000025" in top
+    assert "T0ACME:C1:1709366400.000024" in top or "T0ACME:C1:1709370000.000025" in top
     assert response.results[0].semantic is not None
     assert response.results[0].lexical is None
 
@@ -92,37 +94,37 @@ def test_hybrid_reports_arms_and_routes(engine: SearchEngine) -> None:
 
 def test_thread_cap_limits_hits_per_thread(engine: SearchEngine) -> None:
     response = search(engine, "ERR-42 connection rolled back root cause closing incident", limit=50)
-    thread_hits = [hit for hit in response.results if hit.thread_id == "W1:C1:1709280000.000000"]
+    thread_hits = [hit for hit in response.results if hit.thread_id == ERR_THREAD]
     assert len(thread_hits) <= 3
     loose = engine.search(
         SearchRequest(query="ERR-42 connection rolled back root cause closing incident", limit=50),
         FusionConfig(max_per_thread=10),
     )
-    assert len([h for h in loose.results if h.thread_id == "W1:C1:1709280000.000000"]) > 3
+    assert len([h for h in loose.results if h.thread_id == ERR_THREAD]) > 3
 
 
 def test_filters_and_slack_syntax(engine: SearchEngine) -> None:
     assert {hit.channel_id for hit in search(engine, "ERR-42 in:#eng").results} == {"C1", "C9"}
     only_acme = search(engine, "ERR-42", workspace_ids=["acme"])
-    assert {hit.workspace_id for hit in only_acme.results} == {"W1"}
+    assert {hit.workspace_id for hit in only_acme.results} == {ACME}
     from_bob = search(engine, "ERR-42 from:@bob.smith")
     assert {hit.author_id for hit in from_bob.results} == {"U2"}
     by_name = search(engine, "billing", author_ids=["@Priya Patel"], conversation_types=["dm"])
-    assert ids(by_name) == ["W1:D1:1709330400.000014"]
+    assert ids(by_name) == ["T0ACME:D1:1709330400.000014"]
     dated = search(engine, "ERR-42 on:2024-03-01")
     assert all(hit.timestamp.startswith("2024-03-01") for hit in dated.results)
     before = search(engine, "ERR-42 before:2024-03-02")
-    assert "W2:C9:1709359200.000022" not in ids(before)
+    assert "T0BETA:C9:1709359200.000022" not in ids(before)
     assert search(engine, "ERR-42 during:2023-05").results == []
     threaded = search(engine, "staging is:thread")
     assert threaded.results and all(hit.thread_id for hit in threaded.results)
     links = search(engine, "docs has:link")
-    assert ids(links) == ["W1:C2:1709319600.000011"]
+    assert ids(links) == ["T0ACME:C2:1709319600.000011"]
 
 
 def test_quoted_phrase_requires_consecutive_words(engine: SearchEngine) -> None:
     response = search(engine, '"the quick brown fox"', mode="lexical")
-    assert ids(response) == ["W1:C2:1709348400.000019"]
+    assert ids(response) == ["T0ACME:C2:1709348400.000019"]
     assert response.route == "exact"
 
 
@@ -152,14 +154,14 @@ def test_limits_and_bad_input(engine: SearchEngine) -> None:
 def test_emoji_and_non_latin_queries(engine: SearchEngine) -> None:
     assert search(engine, "🎉", mode="semantic").results
     assert search(engine, "🎉").results  # hybrid falls back to the semantic arm
-    assert "W1:C1:1709312400.000009" in ids(search(engine, "привет", mode="lexical"))
-    assert ids(search(engine, "数据库", mode="lexical")) == ["W1:C1:1709316000.000010"]
-    assert "W1:C3:1709308800.000008" in ids(search(engine, "cafe resume", mode="lexical"))
+    assert "T0ACME:C1:1709312400.000009" in ids(search(engine, "привет", mode="lexical"))
+    assert ids(search(engine, "数据库", mode="lexical")) == ["T0ACME:C1:1709316000.000010"]
+    assert "T0ACME:C3:1709308800.000008" in ids(search(engine, "cafe resume", mode="lexical"))
 
 
 def test_injection_strings_are_plain_text(engine: SearchEngine) -> None:
     response = search(engine, "x'); DROP TABLE search_documents; --", mode="lexical")
-    assert ids(response)[0] == "W1:C1:1709395200.000032"
+    assert ids(response)[0] == "T0ACME:C1:1709395200.000032"
     for field in ("workspace_ids", "channel_ids", "author_ids"):
         with pytest.raises(SlackqueryError, match="unknown"):
             search(engine, "deploy", **{field: ["W1' OR true --"]})
@@ -197,16 +199,16 @@ def test_cursor_tampering_and_mismatch(engine: SearchEngine) -> None:
 
 
 def test_publish_swaps_artifact_and_invalidates_cursor(
-    engine: SearchEngine, settings: Settings, artifact_files: dict[str, Path]
+    engine: SearchEngine, publishable: Settings, pipeline: Pipeline
 ) -> None:
     before = search(engine, "zebra migration", mode="lexical", limit=1)
-    assert before.artifact_id == "build-a"
+    assert before.artifact_id == pipeline.first_build
     assert before.results == [] or "zebra" not in before.results[0].text
     page = search(engine, "the", limit=2, mode="lexical")
     with engine.artifact() as held:  # a request still running on the old artifact
-        install(settings, artifact_files["b"])
+        publish(publishable, pipeline.second_build)
         after = search(engine, "zebra migration", mode="lexical", limit=1)
-        assert after.artifact_id == "build-b"
+        assert after.artifact_id == pipeline.second_build
         assert "zebra" in after.results[0].text
         assert held.bm25.score(["deploy"]).any()  # old artifact still usable
     with pytest.raises(SlackqueryError, match="older search artifact"):
@@ -220,30 +222,30 @@ def test_same_query_twice_is_identical(engine: SearchEngine) -> None:
 
 
 def test_lookups(engine: SearchEngine) -> None:
-    message = engine.get_message("W1:C1:1709287200.000002", context_before=2, context_after=1)
+    message = engine.get_message("T0ACME:C1:1709287200.000002", context_before=2, context_after=1)
     assert [m.document_id for m in message.messages] == [
-        "W1:C1:1709280000.000000",
-        "W1:C1:1709283600.000001",
-        "W1:C1:1709287200.000002",
-        "W1:C1:1709290800.000003",
+        "T0ACME:C1:1709280000.000000",
+        "T0ACME:C1:1709283600.000001",
+        "T0ACME:C1:1709287200.000002",
+        "T0ACME:C1:1709290800.000003",
     ]
     assert [m.is_target for m in message.messages] == [False, False, True, False]
     link = "https://acme.slack.com/archives/C1/p1709287200000002?thread_ts=1709280000.000000"
-    assert engine.get_message(link).messages[0].document_id == "W1:C1:1709287200.000002"
-    long_message = engine.get_message("W1:C1:1709355600.000021").messages[0]
+    assert engine.get_message(link).messages[0].document_id == "T0ACME:C1:1709287200.000002"
+    long_message = engine.get_message("T0ACME:C1:1709355600.000021").messages[0]
     assert long_message.text_truncated and long_message.text.endswith("more characters]")
-    thread = engine.get_thread("W1:C1:1709280000.000000", limit=3)
+    thread = engine.get_thread("T0ACME:C1:1709280000.000000", limit=3)
     assert len(thread.messages) == 3 and thread.truncated
-    assert engine.get_thread("W1:C1:1709290800.000003").thread_id == "W1:C1:1709280000.000000"
+    assert engine.get_thread("T0ACME:C1:1709290800.000003").thread_id == ERR_THREAD
     scopes = engine.list_scopes(channel_name="#eng")
-    assert {(s.workspace_id, s.channel_id) for s in scopes.scopes} == {("W1", "C1"), ("W2", "C9")}
+    assert {(s.workspace_id, s.channel_id) for s in scopes.scopes} == {(ACME, "C1"), (BETA, "C9")}
     assert len(engine.list_scopes(workspace_id="beta").scopes) == 1
     for call in (
-        lambda: engine.get_message("W1:C1:nope"),
-        lambda: engine.get_message("thread:W1:C1:1709280000.000000"),
-        lambda: engine.get_thread("W9:C9:1"),
-        lambda: engine.get_message("W1:C1:1709287200.000002", context_before=101),
-        lambda: engine.get_thread("W1:C1:1709280000.000000", limit=501),
+        lambda: engine.get_message("T0ACME:C1:nope"),
+        lambda: engine.get_message("thread:T0ACME:C1:1709280000.000000"),
+        lambda: engine.get_thread("T0ACME:C9:1"),
+        lambda: engine.get_message("T0ACME:C1:1709287200.000002", context_before=101),
+        lambda: engine.get_thread("T0ACME:C1:1709280000.000000", limit=501),
         lambda: engine.list_scopes(limit=0),
         lambda: engine.get_message("https://evil.example.com/archives/C1/p1709287200000002"),
     ):
@@ -263,7 +265,7 @@ def test_names_match_without_accents_or_case(engine: SearchEngine) -> None:
         assert artifact.resolve_authors(["@zoe muller"]) == ("U4",)
         assert artifact.resolve_authors(["@ZOE MULLER", "zoë müller"]) == ("U4",)
         assert artifact.resolve_channels(["#ÉNG"]) == ("C1", "C9")
-        assert artifact.resolve_workspaces(["ÀCME"]) == ("W1",)
+        assert artifact.resolve_workspaces(["ÀCME"]) == (ACME,)
     hits = search(engine, "incident", author_ids=["@Zoe Muller"]).results
     assert hits and {hit.author_id for hit in hits} == {"U4"}
 
@@ -271,12 +273,9 @@ def test_names_match_without_accents_or_case(engine: SearchEngine) -> None:
 def test_stop_words_do_not_drive_lexical_ranking(engine: SearchEngine) -> None:
     # Only "ramen" is a content word; the stop words would otherwise match most messages.
     response = search(engine, "what is the ramen place", mode="lexical")
-    assert ids(response) == ["W1:C3:1709305200.000007"]
+    assert ids(response) == ["T0ACME:C3:1709305200.000007"]
     # A query of nothing but stop words still searches them.
     assert search(engine, "the", mode="lexical").results
-
-
-ERR_THREAD = "W1:C1:1709280000.000000"
 
 
 def _context_hits(engine: SearchEngine, target: str) -> dict[str, int]:
@@ -299,6 +298,6 @@ def test_context_arm_targets(engine: SearchEngine) -> None:
     best = _context_hits(engine, "best")
     assert len(best) == 1 and set(best.values()) == {1}
     # The message most similar to the query gets the thread's vote: the one about the pool.
-    assert list(best) == ["W1:C1:1709283600.000001"]
+    assert list(best) == ["T0ACME:C1:1709283600.000001"]
     with pytest.raises(ValueError, match="context_target"):
         FusionConfig(context_target="middle")

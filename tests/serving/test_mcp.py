@@ -20,12 +20,15 @@ from mcp.client.streamable_http import streamable_http_client
 
 from serving.engine import SearchEngine
 from serving.server import build_http_app
+from slackquery.artifacts.publish import publish
 from slackquery.settings import Settings
 
-from .conftest import install
+from .conftest import Pipeline, install
 
 TOOLS = {"search_slack", "get_slack_message", "get_slack_thread", "list_slack_scopes"}
 ROOT = Path(__file__).resolve().parents[2]
+ERR_ROOT = "T0ACME:C1:1709280000.000000"  # root of the five-message ERR-42 thread
+LONG_MESSAGE = "T0ACME:C1:1709355600.000021"  # longer than the response cap
 
 
 @contextmanager
@@ -100,11 +103,11 @@ def test_each_tool_over_http(served: str) -> None:
         assert hit["lexical"]["rank"] >= 1
         message = await call(client, "get_slack_message", document_id=hit["permalink"])
         assert message["messages"][0]["document_id"] == hit["document_id"]
-        thread = await call(client, "get_slack_thread", thread_id="W1:C1:1709280000.000000")
+        thread = await call(client, "get_slack_thread", thread_id=ERR_ROOT)
         assert len(thread["messages"]) == 5
         scopes = await call(client, "list_slack_scopes", workspace_id="acme")
         assert {scope["channel_name"] for scope in scopes["scopes"]} >= {"eng", "support"}
-        long_text = await call(client, "get_slack_message", document_id="W1:C1:1709355600.000021")
+        long_text = await call(client, "get_slack_message", document_id=LONG_MESSAGE)
         assert long_text["messages"][0]["text_truncated"] is True
         assert len(long_text["messages"][0]["text"]) < 4100
 
@@ -165,27 +168,27 @@ def test_bad_inputs_are_clear_tool_errors(served: str) -> None:
             assert isinstance(error, str) and expected in error, (arguments, error)
             assert "Traceback" not in error
         for tool, arguments in (
-            ("get_slack_message", {"document_id": "W1:C1:404"}),
+            ("get_slack_message", {"document_id": "T0ACME:C1:404"}),
             ("get_slack_message", {"document_id": injection}),
-            ("get_slack_message", {"document_id": "W1:C1:1709280000.000000", "context_after": 101}),
+            ("get_slack_message", {"document_id": ERR_ROOT, "context_after": 101}),
             ("get_slack_thread", {"thread_id": "W1' OR true --"}),
-            ("get_slack_thread", {"thread_id": "W1:C1:1709280000.000000", "limit": 501}),
+            ("get_slack_thread", {"thread_id": ERR_ROOT, "limit": 501}),
             ("list_slack_scopes", {"channel_name": injection}),
         ):
             error = await call(client, tool, **arguments)
             assert isinstance(error, str) and error.startswith("ERROR"), (tool, error)
         # Injection text is searched as words and the artifact is untouched.
         found = await call(client, "search_slack", query=injection, mode="lexical")
-        assert found["results"][0]["document_id"] == "W1:C1:1709395200.000032"
+        assert found["results"][0]["document_id"] == "T0ACME:C1:1709395200.000032"
         emoji = await call(client, "search_slack", query="🎉", mode="semantic", limit=3)
         assert emoji["results"]
         cyrillic = await call(client, "search_slack", query="база данных", limit=3)
-        assert cyrillic["results"][0]["document_id"] == "W1:C1:1709312400.000009"
+        assert cyrillic["results"][0]["document_id"] == "T0ACME:C1:1709312400.000009"
 
     run_client(served, body)
 
 
-def test_determinism_and_metrics(served: str) -> None:
+def test_determinism_and_metrics(served: str, pipeline: Pipeline) -> None:
     async def body(client: Client) -> list[Any]:
         first = await call(client, "search_slack", query="database problems", limit=10)
         second = await call(client, "search_slack", query="database problems", limit=10)
@@ -197,13 +200,11 @@ def test_determinism_and_metrics(served: str) -> None:
     assert first == second
     metrics = httpx.get(f"{served}/metrics").text
     assert 'slackquery_requests_total{tool="search_slack",mode="hybrid"} 2' in metrics
-    assert 'slackquery_artifact_info{artifact_id="build-a"} 1' in metrics
+    assert f'slackquery_artifact_info{{artifact_id="{pipeline.first_build}"}} 1' in metrics
     assert "slackquery_request_seconds_bucket" in metrics
 
 
-def test_publish_during_queries(
-    served: str, settings: Settings, artifact_files: dict[str, Path]
-) -> None:
+def test_publish_during_queries(served: str, publishable: Settings, pipeline: Pipeline) -> None:
     artifacts: list[str] = []
     errors: list[str] = []
 
@@ -219,16 +220,16 @@ def test_publish_during_queries(
             for index in range(12):
                 group.start_soon(one, index)
                 if index == 5:
-                    await anyio.to_thread.run_sync(install, settings, artifact_files["b"])
+                    await anyio.to_thread.run_sync(publish, publishable, pipeline.second_build)
         after = await call(client, "search_slack", query="zebra", mode="lexical")
-        assert after["artifact_id"] == "build-b" and after["results"]
+        assert after["artifact_id"] == pipeline.second_build and after["results"]
 
     run_client(served, body)
     assert errors == []
-    assert len(artifacts) == 12 and set(artifacts) <= {"build-a", "build-b"}
+    assert len(artifacts) == 12 and set(artifacts) <= {pipeline.first_build, pipeline.second_build}
 
 
-def test_health_readiness_auth_and_body_cap(settings: Settings, artifact_files) -> None:
+def test_health_readiness_auth_and_body_cap(settings: Settings, pipeline: Pipeline) -> None:
     secured = settings.model_copy(update={"serve_token": "s3cret-token-value"})
     with http_server(secured) as url:
         assert httpx.get(f"{url}/healthz").json() == {"healthy": True}
@@ -239,9 +240,9 @@ def test_health_readiness_auth_and_body_cap(settings: Settings, artifact_files) 
         assert denied.headers["www-authenticate"].startswith("Bearer")
         wrong = httpx.get(f"{url}/metrics", headers={"Authorization": "Bearer nope"})
         assert wrong.status_code == 401
-        install(settings, artifact_files["a"])
+        install(settings, pipeline)
         ready = httpx.get(f"{url}/readyz").json()
-        assert ready["ready"] is True and ready["artifact_id"] == "build-a"
+        assert ready["ready"] is True and ready["artifact_id"] == pipeline.first_build
         big = httpx.post(
             f"{url}/mcp",
             content=b"x" * (secured.serve_max_request_bytes + 1),
