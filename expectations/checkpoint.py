@@ -9,6 +9,7 @@ the result JSON lists each failed expectation with sample offending ids.
 import argparse
 import json
 import sys
+import tempfile
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,13 +42,38 @@ SUITES = (
     fts_main_search_documents,
 )
 DEFAULT_CHUNK_ROWS = 250_000
+# DuckDB's buffer pool would otherwise keep every block the checks scan (the whole file,
+# 1.7 GB at 1M messages); the checks themselves need a few hundred MB at that size.
+DEFAULT_MEMORY_LIMIT = "1GB"
 MAX_NORM_ERROR = 1e-5
 UNBOUNDED = 2**62
 
 
-def _open(path: Path) -> duckdb.DuckDBPyConnection:
+def peak_rss_mib() -> float | None:
+    """This process's peak resident memory (VmHWM), or None where /proc is missing.
+
+    VmHWM starts afresh at exec, unlike `getrusage`, whose maximum a child inherits from
+    the parent it was forked from; so it measures validation alone.
+    """
+    try:
+        status = Path("/proc/self/status").read_text(encoding="utf-8")
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("VmHWM:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return None
+
+
+def _open(
+    path: Path, memory_limit: str = DEFAULT_MEMORY_LIMIT, spill: str | None = None
+) -> duckdb.DuckDBPyConnection:
     conn = connect(str(path), read_only=True)
     conn.execute("set enable_progress_bar = false")
+    conn.execute("set memory_limit = ?", [memory_limit])
+    if spill is not None:
+        # Never DuckDB's default `<file>.tmp` beside the artifact, a name builds own.
+        conn.execute("set temp_directory = ?", [spill])
     return conn
 
 
@@ -106,6 +132,7 @@ def validate_artifact(
     previous: Path | None = None,
     max_count_drift: float = 0.5,
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    memory_limit: str = DEFAULT_MEMORY_LIMIT,
 ) -> dict[str, Any]:
     """Run every suite against the artifact at `path`; return the merged result."""
     started = datetime.now(UTC)
@@ -117,7 +144,12 @@ def validate_artifact(
         "suites": {},
         "failures": [],
     }
-    conn = _open(path)
+    spill = tempfile.TemporaryDirectory(prefix="slackquery-validate-")
+    try:
+        conn = _open(path, memory_limit, spill.name)
+    except BaseException:
+        spill.cleanup()
+        raise
     try:
         metadata = _metadata(conn)
         if metadata is None:
@@ -166,7 +198,9 @@ def validate_artifact(
         return result
     finally:
         conn.close()
+        spill.cleanup()
         result["completed_at"] = datetime.now(UTC).isoformat()
+        result["peak_rss_mib"] = peak_rss_mib()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -183,6 +217,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--chunk-rows", type=int, default=DEFAULT_CHUNK_ROWS, help="rows per validated batch"
     )
+    parser.add_argument(
+        "--memory-limit", default=DEFAULT_MEMORY_LIMIT, help="DuckDB memory_limit while checking"
+    )
     parser.add_argument("--output", type=Path, help="write the result JSON here")
     args = parser.parse_args(argv)
     result = validate_artifact(
@@ -190,6 +227,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         previous=args.previous,
         max_count_drift=args.max_count_drift,
         chunk_rows=args.chunk_rows,
+        memory_limit=args.memory_limit,
     )
     if args.output:
         write_json_atomic(args.output, result)

@@ -13,6 +13,9 @@ from dataclasses import dataclass
 import duckdb
 import pandas as pd
 
+# Rows per DuckDB vector: `fetch_df_chunk` hands results over in multiples of it.
+STANDARD_VECTOR_SIZE = 2048
+
 
 @dataclass(frozen=True)
 class Artifact:
@@ -42,16 +45,55 @@ def row_count(conn: duckdb.DuckDBPyConnection, table: str) -> int:
     return int(row[0]) if row else 0
 
 
-def chunks(artifact: Artifact, table: str, select_sql: str) -> Iterator[pd.DataFrame]:
-    """Run `select_sql` once per rowid range of `table` (placeholders $lo and $hi).
+def table_facts(conn: duckdb.DuckDBPyConnection, table: str, extra: str = "") -> dict:
+    """Whole-table facts computed once (row count, signature, any `extra` aggregates).
 
-    Rowid ranges follow the physical order the build wrote, so each chunk is one cheap
-    sequential scan and only `chunk_rows` rows of check columns are in memory at once.
+    They are the same for every row, so they are added to each batch in pandas rather
+    than repeated by SQL: a batch then holds one reference per row, not one string copy.
     """
-    total_row = artifact.conn.execute(f"select max(rowid) from {table}").fetchone()
-    last = total_row[0] if total_row and total_row[0] is not None else -1
-    if last < 0:
-        yield artifact.conn.execute(select_sql, {"lo": 0, "hi": -1}).df()
-        return
-    for lo in range(0, last + 1, artifact.chunk_rows):
-        yield artifact.conn.execute(select_sql, {"lo": lo, "hi": lo + artifact.chunk_rows - 1}).df()
+    cursor = conn.execute(
+        f"select count(*) as table_rows, {signature_sql(table)} as schema_signature"
+        f"{', ' + extra if extra else ''} from {table}"
+    )
+    row = cursor.fetchone()
+    assert row is not None
+    return dict(zip([column[0] for column in cursor.description], row, strict=True))
+
+
+def chunks(
+    artifact: Artifact, select_sql: str, constants: dict | None = None
+) -> Iterator[pd.DataFrame]:
+    """Stream the result of one query over a whole table in batches of `chunk_rows` rows.
+
+    The query runs once (one scan, one hash join, one group-by) and DuckDB hands its
+    result over in vectors as it produces them, so only about `chunk_rows` rows of check
+    columns are in memory at once. `constants` become columns of every batch. A table
+    with no rows gives one empty batch, so its suite still runs.
+    """
+    result = artifact.conn.execute(select_sql)
+    vectors = max(1, -(-artifact.chunk_rows // STANDARD_VECTOR_SIZE))
+    pending: list[pd.DataFrame] = []
+    pending_rows = 0
+    emitted = False
+    while True:
+        frame = result.fetch_df_chunk(vectors)
+        done = frame.empty
+        if not done:
+            pending.append(frame)
+            pending_rows += len(frame)
+        while pending_rows >= artifact.chunk_rows or (done and (pending_rows or not emitted)):
+            merged = (
+                pending[0]
+                if len(pending) == 1
+                else pd.concat(pending, ignore_index=True)
+                if pending
+                else frame
+            )
+            batch = merged.iloc[: artifact.chunk_rows].reset_index(drop=True)
+            rest = merged.iloc[artifact.chunk_rows :]
+            pending = [rest] if len(rest) else []
+            pending_rows = len(rest)
+            yield batch.assign(**(constants or {}))
+            emitted = True
+        if done:
+            return

@@ -1,7 +1,8 @@
 """`document_vectors`: one finite unit vector of the stored dimension per message document.
 
 Vectors never reach pandas: SQL reduces each to its dimension, a finiteness flag and its
-norm error, chunk by chunk, so a million-vector artifact validates in bounded memory.
+norm error in one streamed pass, handed to GX in batches, so a million-vector artifact
+validates in bounded memory.
 """
 
 from collections.abc import Iterator
@@ -10,7 +11,7 @@ import great_expectations as gx
 import great_expectations.expectations as gxe
 import pandas as pd
 
-from expectations.suites import Artifact, chunks, param, signature_sql
+from expectations.suites import Artifact, chunks, param, table_facts
 
 TABLE = "document_vectors"
 ID_COLUMNS = ["document_id"]
@@ -64,17 +65,22 @@ def build_suite() -> gx.ExpectationSuite:
 
 
 def check_frames(artifact: Artifact) -> Iterator[pd.DataFrame]:
-    """Per-vector dimension, finiteness and norm error, one rowid range at a time."""
+    """Per-vector dimension, finiteness and norm error from one streamed query."""
     sql = f"""
-        with vectors as (
+        with duplicate_ids as (
+            select document_id from {TABLE} group by 1 having count(*) > 1
+        ),
+        documents as (
+            select document_id, document_kind from search_documents
+        ),
+        vectors as (
             select
                 document_id,
                 len(embedding) as dimension,
                 embedding is not null
                     and list_count(embedding::float[]) = len(embedding) as is_complete,
                 embedding
-            from document_vectors
-            where rowid between $lo and $hi
+            from {TABLE}
         ),
         measured as (
             select
@@ -83,9 +89,6 @@ def check_frames(artifact: Artifact) -> Iterator[pd.DataFrame]:
                 case when is_complete then array_inner_product(embedding, embedding) end
                     as squared_norm
             from vectors
-        ),
-        duplicate_ids as (
-            select document_id from document_vectors group by 1 having count(*) > 1
         )
         select
             measured.document_id,
@@ -93,11 +96,8 @@ def check_frames(artifact: Artifact) -> Iterator[pd.DataFrame]:
             documents.document_kind,
             measured.dimension,
             coalesce(isfinite(measured.squared_norm), false) as is_finite,
-            abs(sqrt(measured.squared_norm::double) - 1) as norm_error,
-            (select count(*) from document_vectors) as table_rows,
-            {signature_sql(TABLE)} as schema_signature
+            abs(sqrt(measured.squared_norm::double) - 1) as norm_error
         from measured
-        left join search_documents as documents
-            on measured.document_id = documents.document_id
+        left join documents on measured.document_id = documents.document_id
     """
-    yield from chunks(artifact, TABLE, sql)
+    yield from chunks(artifact, sql, table_facts(artifact.conn, TABLE))

@@ -1,7 +1,8 @@
 """`search_documents`: every active document once, indexed, non-blank, vectors as needed.
 
-Checked per chunk with SQL-computed flags: id duplicates, how many vectors each document
-has (one per message, none per thread context), whether the FTS index has it.
+Checked per batch with SQL-computed flags: id duplicates, how many vectors each document
+has (one per message, none per thread context), whether the FTS index has it. One query
+computes them all in a single pass and streams its result in batches.
 """
 
 from collections.abc import Iterator
@@ -10,7 +11,7 @@ import great_expectations as gx
 import great_expectations.expectations as gxe
 import pandas as pd
 
-from expectations.suites import Artifact, chunks, param, signature_sql
+from expectations.suites import Artifact, chunks, param, table_facts
 
 TABLE = "search_documents"
 ID_COLUMNS = ["document_id"]
@@ -73,27 +74,23 @@ def build_suite() -> gx.ExpectationSuite:
 
 
 def check_frames(artifact: Artifact) -> Iterator[pd.DataFrame]:
-    """Per-document flags, one rowid range at a time."""
+    """Per-document flags from one streamed query; table facts computed once."""
     indexed = (
-        "exists (select 1 from fts_main_search_documents.docs as docs "
-        "where docs.name = documents.document_id)"
+        "documents.document_id in (select name from fts_main_search_documents.docs)"
         if artifact.has_fts
         else "false"
     )
+    facts = table_facts(
+        artifact.conn,
+        TABLE,
+        "count(*) filter (where document_kind = 'message') as message_rows",
+    )
     sql = f"""
-        with documents as (
-            select document_id, document_kind, text_display, text_lexical
-            from search_documents
-            where rowid between $lo and $hi
-        ),
-        duplicate_ids as (
-            select document_id from search_documents group by 1 having count(*) > 1
+        with duplicate_ids as (
+            select document_id from {TABLE} group by 1 having count(*) > 1
         ),
         vectors as (
-            select document_id, count(*) as vector_count
-            from document_vectors
-            where document_id in (select document_id from documents)
-            group by 1
+            select document_id, count(*) as vector_count from document_vectors group by 1
         )
         select
             documents.document_id,
@@ -102,12 +99,8 @@ def check_frames(artifact: Artifact) -> Iterator[pd.DataFrame]:
             coalesce(vectors.vector_count, 0) as vector_count,
             {indexed} as is_fts_indexed,
             (trim(coalesce(documents.text_lexical, '')) = ''
-                or trim(coalesce(documents.text_display, '')) = '') as is_blank_text,
-            (select count(*) from search_documents) as table_rows,
-            (select count(*) from search_documents where document_kind = 'message')
-                as message_rows,
-            {signature_sql(TABLE)} as schema_signature
-        from documents
+                or trim(coalesce(documents.text_display, '')) = '') as is_blank_text
+        from {TABLE} as documents
         left join vectors on documents.document_id = vectors.document_id
     """
-    yield from chunks(artifact, TABLE, sql)
+    yield from chunks(artifact, sql, facts)

@@ -24,13 +24,15 @@ import duckdb
 
 from slackquery import __version__, projection
 from slackquery.artifacts import files, fts, history, inputs, schema, validate
-from slackquery.artifacts.files import crash_point
+from slackquery.crash import crash_point
 from slackquery.duckdb_setup import connect
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
 
 # Columns of the state mart copied into the artifact (the contract drops the rest).
 DOCUMENT_COLUMNS = tuple(column.name for column in schema.SEARCH_DOCUMENTS)
+# DuckDB's floating-point codecs, disabled while the candidate is written (see below).
+FLOAT_CODECS = "alp,alprd,chimp,patas"
 
 
 def code_version() -> str:
@@ -84,11 +86,23 @@ def write_candidate(
     """Copy the serving subset from state (`conn`) into a new DuckDB file at `path`."""
     dimension = generation.stored_dimension
     tables = schema.table_columns(dimension)
+    # Embeddings are high-entropy floats: DuckDB's float codec (ALP-RD) spends CPU to
+    # store them in 3.4 to 6.1 bytes per value (measured on 384-d unit vectors; it varies
+    # with the batch) instead of 4. Uncompressed, vectors cost a predictable 4 bytes per
+    # value and less time. The setting is per database instance, so it is restored below.
+    row = conn.execute("select current_setting('disabled_compression_methods')").fetchone()
+    disabled_before = str(row[0]) if row and row[0] else ""
+    conn.execute(
+        "set disabled_compression_methods = ?",
+        [",".join(filter(None, (disabled_before, FLOAT_CODECS)))],
+    )
     conn.execute(f"attach {_sql_string(str(path))} as candidate")
     try:
         for table, key in (
+            # Serving looks documents up by id; the key's index is small next to the text.
             ("search_documents", "document_id"),
-            ("document_vectors", "document_id"),
+            # Vectors are only ever read whole; uniqueness is checked by validation.
+            ("document_vectors", None),
             ("workspaces", None),
             ("channels", None),
             ("users", None),
@@ -99,10 +113,15 @@ def write_candidate(
             f"insert into candidate.search_documents select {', '.join(DOCUMENT_COLUMNS)} "
             "from main.search_documents where is_active order by document_id"
         )
+        # Vectors in two steps, so no hash table ever holds the vectors themselves: first
+        # the state rows to copy (ids only), then one scan of the vectors probing that
+        # small exact table, cast to the fixed-size array on the way. A single join lets
+        # DuckDB's filter estimates pick the vector side as the build side (1.5 GB at 1M
+        # messages), and sorting them by id would spill; serving orders them on load.
         conn.execute(
-            f"""
-            insert into candidate.document_vectors
-            select documents.document_id, vectors.embedding::float[{dimension}]
+            """
+            create or replace temp table artifact_vector_rows as
+            select vectors.rowid as work_row, documents.document_id
             from main.search_documents as documents
             inner join main.embedding_work_items as vectors
                 on documents.document_id = vectors.document_id
@@ -111,10 +130,18 @@ def write_candidate(
                 and documents.document_kind = 'message'
                 and vectors.generation_id = ?
                 and vectors.state = 'succeeded'
-            order by documents.document_id
             """,
             [generation.generation_id],
         )
+        conn.execute(
+            f"""
+            insert into candidate.document_vectors
+            select artifact_vector_rows.document_id, vectors.embedding::float[{dimension}]
+            from main.embedding_work_items as vectors
+            inner join artifact_vector_rows on vectors.rowid = artifact_vector_rows.work_row
+            """
+        )
+        conn.execute("drop table artifact_vector_rows")
         conn.execute(
             """
             insert into candidate.workspaces
@@ -140,6 +167,7 @@ def write_candidate(
         conn.execute(f"insert into candidate.users {_users_select()}")
     finally:
         conn.execute("detach candidate")
+        conn.execute("set disabled_compression_methods = ?", [disabled_before])
 
 
 def seal_candidate(
@@ -258,7 +286,9 @@ def build_artifact(settings: Settings) -> str:
         conn = connect(str(state_path))
         try:
             conn.execute("set memory_limit = ?", [settings.artifact_build_memory_limit])
-            conn.execute("set temp_directory = ?", [str(settings.home / "tmp" / "duckdb")])
+            spill = settings.home / "tmp" / "duckdb"
+            spill.mkdir(parents=True, exist_ok=True)  # DuckDB creates the last level only
+            conn.execute("set temp_directory = ?", [str(spill)])
             conn.execute("set enable_progress_bar = false")
             history.ensure_table(conn)
             history.fail_interrupted(conn)

@@ -10,7 +10,6 @@ import hashlib
 import json
 import os
 import re
-import signal
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,18 +25,6 @@ VALIDATION_SUFFIX = ".validation.json"
 CURRENT_NAME = "current.duckdb"
 LOCK_NAME = ".artifacts.lock"
 BUILD_ID_PATTERN = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{8}-[0-9a-f]{8}$")
-
-CRASH_ENV = "SLACKQUERY_TEST_CRASH_AT"
-
-
-def crash_point(name: str) -> None:
-    """Test hook: SIGKILL this process when SLACKQUERY_TEST_CRASH_AT names this point.
-
-    Crash-safety tests set the variable in a subprocess to prove that dying at each named
-    point leaves the published artifact intact. Unset in normal runs, it does nothing.
-    """
-    if os.environ.get(CRASH_ENV) == name:
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def is_build_id(value: str) -> bool:

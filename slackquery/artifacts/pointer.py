@@ -10,7 +10,7 @@ import uuid
 from pathlib import Path
 
 from slackquery.artifacts import files
-from slackquery.artifacts.files import crash_point
+from slackquery.crash import crash_point
 from slackquery.settings import Settings
 
 TEMP_LINK_PREFIX = ".current.duckdb."

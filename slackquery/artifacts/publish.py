@@ -13,9 +13,9 @@ from typing import Any
 import duckdb
 
 from slackquery.artifacts import files, history, validate
-from slackquery.artifacts.files import crash_point
 from slackquery.artifacts.pointer import current_artifact, current_target, swap_current
 from slackquery.artifacts.retention import apply_retention
+from slackquery.crash import crash_point
 from slackquery.duckdb_setup import connect
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings

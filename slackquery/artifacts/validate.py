@@ -13,8 +13,8 @@ from typing import Any
 import duckdb
 
 from slackquery.artifacts import files
-from slackquery.artifacts.files import crash_point
 from slackquery.artifacts.pointer import current_artifact
+from slackquery.crash import crash_point
 from slackquery.errors import SlackqueryError
 from slackquery.projection import PROJECT_DIR
 from slackquery.settings import Settings

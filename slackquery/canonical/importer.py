@@ -41,6 +41,7 @@ from slackquery.canonical.sources import (
     detect_format,
     iter_jsonl,
 )
+from slackquery.crash import crash_point
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
 
@@ -142,6 +143,7 @@ def import_source(
             warnings=warnings,
         )
         store.drop_stage_tables(connection)
+        crash_point("import_before_commit")
         connection.commit()
     except BaseException:
         connection.rollback()

@@ -7,9 +7,7 @@ held are reclaimed by the next run (at lease expiry, or at once when the owner p
 provably dead), and succeeded items are never claimed again.
 """
 
-import os
 import random
-import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,6 +17,7 @@ from typing import Any
 import duckdb
 import numpy as np
 
+from slackquery.crash import crash_point
 from slackquery.embedding import build_embedder, state
 from slackquery.embedding.base import Embedder
 from slackquery.embedding.errors import RequestRejectedError, TransientEmbeddingError
@@ -27,7 +26,6 @@ from slackquery.settings import Settings
 
 # Test hook for the crash test: SIGKILL this process in the middle of batch N+1 (after
 # its claim is committed and its vectors computed, before they are recorded).
-KILL_AFTER_BATCHES_ENV = "SLACKQUERY_TEST_KILL_AFTER_BATCHES"
 
 Clock = Callable[[], datetime]
 
@@ -228,13 +226,6 @@ class EmbedRun:
         }
 
 
-def _kill_hook(batches_done: int) -> None:
-    """SIGKILL ourselves mid-batch when the crash test asks for it (no-op otherwise)."""
-    limit = os.environ.get(KILL_AFTER_BATCHES_ENV)
-    if limit is not None and batches_done >= int(limit):
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
 def embed_pending(
     settings: Settings,
     *,
@@ -256,7 +247,7 @@ def embed_pending(
 
         def embed_then_maybe_die(claim: state.Claim) -> BatchOutcome:
             outcome = run.embed(claim)
-            _kill_hook(run.tally["batches"])
+            crash_point(f"after_embed_batch_{run.tally['batches']}")
             return outcome
 
         drive_batches(

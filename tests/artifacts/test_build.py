@@ -11,7 +11,8 @@ import pytest
 
 from slackquery import projection
 from slackquery.artifacts import files, history, schema
-from slackquery.artifacts.build import build_artifact
+from slackquery.artifacts.build import build_artifact, write_candidate
+from slackquery.artifacts.inputs import current_generation
 from slackquery.artifacts.publish import current_artifact, publish, rollback
 from slackquery.cli import main
 from slackquery.duckdb_setup import connect
@@ -111,6 +112,71 @@ def test_coverage_gate_refuses_and_names_missing_counts(state_settings: Settings
     assert "pending: 2" in message and "stale_text: 1" in message
     assert "thread_context: 6 active" in message
     assert not any(settings.artifact_path.glob("search-*"))
+
+
+def test_vectors_follow_the_current_text_and_generation_stored_plainly(
+    state_settings: Settings, tmp_path: Path
+) -> None:
+    settings = state_settings
+    generation_id = identity_for(settings).generation_id
+    conn = connect(str(settings.state_path))
+    # Decoys the copy must skip: an old text's vector, another generation's, a failed row.
+    for text_hash, generation, state in (
+        ("old-text", generation_id, "succeeded"),
+        (None, "other-generation", "succeeded"),
+        (None, generation_id, "retryable_failed"),
+    ):
+        conn.execute(
+            "insert into embedding_work_items select document_id, ?, "
+            "coalesce(?, text_hash || '-decoy'), ?, 1, null, null, null, null, null, "
+            "list_transform(embedding, x -> -x), now(), now() "
+            "from embedding_work_items order by document_id limit 5",
+            [generation, text_hash, state],
+        )
+    conn.close()
+
+    conn = connect(str(settings.state_path))
+    try:
+        conn.execute("set disabled_compression_methods = 'bitpacking'")
+        candidate = tmp_path / "candidate.duckdb"
+        write_candidate(conn, candidate, current_generation(settings, conn))
+        # The build's float-codec choice is undone, not the caller's own setting.
+        setting = conn.execute("select current_setting('disabled_compression_methods')")
+        assert setting.fetchone() == ("BitPacking",)
+    finally:
+        conn.close()
+
+    path = files.artifact_file(settings.artifact_path, build_artifact(settings))
+    conn = connect(str(path), read_only=True)
+    try:
+        conn.execute(f"attach '{settings.state_path}' as state (read_only)")
+        matching = conn.execute(
+            """
+            select count(*)
+            from document_vectors as artifact
+            inner join state.search_documents as documents using (document_id)
+            inner join state.embedding_work_items as work
+                on work.document_id = artifact.document_id
+                and work.text_hash = documents.text_hash
+                and work.generation_id = ?
+                and work.state = 'succeeded'
+            where artifact.embedding = work.embedding::float[8]
+            """,
+            [generation_id],
+        ).fetchone()
+        codecs = conn.execute(
+            "select distinct compression from pragma_storage_info('document_vectors') "
+            "where column_name = 'embedding' and segment_type = 'FLOAT'"
+        ).fetchall()
+        keys = conn.execute(
+            "select table_name from duckdb_constraints() "
+            "where constraint_type = 'PRIMARY KEY' and database_name = current_database()"
+        ).fetchall()
+    finally:
+        conn.close()
+    assert matching == (59,)  # every vector is the current one, none of the decoys
+    assert not {codec for (codec,) in codecs} & {"ALP", "ALPRD", "Chimp", "Patas"}
+    assert keys == [("search_documents",)]  # serving looks documents up by id
 
 
 def test_failing_suite_marks_build_failed_with_sample_ids(state_settings: Settings) -> None:

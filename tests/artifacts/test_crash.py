@@ -15,6 +15,7 @@ from slackquery.artifacts import files, history, validate
 from slackquery.artifacts.build import build_artifact
 from slackquery.artifacts.publish import current_artifact, publish
 from slackquery.commands.artifacts import list_artifacts
+from slackquery.crash import CRASH_ENV
 from slackquery.duckdb_setup import connect
 from slackquery.settings import Settings
 from tests.artifacts.conftest import pipeline_env
@@ -31,7 +32,7 @@ select
 
 
 def _cli(settings: Settings, crash_at: str, *args: str) -> int:
-    env = {**os.environ, **pipeline_env(settings.home), files.CRASH_ENV: crash_at}
+    env = {**os.environ, **pipeline_env(settings.home), CRASH_ENV: crash_at}
     process = subprocess.run(
         [sys.executable, "-m", "slackquery.cli", *args],
         cwd=PROJECT_DIR,

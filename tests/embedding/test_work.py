@@ -13,8 +13,9 @@ import duckdb
 import numpy as np
 
 from slackquery.cli import main
+from slackquery.crash import CRASH_ENV
 from slackquery.embedding import build_embedder, state
-from slackquery.embedding.work import KILL_AFTER_BATCHES_ENV, embed_pending
+from slackquery.embedding.work import embed_pending
 from slackquery.settings import Settings
 from tests.embedding.documents import (
     create_state_db,
@@ -95,7 +96,7 @@ def test_sigkill_mid_batch_resumes_without_loss_or_rework(
         **os.environ,
         "SLACKQUERY_HOME": str(settings.home),
         "SLACKQUERY_EMBEDDING_BATCH_SIZE": "8",
-        KILL_AFTER_BATCHES_ENV: "3",
+        CRASH_ENV: "after_embed_batch_3",
     }
     killed = subprocess.run(
         [sys.executable, "-m", "slackquery.cli", "embed", "--json", "--engine", "plain"],

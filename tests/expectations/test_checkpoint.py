@@ -77,6 +77,14 @@ DAMAGE: dict[str, tuple[str, set[tuple[str, str]]]] = {
             ("fts_main_search_documents", "the index holds every document"),
         },
     ),
+    "duplicate_vector": (
+        "insert into document_vectors select * from document_vectors where document_id = "
+        "(select min(document_id) from document_vectors)",
+        {
+            ("document_vectors", "one vector per document"),
+            ("search_documents", "every message document has exactly one vector"),
+        },
+    ),
     "wrong_count": (
         "update artifact_metadata set document_count = document_count + 1",
         {
