@@ -1,18 +1,26 @@
 """Benchmark of the dbt projection: full run, then an incremental run after 1% of messages change.
 
-Fills a canonical DuckDB with N synthetic messages straight from SQL (channels, users,
-threads, mentions, links, code, bots, deletions, joins), projects it with
-`slackquery project`, changes the text and payload hash of 1% of the messages, and
-projects again. Each projection runs in a child process so its peak memory (RSS of the
-process tree, sampled every 50 ms) is its own. Targets at 1,000,000 messages on the
+The canonical store comes from one of three places: N synthetic messages filled straight
+from SQL (the default: channels, users, threads, mentions, links, code, bots, deletions,
+joins; seconds to make), the sample workspace (`--sample`: `slackquery sample` then
+`slackquery import`, so the texts are the generator's real mrkdwn; about a minute per
+million messages), or a copy of an existing canonical DB (`--canonical PATH`). The
+benchmark projects it with `slackquery project`, changes the text and payload hash of 1%
+of the messages, and projects again. Each projection runs in a child process so its peak
+memory (RSS of the process tree, sampled every 50 ms) and CPU time are its own; the
+per-model times come from dbt's run_results.json. The machine is often shared, so the
+load average is reported next to every time. Targets at 1,000,000 messages on the
 2-core reference machine: full <= 90 s, incremental <= 15 s.
 
-    python -m benchmarks.project_bench --messages 100000 [--home DIR] [--with-tests] [--json]
+    python -m benchmarks.project_bench --messages 100000 [--sample | --canonical PATH]
+        [--home DIR] [--with-tests] [--json]
 """
 
 import argparse
 import json
 import os
+import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -122,6 +130,15 @@ def fill_canonical(path: Path, messages: int, *, channels: int = 200, users: int
         connection.close()
 
 
+def _count_messages(path: Path) -> int:
+    """Messages in a canonical DB."""
+    connection = duckdb.connect(str(path), read_only=True)
+    try:
+        return connection.execute("select count(*) from messages").fetchone()[0]
+    finally:
+        connection.close()
+
+
 def change_messages(path: Path, fraction: float) -> int:
     """Edit `fraction` of the messages (new text, payload hash, change time); return how many."""
     connection = duckdb.connect(str(path))
@@ -152,6 +169,8 @@ def run_projection(home: Path, *, full_refresh: bool, with_tests: bool) -> dict:
     environment = {**os.environ, "SLACKQUERY_HOME": str(home)}
     for name in ("CANONICAL_DB", "STATE_DB", "LOG_DIR", "ARTIFACT_DIR"):
         environment.pop(f"SLACKQUERY_{name}", None)
+    load_before = os.getloadavg()[0]
+    cpu_before = _children_cpu_s()
     started = time.perf_counter()
     child = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment
@@ -162,12 +181,57 @@ def run_projection(home: Path, *, full_refresh: bool, with_tests: bool) -> dict:
     if child.returncode != 0:
         raise SystemExit(f"projection failed: {stderr.decode('utf-8', 'replace').strip()}")
     result = json.loads(stdout)
+    models_s, model_times = _run_results(home / "dbt" / "target" / "run_results.json")
     return {
         "wall_s": round(elapsed, 2),
         "dbt_s": result["elapsed_s"],
+        "models_s": models_s,
+        "cpu_s": round(_children_cpu_s() - cpu_before, 2),
         "peak_rss_mib": round(peak.value / 2**20, 1),
+        "load_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+        "model_s": model_times,
         "documents": result["documents"],
     }
+
+
+def _children_cpu_s() -> float:
+    """User + system CPU seconds of this process's finished children so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _run_results(path: Path) -> tuple[float, dict[str, float]]:
+    """dbt's own time for the node phase and each model's, from run_results.json."""
+    results = json.loads(path.read_text(encoding="utf-8"))
+    models = {
+        result["unique_id"].rsplit(".", 1)[-1]: round(result["execution_time"], 2)
+        for result in results["results"]
+        if result["unique_id"].startswith("model.")
+    }
+    return round(results["elapsed_time"], 2), models
+
+
+def make_sample_canonical(home: Path, messages: int) -> dict:
+    """The sample workspace as a canonical DB in `home`: `slackquery sample` + `import`."""
+    environment = {**os.environ, "SLACKQUERY_HOME": str(home)}
+    for name in ("CANONICAL_DB", "STATE_DB", "LOG_DIR", "ARTIFACT_DIR"):
+        environment.pop(f"SLACKQUERY_{name}", None)
+    export = home / "sample-export.zip"
+    times = {}
+    for step, arguments in (
+        ("sample_s", ["sample", "--messages", str(messages), "--out", str(export), "--json"]),
+        ("import_s", ["import", str(export), "--json"]),
+    ):
+        started = time.perf_counter()
+        subprocess.run(
+            [sys.executable, "-m", "slackquery.cli", *arguments],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            env=environment,
+        )
+        times[step] = round(time.perf_counter() - started, 2)
+    export.unlink()
+    return times
 
 
 class _Peak:
@@ -198,7 +262,16 @@ def _watch_peak_rss(child: subprocess.Popen) -> _Peak:
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print its figures."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--messages", type=int, default=100_000, help="synthetic messages")
+    parser.add_argument("--messages", type=int, default=100_000, help="messages to make")
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument(
+        "--sample",
+        action="store_true",
+        help="make the canonical DB with the sample generator and importer (real mrkdwn)",
+    )
+    source.add_argument(
+        "--canonical", type=Path, help="start from a copy of this canonical DB instead"
+    )
     parser.add_argument("--change", type=float, default=0.01, help="fraction edited")
     parser.add_argument("--home", type=Path, help="SLACKQUERY_HOME to use (default: a temp dir)")
     parser.add_argument(
@@ -213,18 +286,24 @@ def main(argv: list[str] | None = None) -> int:
         for stale in (canonical, home / "state.duckdb"):
             stale.unlink(missing_ok=True)
         started = time.perf_counter()
-        fill_canonical(canonical, args.messages)
-        figures: dict = {
-            "messages": args.messages,
-            "cpu_count": os.cpu_count(),
-            "generate_s": round(time.perf_counter() - started, 2),
-            "with_tests": args.with_tests,
-        }
+        figures: dict = {"source": "synthetic", "cpu_count": os.cpu_count()}
+        if args.canonical:
+            shutil.copyfile(args.canonical, canonical)
+            figures["source"] = str(args.canonical)
+        elif args.sample:
+            figures.update(make_sample_canonical(home, args.messages), source="sample")
+        else:
+            fill_canonical(canonical, args.messages)
+        figures["generate_s"] = round(time.perf_counter() - started, 2)
+        figures["messages"] = _count_messages(canonical)
+        figures["with_tests"] = args.with_tests
         figures["full"] = run_projection(home, full_refresh=True, with_tests=args.with_tests)
         figures["changed_messages"] = change_messages(canonical, args.change)
         figures["incremental"] = run_projection(
             home, full_refresh=False, with_tests=args.with_tests
         )
+        figures["canonical_mib"] = round(canonical.stat().st_size / 2**20, 1)
+        figures["state_mib"] = round((home / "state.duckdb").stat().st_size / 2**20, 1)
     if args.json:
         json.dump(figures, sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -232,12 +311,16 @@ def main(argv: list[str] | None = None) -> int:
         for phase in ("full", "incremental"):
             run = figures[phase]
             sys.stdout.write(
-                f"{phase:<12} {run['wall_s']:>8.2f} s wall  {run['dbt_s']:>8.2f} s project()  "
-                f"{run['peak_rss_mib']:>8.1f} MiB peak RSS\n"
+                f"{phase:<12} {run['wall_s']:>7.2f} s wall  {run['dbt_s']:>7.2f} s project()  "
+                f"{run['models_s']:>7.2f} s models  {run['cpu_s']:>7.2f} s CPU  "
+                f"{run['peak_rss_mib']:>7.1f} MiB peak RSS  "
+                f"load {run['load_1m'][0]:.2f}->{run['load_1m'][1]:.2f}\n"
+                f"{'':<12} {json.dumps(run['model_s'])}\n"
             )
         sys.stdout.write(
-            f"{figures['messages']} messages, {figures['changed_messages']} changed, "
-            f"generated in {figures['generate_s']} s\n"
+            f"{figures['messages']} messages ({figures['source']}), "
+            f"{figures['changed_messages']} changed, made in {figures['generate_s']} s; "
+            f"canonical {figures['canonical_mib']} MiB, state {figures['state_mib']} MiB\n"
         )
     return 0
 

@@ -194,25 +194,49 @@ threads_placed as (
 
     ),
 
+    {#- Split by kind so each comparison joins the narrow previous rows of its
+        kind (the hash table) to the current rows streaming past, instead of
+        building a table of every current full row. -#}
+    previous_messages as (
+
+        select *
+        from previous
+        where document_id not like 'thread:%'
+
+    ),
+
+    previous_threads as (
+
+        select *
+        from previous
+        where document_id like 'thread:%'
+
+    ),
+
     messages_to_project as (
 
         select messages_placed.*
         from messages_placed
-        left join previous
-            on messages_placed.message_id = previous.document_id
+        left join previous_messages
+            on messages_placed.message_id = previous_messages.document_id
         where
-            previous.document_id is null
-            or previous.payload_hash <> messages_placed.payload_hash
-            or previous.text_display <> messages_placed.text_display
-            or previous.author_name <> messages_placed.author_name
-            or previous.channel_name <> messages_placed.channel_name
-            or previous.conversation_type <> messages_placed.conversation_type
-            or previous.workspace_name <> messages_placed.workspace_name
-            or previous.workspace_slug <> messages_placed.workspace_slug
-            or previous.workspace_url <> messages_placed.workspace_url
-            or previous.thread_id is distinct from messages_placed.thread_id
-            or previous.thread_root_id <> messages_placed.thread_root_id
-            or previous.is_active <> messages_placed.is_active
+            previous_messages.document_id is null
+            or previous_messages.payload_hash <> messages_placed.payload_hash
+            or previous_messages.text_display <> messages_placed.text_display
+            or previous_messages.author_name <> messages_placed.author_name
+            or previous_messages.channel_name <> messages_placed.channel_name
+            or previous_messages.conversation_type
+            <> messages_placed.conversation_type
+            or previous_messages.workspace_name
+            <> messages_placed.workspace_name
+            or previous_messages.workspace_slug
+            <> messages_placed.workspace_slug
+            or previous_messages.workspace_url <> messages_placed.workspace_url
+            or previous_messages.thread_id
+            is distinct from messages_placed.thread_id
+            or previous_messages.thread_root_id
+            <> messages_placed.thread_root_id
+            or previous_messages.is_active <> messages_placed.is_active
 
     ),
 
@@ -220,20 +244,22 @@ threads_placed as (
 
         select threads_placed.*
         from threads_placed
-        left join previous
-            on 'thread:' || threads_placed.thread_id = previous.document_id
+        left join previous_threads
+            on 'thread:' || threads_placed.thread_id
+            = previous_threads.document_id
         where
-            previous.document_id is null
-            or previous.text_hash <> threads_placed.text_hash
-            or previous.payload_hash <> threads_placed.payload_hash
-            or previous.author_name <> threads_placed.author_name
-            or previous.channel_name <> threads_placed.channel_name
-            or previous.conversation_type <> threads_placed.conversation_type
-            or previous.workspace_name <> threads_placed.workspace_name
-            or previous.workspace_slug <> threads_placed.workspace_slug
-            or previous.workspace_url <> threads_placed.workspace_url
-            or previous.thread_root_id <> threads_placed.thread_root_id
-            or previous.is_active <> threads_placed.is_active
+            previous_threads.document_id is null
+            or previous_threads.text_hash <> threads_placed.text_hash
+            or previous_threads.payload_hash <> threads_placed.payload_hash
+            or previous_threads.author_name <> threads_placed.author_name
+            or previous_threads.channel_name <> threads_placed.channel_name
+            or previous_threads.conversation_type
+            <> threads_placed.conversation_type
+            or previous_threads.workspace_name <> threads_placed.workspace_name
+            or previous_threads.workspace_slug <> threads_placed.workspace_slug
+            or previous_threads.workspace_url <> threads_placed.workspace_url
+            or previous_threads.thread_root_id <> threads_placed.thread_root_id
+            or previous_threads.is_active <> threads_placed.is_active
 
     ),
 
