@@ -2,7 +2,6 @@
 
 import argparse
 
-from serving.server import run_http, run_stdio
 from slackquery.settings import Settings
 
 
@@ -25,6 +24,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Run until interrupted."""
+    # Imported here, not at the top: the MCP SDK would cost every CLI start ~0.3 s.
+    from serving.server import run_http, run_stdio
+
     if args.stdio:
         run_stdio(settings)
     else:

@@ -15,9 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-
 from slackquery.evaluation.metrics import MRR_K, NDCG_K, RECALL_KS, summarize
 
 DEFAULT_CONFIG = "default"
@@ -305,6 +302,10 @@ def write_plot(evaluation: Evaluation, path: Path, *, split: str = "all") -> Non
         recall.append(summary["recall@10"] or 0.0)
         mrr.append(summary[f"mrr@{MRR_K}"] or 0.0)
         marked.append(group.is_default and group.mode == "hybrid")
+    # matplotlib is imported only when a plot is drawn: it costs every CLI start ~0.3 s.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     figure = Figure(figsize=(max(6.0, 0.55 * len(labels) + 2), 4.8), layout="constrained")
     FigureCanvasAgg(figure)
     axes = figure.add_subplot()
