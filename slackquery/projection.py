@@ -17,6 +17,7 @@ from typing import Any
 import duckdb
 import yaml
 
+from slackquery.crash import crash_point
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
 
@@ -200,11 +201,20 @@ def _invoke_dbt(args: list[str], display: _Progress | None) -> Any:
     """Run dbt in this process; release its DuckDB handles before returning."""
     from dbt.cli.main import dbtRunner
 
-    runner = dbtRunner(callbacks=[display] if display is not None else [])
+    callbacks: list[Any] = [_crash_after_a_node]
+    if display is not None:
+        callbacks.append(display)
+    runner = dbtRunner(callbacks=callbacks)
     try:
         return runner.invoke(args)
     finally:
         _close_dbt_duckdb()
+
+
+def _crash_after_a_node(event: Any) -> None:
+    """Crash-test hook: die once a dbt node has finished, leaving later models stale."""
+    if event.info.name == "NodeFinished":
+        crash_point("dbt_node_finished")
 
 
 def _close_dbt_duckdb() -> None:

@@ -1,8 +1,9 @@
 {#
     One thread context per thread. Incremental: each run fingerprints every
-    thread's members (ids, payload hashes, author names, display text hashes)
-    and renders again only threads whose fingerprint changed, so editing one
-    reply re-renders one thread.
+    thread's members (ids, payload hashes, author names, display text hashes,
+    active flags) and renders again only threads whose fingerprint changed, so
+    editing one reply re-renders one thread and a deletion (which keeps the
+    payload hash) drops the message from its thread context.
 #}
 {{
     config(
@@ -48,7 +49,7 @@ thread_fingerprints as (
         md5(
             string_agg(
                 message_id || '|' || payload_hash || '|' || author_name
-                || '|' || md5(text_display),
+                || '|' || md5(text_display) || '|' || is_active::varchar,
                 '|'
                 order by ts_us, message_id
             )

@@ -116,3 +116,24 @@ def test_full_refresh_matches_incremental_state(projected: Projected) -> None:
     before = documents(projected.settings)
     project(projected.settings, full_refresh=True, tests=False)
     assert documents(projected.settings) == before
+
+
+def test_deleted_reply_leaves_its_thread_context(projected: Projected, tmp_path: Path) -> None:
+    """A re-import tombstones a vanished reply without changing its payload hash."""
+    settings = copy_projection(projected, tmp_path / "home")
+    assert EDITED_REPLY in documents(settings)[THREAD_CONTEXT]["message_ids"]
+    connection = duckdb.connect(str(settings.canonical_path))
+    try:
+        connection.execute(
+            "update messages set is_deleted = true, last_changed_at = now() "
+            "where message_key = ?",
+            [EDITED_REPLY],
+        )
+    finally:
+        connection.close()
+
+    project(settings, tests=False)
+    after = documents(settings)
+    assert not after[EDITED_REPLY]["is_active"]
+    assert EDITED_REPLY not in after[THREAD_CONTEXT]["message_ids"]
+    assert "Annie:" not in after[THREAD_CONTEXT]["text_display"]
