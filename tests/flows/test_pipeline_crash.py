@@ -1,0 +1,115 @@
+"""SIGKILL during import and during projection, then `reconcile`: nothing lost, same result.
+
+The artifact and embedding steps have their own crash tests (tests/artifacts/test_crash.py,
+tests/embedding/test_work.py). This one covers the steps in front of them with the real
+pipeline on a small sample workspace: a killed import leaves the canonical store exactly
+as it was, a projection killed between dbt models leaves state that the next run repairs,
+the published artifact stays current and valid throughout, and the next reconcile
+publishes the same artifact content as a run that was never interrupted.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from flows.reconcile import reconcile
+from slackquery.artifacts import files, validate
+from slackquery.artifacts.publish import current_artifact
+from slackquery.canonical.importer import import_source
+from slackquery.crash import CRASH_ENV
+from slackquery.duckdb_setup import connect
+from slackquery.sample import generate_sample
+from slackquery.settings import Settings, get_settings
+
+ROOT = Path(__file__).resolve().parents[2]
+CANONICAL_DIGEST_SQL = """
+select count(*), md5(string_agg(message_key || payload_hash || is_deleted::varchar, '|'
+    order by message_key))
+from messages
+"""
+ARTIFACT_CONTENT_SQL = """
+select
+    (select md5(string_agg(document_id || text_lexical || permalink, '|' order by document_id))
+        from search_documents),
+    (select md5(string_agg(document_id || embedding::varchar, '|' order by document_id))
+        from document_vectors),
+    (select source_watermark || generation_id || document_count from artifact_metadata)
+"""
+
+
+def _use_home(monkeypatch: pytest.MonkeyPatch, home: Path) -> Settings:
+    monkeypatch.setenv("SLACKQUERY_HOME", str(home))
+    return get_settings()
+
+
+def _killed(home: Path, crash_at: str, *args: str) -> int:
+    """Run `slackquery ARGS` in a subprocess that SIGKILLs itself at `crash_at`."""
+    env = {**os.environ, "SLACKQUERY_HOME": str(home), CRASH_ENV: crash_at}
+    process = subprocess.run(
+        [sys.executable, "-m", "slackquery.cli", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    return process.returncode
+
+
+def _query_one(path: Path, sql: str) -> tuple:
+    connection = connect(str(path), read_only=True)
+    try:
+        row = connection.execute(sql).fetchone()
+    finally:
+        connection.close()
+    assert row is not None
+    return row
+
+
+def _assert_current_intact(settings: Settings, build_id: str) -> None:
+    current = current_artifact(settings)
+    assert current is not None and files.build_id_of(current) == build_id
+    validate.verify_sealed(settings.artifact_path.resolve(), build_id, current)
+
+
+@pytest.mark.slow
+def test_kills_during_import_and_projection_then_reconcile_matches_uninterrupted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first_export = generate_sample(tmp_path / "week1.zip", messages=300)["path"]
+    second_export = generate_sample(tmp_path / "week2.zip", messages=360)["path"]
+
+    # The interrupted history: publish week 1, then die while importing and projecting week 2.
+    home = tmp_path / "interrupted"
+    settings = _use_home(monkeypatch, home)
+    import_source(settings, Path(first_export), workspace_slug="fjordline")
+    published = reconcile()
+    assert published["status"] == "published"
+
+    before = _query_one(settings.canonical_path, CANONICAL_DIGEST_SQL)
+    assert _killed(home, "import_before_commit", "import", second_export) == -signal.SIGKILL
+    assert _query_one(settings.canonical_path, CANONICAL_DIGEST_SQL) == before
+    _assert_current_intact(settings, published["build_id"])
+
+    import_source(settings, Path(second_export), workspace_slug="fjordline")
+    assert _killed(home, "dbt_node_finished", "project") == -signal.SIGKILL
+    _assert_current_intact(settings, published["build_id"])
+
+    recovered = reconcile()
+    assert recovered["status"] == "published"
+    assert recovered["build_id"] != published["build_id"]
+
+    # The same inputs, never interrupted.
+    clean = _use_home(monkeypatch, tmp_path / "uninterrupted")
+    import_source(clean, Path(first_export), workspace_slug="fjordline")
+    import_source(clean, Path(second_export), workspace_slug="fjordline")
+    assert reconcile()["status"] == "published"
+
+    assert _query_one(current_artifact(settings), ARTIFACT_CONTENT_SQL) == _query_one(
+        current_artifact(clean), ARTIFACT_CONTENT_SQL
+    )
