@@ -1,6 +1,9 @@
 """Docs that must stay in step with the code (datasette's habit of testing its docs)."""
 
+import re
 from pathlib import Path
+
+import yaml
 
 from slackquery.cli import build_parser
 from slackquery.commands.show_settings import markdown_reference
@@ -21,3 +24,14 @@ def test_readme_mentions_every_subcommand() -> None:
     subcommands = build_parser()._subparsers._group_actions[0].choices
     missing = [name for name in subcommands if f"slackquery {name}" not in readme]
     assert not missing, f"README does not show: {missing}"
+
+
+def test_every_dbt_macro_is_documented() -> None:
+    defined = {
+        match.group(1)
+        for path in (ROOT / "macros").rglob("*.sql")
+        for match in re.finditer(r"{%-?\s*macro\s+(\w+)\(", path.read_text(encoding="utf-8"))
+    }
+    documented = yaml.safe_load((ROOT / "macros" / "_macros.yml").read_text(encoding="utf-8"))
+    described = {macro["name"] for macro in documented["macros"] if macro.get("description")}
+    assert defined == described
