@@ -125,8 +125,7 @@ def test_deleted_reply_leaves_its_thread_context(projected: Projected, tmp_path:
     connection = duckdb.connect(str(settings.canonical_path))
     try:
         connection.execute(
-            "update messages set is_deleted = true, last_changed_at = now() "
-            "where message_key = ?",
+            "update messages set is_deleted = true, last_changed_at = now() where message_key = ?",
             [EDITED_REPLY],
         )
     finally:
