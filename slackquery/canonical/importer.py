@@ -155,6 +155,7 @@ def import_source(
     elapsed = time.perf_counter() - started_clock
     report["duration_s"] = round(elapsed, 3)
     report["messages_per_s"] = round(staged.messages_staged / elapsed, 1) if elapsed else None
+    report["store"] = store.summarize(db_path)
     return report
 
 

@@ -6,7 +6,7 @@ runs inside the caller's single transaction, so a failed import leaves no trace.
 """
 
 import contextlib
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -340,3 +340,32 @@ def _scalar(
 ) -> int:
     row = connection.execute(sql, parameters or {}).fetchone()
     return int(row[0]) if row and row[0] is not None else 0
+
+
+STORE_SUMMARY_SQL = """
+select
+    (select count(*) from workspaces),
+    (select count(*) from channels),
+    (select count(*) from users),
+    count(*) filter (where not is_deleted),
+    count(*) filter (where not is_deleted and is_thread_parent),
+    min(ts_us) filter (where not is_deleted),
+    max(ts_us) filter (where not is_deleted)
+from messages
+"""
+
+
+def summarize(path: Path) -> dict[str, Any]:
+    """What the whole store holds: workspaces, channels, users, messages, threads, dates."""
+    connection = duckdb.connect(str(path), read_only=True)
+    try:
+        row = connection.execute(STORE_SUMMARY_SQL).fetchone()
+    finally:
+        connection.close()
+    assert row is not None
+    first, last = (
+        datetime.fromtimestamp(value / 1_000_000, UTC).date().isoformat() if value else None
+        for value in row[5:7]
+    )
+    keys = ("workspaces", "channels", "users", "messages", "threads")
+    return {**dict(zip(keys, row[:5], strict=True)), "first_date": first, "last_date": last}

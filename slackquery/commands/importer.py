@@ -72,6 +72,12 @@ def render(report: dict[str, Any]) -> str:
         lines.append(f"  skipped {report['messages_skipped']:,} message(s)")
     if not report["changed"]:
         lines.append("  no changes (already imported)")
+    held = report["store"]
+    lines.append(
+        f"store now holds {held['workspaces']} workspace(s), {held['channels']:,} channels, "
+        f"{held['users']:,} users, {held['messages']:,} messages in {held['threads']:,} "
+        f"threads, {held['first_date']} to {held['last_date']}"
+    )
     if report["warning_count"]:
         lines.append(f"warnings: {report['warning_count']:,}")
         lines.extend(f"  {item['file']}: {item['problem']}" for item in report["warnings"][:20])

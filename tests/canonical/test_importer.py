@@ -1,5 +1,6 @@
 """The importer end to end: formats, columns, idempotence, incremental updates, tombstones."""
 
+import datetime as dt
 import json
 from pathlib import Path
 
@@ -239,3 +240,22 @@ def test_cli_prints_json_report(
     assert report["counts"]["messages"]["inserted"] == 10
     assert main(["import", str(export_zip)]) == 0
     assert "no changes (already imported)" in capsys.readouterr().out
+
+
+def test_report_summarises_the_whole_store(settings: Settings, export_zip: Path) -> None:
+    held = import_source(settings, export_zip)["store"]
+    (messages, threads, first_us, last_us) = query(
+        settings.canonical_path,
+        "select count(*) filter (where not is_deleted), "
+        "count(*) filter (where not is_deleted and is_thread_parent), min(ts_us), max(ts_us) "
+        "from messages",
+    )[0]
+    assert held["workspaces"] == 1 and held["messages"] == messages > 0
+    assert held["threads"] == threads > 0
+    assert held["users"] == query(settings.canonical_path, "select count(*) from users")[0][0]
+    assert held["channels"] == query(settings.canonical_path, "select count(*) from channels")[0][0]
+    assert (held["first_date"], held["last_date"]) == (_utc_date(first_us), _utc_date(last_us))
+
+
+def _utc_date(ts_us: int) -> str:
+    return dt.datetime.fromtimestamp(ts_us / 1_000_000, dt.UTC).date().isoformat()
