@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import duckdb
+import great_expectations.expectations as gxe
 import pandas as pd
 
 # Rows per DuckDB vector: `fetch_df_chunk` hands results over in multiples of it.
@@ -29,6 +30,25 @@ class Artifact:
 def param(name: str) -> dict[str, str]:
     """A GX expectation parameter reference."""
     return {"$PARAMETER": name}
+
+
+def matches_contract(table: str, detail: str = "") -> gxe.ExpectColumnValuesToBeInSet:
+    """The table's columns and types are the contract's, in its order (schema.py)."""
+    return gxe.ExpectColumnValuesToBeInSet(
+        column="schema_signature",
+        value_set=param(f"signature_{table}"),
+        description=f"columns and types in contract order{detail}",
+    )
+
+
+def equals_metadata(column: str, count: str, what: str) -> gxe.ExpectColumnValuesToBeBetween:
+    """A whole-table count (`column` of every batch row) equals artifact_metadata's `count`."""
+    return gxe.ExpectColumnValuesToBeBetween(
+        column=column,
+        min_value=param(count),
+        max_value=param(count),
+        description=f"{what} equals artifact_metadata.{count}",
+    )
 
 
 def signature_sql(table: str) -> str:

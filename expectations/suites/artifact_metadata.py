@@ -11,7 +11,7 @@ import great_expectations as gx
 import great_expectations.expectations as gxe
 import pandas as pd
 
-from expectations.suites import Artifact, param, signature_sql
+from expectations.suites import Artifact, matches_contract, param, signature_sql
 
 TABLE = "artifact_metadata"
 ID_COLUMNS = ["build_id"]
@@ -23,11 +23,7 @@ def build_suite() -> gx.ExpectationSuite:
     suite = gx.ExpectationSuite(name=TABLE)
     for expectation in (
         gxe.ExpectTableRowCountToEqual(value=1, description="exactly one metadata row"),
-        gxe.ExpectColumnValuesToBeInSet(
-            column="schema_signature",
-            value_set=param(f"signature_{TABLE}"),
-            description="columns and types in contract order",
-        ),
+        matches_contract(TABLE),
         gxe.ExpectColumnValuesToMatchRegex(
             column="build_id",
             regex=r"^\d{8}T\d{6}Z-[0-9a-f]{8}-[0-9a-f]{8}$",

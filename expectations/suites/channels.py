@@ -6,7 +6,7 @@ import great_expectations as gx
 import great_expectations.expectations as gxe
 import pandas as pd
 
-from expectations.suites import Artifact, param, signature_sql
+from expectations.suites import Artifact, matches_contract, param, signature_sql
 
 TABLE = "channels"
 ID_COLUMNS = ["workspace_id", "channel_id"]
@@ -18,11 +18,7 @@ def build_suite() -> gx.ExpectationSuite:
     suite = gx.ExpectationSuite(name=TABLE)
     for expectation in (
         gxe.ExpectTableRowCountToBeBetween(min_value=1, description="at least one channel"),
-        gxe.ExpectColumnValuesToBeInSet(
-            column="schema_signature",
-            value_set=param(f"signature_{TABLE}"),
-            description="columns and types in contract order",
-        ),
+        matches_contract(TABLE),
         gxe.ExpectColumnValuesToNotBeNull(column="channel_id", description="ids non-null"),
         gxe.ExpectCompoundColumnsToBeUnique(
             column_list=ID_COLUMNS, description="one row per workspace and channel"

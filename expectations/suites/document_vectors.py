@@ -11,7 +11,14 @@ import great_expectations as gx
 import great_expectations.expectations as gxe
 import pandas as pd
 
-from expectations.suites import Artifact, chunks, param, table_facts
+from expectations.suites import (
+    Artifact,
+    chunks,
+    equals_metadata,
+    matches_contract,
+    param,
+    table_facts,
+)
 
 TABLE = "document_vectors"
 ID_COLUMNS = ["document_id"]
@@ -21,17 +28,8 @@ def build_suite() -> gx.ExpectationSuite:
     """Expectations over one row per vector."""
     suite = gx.ExpectationSuite(name=TABLE)
     for expectation in (
-        gxe.ExpectColumnValuesToBeInSet(
-            column="schema_signature",
-            value_set=param(f"signature_{TABLE}"),
-            description="columns and types in contract order (FLOAT[stored dimension])",
-        ),
-        gxe.ExpectColumnValuesToBeBetween(
-            column="table_rows",
-            min_value=param("vector_count"),
-            max_value=param("vector_count"),
-            description="row count equals artifact_metadata.vector_count",
-        ),
+        matches_contract(TABLE, " (FLOAT[stored dimension])"),
+        equals_metadata("table_rows", "vector_count", "row count"),
         gxe.ExpectColumnValuesToNotBeNull(column="document_id", description="ids are non-null"),
         gxe.ExpectColumnValuesToBeInSet(
             column="is_duplicate_id", value_set=[False], description="one vector per document"

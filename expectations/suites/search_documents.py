@@ -11,7 +11,14 @@ import great_expectations as gx
 import great_expectations.expectations as gxe
 import pandas as pd
 
-from expectations.suites import Artifact, chunks, param, table_facts
+from expectations.suites import (
+    Artifact,
+    chunks,
+    equals_metadata,
+    matches_contract,
+    param,
+    table_facts,
+)
 
 TABLE = "search_documents"
 ID_COLUMNS = ["document_id"]
@@ -22,17 +29,8 @@ def build_suite() -> gx.ExpectationSuite:
     """Expectations over one row per document."""
     suite = gx.ExpectationSuite(name=TABLE)
     for expectation in (
-        gxe.ExpectColumnValuesToBeInSet(
-            column="schema_signature",
-            value_set=param(f"signature_{TABLE}"),
-            description="columns and types in contract order",
-        ),
-        gxe.ExpectColumnValuesToBeBetween(
-            column="table_rows",
-            min_value=param("document_count"),
-            max_value=param("document_count"),
-            description="row count equals artifact_metadata.document_count",
-        ),
+        matches_contract(TABLE),
+        equals_metadata("table_rows", "document_count", "row count"),
         gxe.ExpectColumnValuesToBeBetween(
             column="message_rows",
             min_value=param("message_count"),

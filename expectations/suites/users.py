@@ -6,7 +6,7 @@ import great_expectations as gx
 import great_expectations.expectations as gxe
 import pandas as pd
 
-from expectations.suites import Artifact, param, signature_sql
+from expectations.suites import Artifact, matches_contract, signature_sql
 
 TABLE = "users"
 ID_COLUMNS = ["workspace_id", "user_id"]
@@ -16,11 +16,7 @@ def build_suite() -> gx.ExpectationSuite:
     """Expectations over the user listing."""
     suite = gx.ExpectationSuite(name=TABLE)
     for expectation in (
-        gxe.ExpectColumnValuesToBeInSet(
-            column="schema_signature",
-            value_set=param(f"signature_{TABLE}"),
-            description="columns and types in contract order",
-        ),
+        matches_contract(TABLE),
         gxe.ExpectColumnValuesToNotBeNull(column="user_id", description="ids non-null"),
         gxe.ExpectColumnValuesToNotBeNull(column="workspace_id", description="workspace known"),
         gxe.ExpectCompoundColumnsToBeUnique(

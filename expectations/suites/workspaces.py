@@ -6,7 +6,7 @@ import great_expectations as gx
 import great_expectations.expectations as gxe
 import pandas as pd
 
-from expectations.suites import Artifact, param, signature_sql
+from expectations.suites import Artifact, matches_contract, signature_sql
 
 TABLE = "workspaces"
 ID_COLUMNS = ["workspace_id"]
@@ -17,11 +17,7 @@ def build_suite() -> gx.ExpectationSuite:
     suite = gx.ExpectationSuite(name=TABLE)
     for expectation in (
         gxe.ExpectTableRowCountToBeBetween(min_value=1, description="at least one workspace"),
-        gxe.ExpectColumnValuesToBeInSet(
-            column="schema_signature",
-            value_set=param(f"signature_{TABLE}"),
-            description="columns and types in contract order",
-        ),
+        matches_contract(TABLE),
         gxe.ExpectColumnValuesToNotBeNull(column="workspace_id", description="ids non-null"),
         gxe.ExpectColumnValuesToBeUnique(column="workspace_id", description="ids unique"),
         gxe.ExpectColumnValuesToNotBeNull(column="workspace_slug", description="slug known"),
