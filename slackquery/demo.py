@@ -23,7 +23,7 @@ EXAMPLE_SEARCHES: tuple[tuple[str, ...], ...] = (
     # A paraphrased question that shares few words with the answer.
     (
         "search",
-        "how long does one person stay first responder for production emergencies?",
+        "how many calls can an integration make each minute before it gets throttled?",
         "--limit",
         "3",
     ),
