@@ -109,6 +109,36 @@ def _close_matches(value: str, choices: Iterable[str]) -> str:
     return f"; close matches: {', '.join(matches)}" if matches else ""
 
 
+def _resolve_names(
+    values: Sequence[str],
+    sigil: str,
+    known_ids: set[str],
+    ids_by_name: dict[str, set[str]],
+    kind: str,
+    hint: str,
+) -> tuple[str, ...]:
+    """Ids, Slack mentions (`<#C1|eng>`, `<@U1>`) or `sigil`-prefixed names -> sorted ids.
+
+    Names fold case and accents; an unknown one is an error listing close matches.
+    """
+    resolved: set[str] = set()
+    for value in values:
+        text = value.strip()
+        if text.startswith("<" + sigil) and text.endswith(">"):
+            text = text[2:-1].split("|", 1)[0]
+        if text in known_ids and not text.startswith(sigil):
+            resolved.add(text)
+            continue
+        name = text.lstrip(sigil)
+        found = ids_by_name.get(fold_name(name))
+        if not found:
+            raise SlackqueryError(
+                f"unknown {kind} {value!r}{_close_matches(name, ids_by_name)}{hint}"
+            )
+        resolved |= found
+    return tuple(sorted(resolved))
+
+
 def _codes(values: np.ndarray) -> tuple[np.ndarray, dict[str, int]]:
     """Integer codes per row and the value -> code map (None gets its own code)."""
     as_text = np.array(["" if value is None else str(value) for value in values], dtype=object)
@@ -333,43 +363,21 @@ class LoadedArtifact:
     def resolve_channels(self, values: Sequence[str]) -> tuple[str, ...]:
         """Channel ids or names (`#eng`, `eng`, `<#C123|eng>`) -> ids."""
         known_ids = {row[1] for row in self.channels} | set(self.channel_code_of)
-        resolved: set[str] = set()
-        for value in values:
-            text = value.strip()
-            if text.startswith("<#") and text.endswith(">"):
-                text = text[2:-1].split("|", 1)[0]
-            if text in known_ids and not text.startswith("#"):
-                resolved.add(text)
-                continue
-            found = self.channel_by_name.get(fold_name(text.lstrip("#")))
-            if not found:
-                hint = _close_matches(text.lstrip("#"), self.channel_by_name)
-                raise SlackqueryError(
-                    f"unknown channel {value!r}{hint} (list_slack_scopes lists channels)"
-                )
-            resolved |= found
-        return tuple(sorted(resolved))
+        return _resolve_names(
+            values,
+            "#",
+            known_ids,
+            self.channel_by_name,
+            "channel",
+            " (list_slack_scopes lists channels)",
+        )
 
     def resolve_authors(self, values: Sequence[str]) -> tuple[str, ...]:
         """User ids or names (`@priya`, display/real/user names, `<@U123>`) -> ids.
 
         Names match without regard to case or accents, so `@chloe` finds "Chloé"."""
         known_ids = {row[1] for row in self.users} | set(self.author_code_of)
-        resolved: set[str] = set()
-        for value in values:
-            text = value.strip()
-            if text.startswith("<@") and text.endswith(">"):
-                text = text[2:-1].split("|", 1)[0]
-            if text in known_ids and not text.startswith("@"):
-                resolved.add(text)
-                continue
-            found = self.user_by_name.get(fold_name(text.lstrip("@")))
-            if not found:
-                raise SlackqueryError(
-                    f"unknown author {value!r}{_close_matches(text.lstrip('@'), self.user_by_name)}"
-                )
-            resolved |= found
-        return tuple(sorted(resolved))
+        return _resolve_names(values, "@", known_ids, self.user_by_name, "author", "")
 
     def mask(self, filters: Filters) -> np.ndarray:
         """Rows (of any kind) passing every filter; kinds are restricted by the caller."""
