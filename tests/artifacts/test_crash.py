@@ -7,52 +7,15 @@ artifacts, and the next build + publish produces the same content as an uninterr
 
 import os
 import signal
-import subprocess
-import sys
-from pathlib import Path
 
 from slackquery.artifacts import files, history, validate
 from slackquery.artifacts.build import build_artifact
 from slackquery.artifacts.publish import current_artifact, publish
 from slackquery.commands.artifacts import list_artifacts
-from slackquery.crash import CRASH_ENV
 from slackquery.duckdb_setup import connect
 from slackquery.settings import Settings
 from tests.artifacts.conftest import pipeline_env
-
-PROJECT_DIR = Path(__file__).resolve().parents[2]
-CONTENT_SQL = """
-select
-    (select md5(string_agg(document_id || text_lexical, '|' order by document_id))
-        from search_documents),
-    (select md5(string_agg(document_id || embedding::varchar, '|' order by document_id))
-        from document_vectors),
-    (select source_watermark || generation_id || document_count from artifact_metadata)
-"""
-
-
-def _cli(settings: Settings, crash_at: str, *args: str) -> int:
-    env = {**os.environ, **pipeline_env(settings.home), CRASH_ENV: crash_at}
-    process = subprocess.run(
-        [sys.executable, "-m", "slackquery.cli", *args],
-        cwd=PROJECT_DIR,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    return process.returncode
-
-
-def _content(path: Path) -> tuple:
-    conn = connect(str(path), read_only=True)
-    try:
-        row = conn.execute(CONTENT_SQL).fetchone()
-    finally:
-        conn.close()
-    assert row is not None
-    return tuple(row)
+from tests.crashing import artifact_content, run_cli_until
 
 
 def _assert_published_intact(settings: Settings, build_id: str) -> None:
@@ -70,10 +33,10 @@ def test_sigkill_during_build_and_publish_leaves_current_valid(state_settings: S
     settings = state_settings
     baseline = build_artifact(settings)
     publish(settings, baseline)
-    expected = _content(files.artifact_file(settings.artifact_path, baseline))
+    expected = artifact_content(files.artifact_file(settings.artifact_path, baseline))
 
     for point in ("after_tmp_write", "during_validation"):
-        assert _cli(settings, point, "build") == -signal.SIGKILL, point
+        assert run_cli_until(point, pipeline_env(settings.home), "build") == -signal.SIGKILL, point
         _assert_published_intact(settings, baseline)
         assert len(list(settings.artifact_path.glob("*.tmp"))) == 1, "left for the next build"
 
@@ -85,14 +48,15 @@ def test_sigkill_during_build_and_publish_leaves_current_valid(state_settings: S
     assert [row["status"] for row in interrupted] == ["superseded", "superseded"]
     assert all("interrupted" in row["error_message"] for row in interrupted)
 
-    assert _cli(settings, "before_swap", "publish", rebuilt) == -signal.SIGKILL
+    env = pipeline_env(settings.home)
+    assert run_cli_until("before_swap", env, "publish", rebuilt) == -signal.SIGKILL
     _assert_published_intact(settings, baseline)
-    assert _cli(settings, "after_swap", "publish", rebuilt) == -signal.SIGKILL
+    assert run_cli_until("after_swap", env, "publish", rebuilt) == -signal.SIGKILL
     _assert_published_intact(settings, rebuilt)  # the swap itself is the commit point
 
     result = publish(settings, rebuilt)  # history catches up with the pointer
     assert result["previous"] == f"search-{rebuilt}.duckdb"
-    assert _content(files.artifact_file(settings.artifact_path, rebuilt)) == expected
+    assert artifact_content(files.artifact_file(settings.artifact_path, rebuilt)) == expected
     conn = connect(str(settings.state_path), read_only=True)
     try:
         rows = {row["build_id"]: row["status"] for row in history.list_builds(conn)}

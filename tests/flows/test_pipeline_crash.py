@@ -8,10 +8,7 @@ the published artifact stays current and valid throughout, and the next reconcil
 publishes the same artifact content as a run that was never interrupted.
 """
 
-import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,45 +17,21 @@ from flows.reconcile import reconcile
 from slackquery.artifacts import files, validate
 from slackquery.artifacts.publish import current_artifact
 from slackquery.canonical.importer import import_source
-from slackquery.crash import CRASH_ENV
 from slackquery.duckdb_setup import connect
 from slackquery.sample import generate_sample
 from slackquery.settings import Settings, get_settings
+from tests.crashing import artifact_content, run_cli_until
 
-ROOT = Path(__file__).resolve().parents[2]
 CANONICAL_DIGEST_SQL = """
 select count(*), md5(string_agg(message_key || payload_hash || is_deleted::varchar, '|'
     order by message_key))
 from messages
-"""
-ARTIFACT_CONTENT_SQL = """
-select
-    (select md5(string_agg(document_id || text_lexical || permalink, '|' order by document_id))
-        from search_documents),
-    (select md5(string_agg(document_id || embedding::varchar, '|' order by document_id))
-        from document_vectors),
-    (select source_watermark || generation_id || document_count from artifact_metadata)
 """
 
 
 def _use_home(monkeypatch: pytest.MonkeyPatch, home: Path) -> Settings:
     monkeypatch.setenv("SLACKQUERY_HOME", str(home))
     return get_settings()
-
-
-def _killed(home: Path, crash_at: str, *args: str) -> int:
-    """Run `slackquery ARGS` in a subprocess that SIGKILLs itself at `crash_at`."""
-    env = {**os.environ, "SLACKQUERY_HOME": str(home), CRASH_ENV: crash_at}
-    process = subprocess.run(
-        [sys.executable, "-m", "slackquery.cli", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    return process.returncode
 
 
 def _query_one(path: Path, sql: str) -> tuple:
@@ -92,12 +65,13 @@ def test_kills_during_import_and_projection_then_reconcile_matches_uninterrupted
     assert published["status"] == "published"
 
     before = _query_one(settings.canonical_path, CANONICAL_DIGEST_SQL)
-    assert _killed(home, "import_before_commit", "import", second_export) == -signal.SIGKILL
+    env = {"SLACKQUERY_HOME": str(home)}
+    assert run_cli_until("import_before_commit", env, "import", second_export) == -signal.SIGKILL
     assert _query_one(settings.canonical_path, CANONICAL_DIGEST_SQL) == before
     _assert_current_intact(settings, published["build_id"])
 
     import_source(settings, Path(second_export), workspace_slug="fjordline")
-    assert _killed(home, "dbt_node_finished", "project") == -signal.SIGKILL
+    assert run_cli_until("dbt_node_finished", env, "project") == -signal.SIGKILL
     _assert_current_intact(settings, published["build_id"])
 
     recovered = reconcile()
@@ -110,6 +84,4 @@ def test_kills_during_import_and_projection_then_reconcile_matches_uninterrupted
     import_source(clean, Path(second_export), workspace_slug="fjordline")
     assert reconcile()["status"] == "published"
 
-    assert _query_one(current_artifact(settings), ARTIFACT_CONTENT_SQL) == _query_one(
-        current_artifact(clean), ARTIFACT_CONTENT_SQL
-    )
+    assert artifact_content(current_artifact(settings)) == artifact_content(current_artifact(clean))
