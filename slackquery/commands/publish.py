@@ -12,7 +12,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "publish",
         help="atomically point `current` at a validated artifact",
-        description="Re-check a validated build's manifest, sha256 and metadata, then swap "
+        description="Re-validate a validated build (manifest, sha256, metadata, then the full "
+        "Great Expectations checkpoint in a fresh read-only process), then swap "
         "artifacts/current.duckdb to it atomically (readers with an open connection keep "
         "their file), record it in the build history and apply retention.",
     )

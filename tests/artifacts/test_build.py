@@ -230,7 +230,7 @@ def test_rollback_retention_and_refusals(state_settings: Settings, tmp_path: Pat
     files.write_json_atomic(manifest_path, manifest)
 
     result = rollback(settings, first)
-    assert result["fully_revalidated"] and result["previous"].endswith(f"{second}.duckdb")
+    assert result["validation"]["success"] and result["previous"].endswith(f"{second}.duckdb")
     assert current_artifact(settings) == first_path.resolve()
     statuses = {build_id: row["status"] for build_id, row in _builds(settings).items()}
     assert statuses == {first: "published", second: "superseded"}
