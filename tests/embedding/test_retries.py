@@ -14,9 +14,9 @@ from slackquery.embedding.errors import EndpointValidationError
 from slackquery.embedding.http import parse_retry_after
 from slackquery.embedding.work import backoff_delay, embed_pending
 from slackquery.settings import Settings
-from tests.embedding.conftest import serve
 from tests.embedding.documents import create_state_db, message_texts
 from tests.embedding.faults import FAULT_MODEL, FAULT_REVISION, FaultEndpoint
+from tests.loopback import serve
 
 T0 = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
 

@@ -1,9 +1,7 @@
 """The MCP server through the official client, over real Streamable HTTP and stdio."""
 
 import os
-import socket
 import sys
-import threading
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,7 +11,6 @@ import anyio
 import httpx
 import httpx2
 import pytest
-import uvicorn
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
@@ -22,6 +19,7 @@ from serving.engine import SearchEngine
 from serving.server import build_http_app
 from slackquery.artifacts.publish import publish
 from slackquery.settings import Settings
+from tests.loopback import serve
 
 from .conftest import Pipeline, install
 
@@ -33,25 +31,9 @@ LONG_MESSAGE = "T0ACME:C1:1709355600.000021"  # longer than the response cap
 
 @contextmanager
 def http_server(settings: Settings, engine: SearchEngine | None = None) -> Iterator[str]:
-    """uvicorn on a free loopback port in a thread; yields the base URL.
-
-    The socket listens before the thread starts, so clients can connect at once (the
-    kernel queues them until uvicorn accepts): no polling, no sleeps.
-    """
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(64)
-    port = sock.getsockname()[1]
-    app = build_http_app(settings, engine)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
-        sock.close()
+    """The MCP HTTP app (lifespan on) served on loopback; yields the base URL."""
+    with serve(build_http_app(settings, engine), lifespan="on") as url:
+        yield url
 
 
 def run_client(url: str, body: Callable[[Client], Awaitable[Any]], token: str | None = None) -> Any:
