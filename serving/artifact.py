@@ -20,7 +20,7 @@ import duckdb
 import numpy as np
 
 from serving.lexical import BM25Index
-from serving.query import normalize
+from serving.query import STOPWORDS, fts_tokens, normalize
 from slackquery.duckdb_setup import connect
 from slackquery.errors import SlackqueryError
 
@@ -336,10 +336,23 @@ class LoadedArtifact:
             if row[2]:
                 self.channel_by_name.setdefault(fold_name(row[2]), set()).add(row[1])
         self.user_by_name: dict[str, set[str]] = {}
+        # Author codes by each word of a user's names, for questions that name people
+        # ("what did Nikhil say", "Chloé's fix"); stop words and 1-2 letter words never
+        # count as a name.
+        self.author_codes_by_word: dict[str, set[int]] = {}
         for row in self.users:
             for name in row[2:]:
                 if name:
                     self.user_by_name.setdefault(fold_name(name), set()).add(row[1])
+                    for word in fts_tokens(str(name)):
+                        if (
+                            len(word) >= 3
+                            and word not in STOPWORDS
+                            and row[1] in self.author_code_of
+                        ):
+                            self.author_codes_by_word.setdefault(word, set()).add(
+                                self.author_code_of[row[1]]
+                            )
 
     # -- filters ---------------------------------------------------------------------
     def resolve_workspaces(self, values: Sequence[str]) -> tuple[str, ...]:
@@ -378,6 +391,13 @@ class LoadedArtifact:
         Names match without regard to case or accents, so `@chloe` finds "Chloé"."""
         known_ids = {row[1] for row in self.users} | set(self.author_code_of)
         return _resolve_names(values, "@", known_ids, self.user_by_name, "author", "")
+
+    def authors_named_in(self, text: str) -> np.ndarray:
+        """Author codes of the users whose names appear as words of `text` (maybe none)."""
+        codes: set[int] = set()
+        for word in set(fts_tokens(text)):
+            codes |= self.author_codes_by_word.get(word, set())
+        return np.array(sorted(codes), dtype=np.int32)
 
     def mask(self, filters: Filters) -> np.ndarray:
         """Rows (of any kind) passing every filter; kinds are restricted by the caller."""

@@ -35,7 +35,13 @@ from serving.models import (
     SearchResponse,
     ThreadResponse,
 )
-from serving.query import classify_route, fts_tokens, has_searchable_content, parse_query
+from serving.query import (
+    classify_route,
+    fts_tokens,
+    has_searchable_content,
+    parse_query,
+    query_aspects,
+)
 from serving.semantic import QueryEmbedder, vector_scores
 from slackquery.embedding.base import Embedder
 from slackquery.errors import SlackqueryError
@@ -328,6 +334,36 @@ class SearchEngine:
             np.array(mapped_ranks, dtype=np.int64),
         )
 
+    def _aspect_arm(
+        self,
+        artifact: LoadedArtifact,
+        aspects: list[str],
+        positions: np.ndarray | None,
+        semantic_rows: np.ndarray,
+        window: int,
+    ) -> ArmRanking:
+        """Rank messages by cosine with each part of a multi-part question, then interleave
+        the parts: a message's rank is its best rank in any part's list, so each part's top
+        hits compete near the top, not only the part the whole question's vector leans to.
+        One query embedding (cached) and one pass over the candidate vectors per part."""
+        best: dict[int, tuple[int, float]] = {}
+        for aspect in aspects:
+            vector = self.query_embedder.embed(aspect, artifact.generation_id, artifact.dimension)
+            ranking = top_candidates(
+                semantic_rows, vector_scores(artifact.vectors, vector, positions), window
+            )
+            for rank, (row, score) in enumerate(
+                zip(ranking.rows.tolist(), ranking.scores.tolist(), strict=True), start=1
+            ):
+                if row not in best or rank < best[row][0]:
+                    best[row] = (rank, score)
+        ordered = sorted(best.items(), key=lambda item: (item[1][0], -item[1][1], item[0]))
+        return ArmRanking(
+            np.array([row for row, _ in ordered], dtype=np.int64),
+            np.array([score for _, (_, score) in ordered], dtype=np.float32),
+            np.array([rank for _, (rank, _) in ordered], dtype=np.int64),
+        )
+
     def search(self, request: SearchRequest, fusion: FusionConfig | None = None) -> SearchResponse:
         """Run one search; `fusion` overrides the ranking knobs (evaluation grids)."""
         started = time.perf_counter()
@@ -411,6 +447,25 @@ class SearchEngine:
                 )
                 arms["semantic"] = top_candidates(semantic_rows, semantic_scores, window)
                 timings["semantic"] = (time.perf_counter() - tick) * 1000
+                aspects = query_aspects(text) if request.mode == "hybrid" else []
+                if fusion.use_aspect_arm and aspects:
+                    tick = time.perf_counter()
+                    arms["aspects"] = self._aspect_arm(
+                        artifact, aspects, positions, semantic_rows, window
+                    )
+                    timings["aspects"] = (time.perf_counter() - tick) * 1000
+                    notes.append("searched each part: " + " | ".join(aspects))
+                named = (
+                    artifact.authors_named_in(text)
+                    if request.mode == "hybrid" and fusion.use_author_arm and not filters.author_ids
+                    else None
+                )
+                if named is not None and named.size:
+                    # A hint, not a filter: the named people's messages by cosine.
+                    by_named = np.isin(artifact.author_codes[semantic_rows], named)
+                    arms["authors"] = top_candidates(
+                        semantic_rows[by_named], semantic_scores[by_named], window
+                    )
             if request.mode == "hybrid" and fusion.use_context_arm and matched is not None:
                 tick = time.perf_counter()
                 rows, scores = matched
@@ -493,6 +548,8 @@ class SearchEngine:
             lexical=signal("lexical"),
             semantic=signal("semantic"),
             context=signal("context"),
+            aspects=signal("aspects"),
+            authors=signal("authors"),
             fused_score=round(hit.fused_score, 8),
         )  # type: ignore[arg-type]
 

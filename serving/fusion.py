@@ -14,16 +14,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-ARMS = ("lexical", "semantic", "context")
+ARMS = ("lexical", "semantic", "context", "aspects", "authors")
 
-# Weights per route (lexical / semantic / context). `exact` and `mixed` are the original
-# design's; `conceptual` gives the two lexical-signal arms (BM25 over messages, BM25 over
-# thread context) 0.5 each instead of 0.7 + 0.65, so together they no longer outweigh the
-# semantic arm on natural-language questions, RecallHQ's own diagnosis of its hybrid loss.
+# Weights per route (lexical / semantic / context / aspects / authors). `exact`, `mixed`: the
+# original design's; `conceptual` gives the two lexical-signal arms (BM25 over messages, BM25
+# over thread context) 0.5 each instead of 0.7 + 0.65, so together they no longer outweigh
+# the semantic arm on natural-language questions, RecallHQ's own diagnosis of its hybrid
+# loss. The aspect arm (the semantic arm run per part of a multi-part question, present only
+# for such questions) carries its route's semantic weight. The author arm (messages by people
+# the question names, by cosine) is a hint, not a filter: 0.5 on every route.
 DEFAULT_ROUTE_WEIGHTS: dict[str, dict[str, float]] = {
-    "exact": {"lexical": 1.8, "semantic": 0.5, "context": 0.65},
-    "conceptual": {"lexical": 0.5, "semantic": 1.5, "context": 0.5},
-    "mixed": {"lexical": 1.0, "semantic": 1.0, "context": 0.65},
+    "exact": {"lexical": 1.8, "semantic": 0.5, "context": 0.65, "aspects": 0.5, "authors": 0.5},
+    "conceptual": {"lexical": 0.5, "semantic": 1.5, "context": 0.5, "aspects": 1.5, "authors": 0.5},
+    "mixed": {"lexical": 1.0, "semantic": 1.0, "context": 0.65, "aspects": 1.0, "authors": 0.5},
 }
 # How a thread-context hit becomes a message for fusion (see `SearchEngine._context_arm`).
 CONTEXT_TARGETS = ("best", "root", "thread")
@@ -36,7 +39,9 @@ class FusionConfig:
     Defaults are measured (docs/evaluation.md, Beacon dev): `rrf_k=20` instead of the usual
     60 lets an arm's top hits outrank documents that sit mid-list in every arm;
     `context_target="best"` hands a matching thread's vote to its message most similar
-    to the query instead of always to the root.
+    to the query instead of always to the root; `use_aspect_arm` adds the per-part semantic
+    arm for multi-part questions (`serving.query.query_aspects`); `use_author_arm` adds the
+    arm of messages by people the question names (`LoadedArtifact.authors_named_in`).
     """
 
     rrf_k: float = 20.0
@@ -45,6 +50,8 @@ class FusionConfig:
         default_factory=lambda: {route: dict(w) for route, w in DEFAULT_ROUTE_WEIGHTS.items()}
     )
     use_context_arm: bool = True
+    use_aspect_arm: bool = True
+    use_author_arm: bool = True
     route_aware: bool = True
     max_per_thread: int = 3
     context_target: str = "best"

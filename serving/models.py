@@ -57,6 +57,16 @@ class SearchHit(BaseModel):
     context: ArmSignal | None = Field(
         description="Thread-context arm rank/score: the thread as a whole matched."
     )
+    aspects: ArmSignal | None = Field(
+        default=None,
+        description="Question-part arm rank/cosine: best rank for one part of a multi-part "
+        "question (hybrid only).",
+    )
+    authors: ArmSignal | None = Field(
+        default=None,
+        description="Named-author arm rank/cosine: written by someone the question names "
+        "(hybrid only).",
+    )
     fused_score: float = Field(description="Weighted RRF score; relative, not a probability.")
 
 

@@ -264,3 +264,30 @@ def classify_route(text: str, phrases: list[str]) -> Route:
     if len(tokens) >= 5 or words & _QUESTION_WORDS or text.rstrip().endswith("?"):
         return "mixed" if identifiers else "conceptual"
     return "mixed"
+
+
+# Where a multi-part question splits into its parts: sentence ends, `;`, a `:` after a
+# lead-in, list commas (a following `and`/`or` belongs to the separator), and an `and`
+# that starts a new question ("... and what happened to Z").
+_ASPECT_SEPARATORS = re.compile(
+    r"[?!;:]+\s*"
+    r"|,\s*(?:(?:and|or)\s+)?"
+    r"|\s+and\s+(?=(?:what|how|why|when|where|who|which|did|does|do|is|are|was|were)\b)",
+    re.IGNORECASE,
+)
+
+
+def query_aspects(text: str) -> list[str]:
+    """The parts of a multi-part question, or [] when it asks one thing.
+
+    "Catch me up on May 3: what changed about X, how was Y checked, and what happened to
+    Z?" asks three things; one embedding of the whole averages them, so a message that
+    answers one part ranks below messages loosely related to all. A part needs a word that
+    is not a stop word ("..., and why?" adds none); a lead-in before `:` is context, not a
+    part.
+    """
+    _, colon, rest = text.partition(":")
+    body = rest if colon and rest.strip() else text
+    parts = [part.strip() for part in _ASPECT_SEPARATORS.split(body)]
+    parts = [part for part in parts if any(t not in STOPWORDS for t in fts_tokens(part))]
+    return parts if len(parts) >= 2 else []

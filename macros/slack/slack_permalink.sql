@@ -28,8 +28,19 @@
 
 {#
     What gets embedded for a message: a short header naming the conversation
-    and the author, then the readable text (`#channel author: text`).
+    and the author, then the readable text (`#channel author: text`). A reply
+    adds what it answers: ` (in reply to root-author: <first 400 characters of
+    the root>)`; null root arguments (not a reply, or the root is deleted) add
+    nothing. 400 characters (about 100 tokens) keep the reply's own words the
+    larger share of the vector.
 #}
-{% macro document_embedding_text(channel_name, author_name, text_display) -%}
+{% macro document_embedding_text(
+    channel_name, author_name, text_display, root_author_name, root_text_display
+) -%}
     '#' || {{ channel_name }} || ' ' || {{ author_name }} || ': ' || {{ text_display }}
+    || coalesce(
+        ' (in reply to ' || {{ root_author_name }} || ': '
+        || left({{ root_text_display }}, 400) || ')',
+        ''
+    )
 {%- endmacro %}

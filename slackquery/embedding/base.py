@@ -18,9 +18,10 @@ from slackquery.errors import SlackqueryError
 MAX_STORED_DIMENSION = 512
 
 # Version of the recipe that renders `search_documents.text_embedding` (`#channel author: text`,
-# owned by the dbt projection). Changing the recipe must change this, so old vectors stop
-# being comparable rather than silently mixing with new ones.
-TEXT_RECIPE_VERSION = "message-v1"
+# a reply followed by the start of its root; owned by the dbt projection's
+# `document_embedding_text` macro). Changing the recipe must change this, so old vectors stop
+# being comparable rather than silently mixing with new ones. v2: replies carry their root.
+TEXT_RECIPE_VERSION = "message-v2"
 
 
 @dataclass(frozen=True)

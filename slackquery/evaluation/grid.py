@@ -12,9 +12,11 @@ either inline or a YAML file:
 - `standard`: the built-in sweep documented in docs/evaluation.md (`STANDARD_GRID`).
 
 Axes: `rrf_k`, `candidate_window`, `max_per_thread` (integers >= 1), `use_context_arm`,
-`route_aware` (on/off, true/false), `context_target` (best, root, thread), `weights`
-(`L:S:C`, the lexical, semantic and context weights used for every route) and
-`weights.exact`, `weights.conceptual`, `weights.mixed` (one route's weights).
+`use_aspect_arm`, `use_author_arm`, `route_aware` (on/off, true/false), `context_target`
+(best, root, thread), `weights` (`L:S:C`, `L:S:C:A` or `L:S:C:A:N`: the lexical, semantic,
+context and optionally aspect and named-author weights used for every route; omitted ones
+keep each route's value) and `weights.exact`, `weights.conceptual`, `weights.mixed` (one
+route's weights).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from serving.fusion import CONTEXT_TARGETS
 from slackquery.errors import SlackqueryError
 
 INT_AXES = ("rrf_k", "candidate_window", "max_per_thread")
-BOOL_AXES = ("use_context_arm", "route_aware")
+BOOL_AXES = ("use_context_arm", "use_aspect_arm", "use_author_arm", "route_aware")
 CHOICE_AXES = {"context_target": CONTEXT_TARGETS}
 ROUTES = ("exact", "conceptual", "mixed")
 WEIGHT_AXES = ("weights", *(f"weights.{route}" for route in ROUTES))
@@ -40,6 +42,7 @@ MAX_CONFIGS = 200
 
 STANDARD_GRID = (
     "rrf_k=10,20,30,60;candidate_window=30,50,100,200;use_context_arm=on,off;"
+    "use_aspect_arm=on,off;use_author_arm=on,off;"
     "context_target=best,root,thread;route_aware=on,off;"
     "weights.conceptual=0.7:1.5:0.65,0.5:1.5:0.5,1:1:0.65"
 )
@@ -47,7 +50,7 @@ STANDARD_GRID = (
 _TRUE = {"on", "true", "yes", "1"}
 _FALSE = {"off", "false", "no", "0"}
 
-Weights = tuple[float, float, float]
+Weights = tuple[float, ...]
 
 
 @dataclass(frozen=True)
@@ -176,18 +179,18 @@ def _parse_value(axis: str, value: Any) -> Any:
 
 
 def parse_weights(axis: str, value: Any) -> Weights:
-    """`L:S:C` (or a 3-item list) as three non-negative floats, not all zero."""
+    """`L:S:C[:A[:N]]` (or a list of 3-5 items) as non-negative floats, not all zero."""
     parts = value if isinstance(value, list) else str(value).split(":")
     try:
         weights = tuple(float(part) for part in parts)
     except (TypeError, ValueError):
         weights = ()
-    if len(weights) != 3 or min(weights) < 0 or max(weights) == 0:
+    if not 3 <= len(weights) <= 5 or min(weights) < 0 or max(weights) == 0:
         raise SlackqueryError(
-            f"--grid: {axis} values must be lexical:semantic:context weights, "
-            f"three non-negative numbers, got {value!r}"
+            f"--grid: {axis} values must be lexical:semantic:context[:aspects[:authors]] "
+            f"weights, three to five non-negative numbers, got {value!r}"
         )
-    return weights  # type: ignore[return-value]
+    return weights
 
 
 def _name(overrides: Mapping[str, Any]) -> str:

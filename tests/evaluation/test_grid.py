@@ -23,10 +23,12 @@ def test_product_crosses_axes() -> None:
     assert points[-1].overrides == {"rrf_k": 60, "route_aware": False}
 
 
-def test_weights_are_triples() -> None:
+def test_weights_are_triples_or_quadruples() -> None:
     [_, point] = parse_grid("weights.conceptual=0.5:1.5:0.25")
     assert point.overrides == {"weights.conceptual": (0.5, 1.5, 0.25)}
     assert point.name == "weights.conceptual=0.5:1.5:0.25"
+    [_, with_aspects] = parse_grid("weights=1:1:0:0.5")
+    assert with_aspects.overrides == {"weights": (1.0, 1.0, 0.0, 0.5)}
 
 
 def test_grid_file(tmp_path: Path) -> None:
@@ -56,7 +58,7 @@ def test_context_target_axis() -> None:
 def test_standard_grid_is_a_sweep() -> None:
     points = parse_grid("standard")
     assert points == parse_grid(STANDARD_GRID)
-    assert len(points) == 1 + 4 + 4 + 2 + 3 + 2 + 3
+    assert len(points) == 1 + 4 + 4 + 2 + 2 + 2 + 3 + 2 + 3
 
 
 @pytest.mark.parametrize(
@@ -69,8 +71,8 @@ def test_standard_grid_is_a_sweep() -> None:
         ("rrf_k=ten", "integers >= 1"),
         ("route_aware=maybe", "on or off"),
         ("context_target=middle", "one of best, root, thread"),
-        ("weights=1:1", "three non-negative numbers"),
-        ("weights=0:0:0", "three non-negative numbers"),
+        ("weights=1:1", "three to five non-negative numbers"),
+        ("weights=0:0:0", "three to five non-negative numbers"),
         ("rrf_k=1;rrf_k=2", "given twice"),
         (
             "product:"

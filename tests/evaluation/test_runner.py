@@ -53,10 +53,18 @@ def test_fusion_config_changes_only_the_named_axes() -> None:
 
     everywhere = runner.fusion_config(GridPoint("w", {"weights": (1.0, 2.0, 0.0)}), base)
     for route in ("exact", "conceptual", "mixed"):
-        assert everywhere.weights(route) == {"lexical": 1.0, "semantic": 2.0, "context": 0.0}
+        # Three weights: the aspect and named-author arms keep the route's own weights.
+        expected = {**base.weights(route), "lexical": 1.0, "semantic": 2.0, "context": 0.0}
+        assert everywhere.weights(route) == expected
 
-    one = runner.fusion_config(GridPoint("e", {"weights.exact": (3.0, 0.5, 0.5)}), base)
-    assert one.weights("exact") == {"lexical": 3.0, "semantic": 0.5, "context": 0.5}
+    one = runner.fusion_config(GridPoint("e", {"weights.exact": (3.0, 0.5, 0.5, 0.0)}), base)
+    assert one.weights("exact") == {
+        "lexical": 3.0,
+        "semantic": 0.5,
+        "context": 0.5,
+        "aspects": 0.0,
+        "authors": base.weights("exact")["authors"],
+    }
     assert one.weights("mixed") == base.weights("mixed")
     assert base.weights("exact") != one.weights("exact")  # the default was not mutated
 

@@ -136,3 +136,28 @@ def test_deleted_reply_leaves_its_thread_context(projected: Projected, tmp_path:
     assert not after[EDITED_REPLY]["is_active"]
     assert EDITED_REPLY not in after[THREAD_CONTEXT]["message_ids"]
     assert "Annie:" not in after[THREAD_CONTEXT]["text_display"]
+
+
+def test_root_edit_re_embeds_its_replies(projected: Projected, tmp_path: Path) -> None:
+    """A reply's embedding text quotes its root, so a root edit must rewrite the replies."""
+    settings = copy_projection(projected, tmp_path / "home")
+    root = f"{WORKSPACE}:C0INCIDENT:{ROOT_TS}"
+    original = documents(settings)
+    replies = {
+        doc_id
+        for doc_id, doc in original.items()
+        if doc["thread_root_id"] == root and doc_id not in (root, THREAD_CONTEXT)
+    }
+    assert EDITED_REPLY in replies
+    assert "(in reply to " in original[EDITED_REPLY]["text_embedding"]
+    mark_every_permalink(settings.state_path)
+
+    edit_message(settings.canonical_path, root, "db down again: error 08006")
+    project(settings, tests=False)
+    after = documents(settings)
+
+    rewritten = {doc_id for doc_id, doc in after.items() if doc["permalink"] != MARKER}
+    assert rewritten == {root, THREAD_CONTEXT} | replies
+    for reply in replies:
+        assert after[reply]["text_embedding"].endswith(": db down again: error 08006)")
+        assert after[reply]["text_hash"] != original[reply]["text_hash"]

@@ -172,6 +172,31 @@ threads_placed as (
 
 ),
 
+messages_in_context as (
+
+    {#- A reply's embedding text also names what it answers ("yes, do that"
+        alone matches nothing a searcher types). The root joins before the
+        incremental comparison, so an edited or deleted root changes its
+        replies' text_hash and they are re-embedded. -#}
+    select
+        messages_placed.*,
+        {{ document_embedding_text(
+            'messages_placed.channel_name',
+            'messages_placed.author_name',
+            'messages_placed.text_display',
+            'roots.author_name',
+            'roots.text_display'
+        ) }} as text_embedding
+    from messages_placed
+    left join messages as roots
+        on
+            messages_placed.thread_root_id = roots.message_id
+            and messages_placed.is_thread_reply
+            and messages_placed.message_id <> roots.message_id
+            and roots.is_active
+
+),
+
 {% if is_incremental() %}
 
     previous as (
@@ -215,28 +240,30 @@ threads_placed as (
 
     messages_to_project as (
 
-        select messages_placed.*
-        from messages_placed
+        select messages_in_context.*
+        from messages_in_context
         left join previous_messages
-            on messages_placed.message_id = previous_messages.document_id
+            on messages_in_context.message_id = previous_messages.document_id
         where
             previous_messages.document_id is null
-            or previous_messages.payload_hash <> messages_placed.payload_hash
-            or previous_messages.text_display <> messages_placed.text_display
-            or previous_messages.author_name <> messages_placed.author_name
-            or previous_messages.channel_name <> messages_placed.channel_name
+            or previous_messages.payload_hash <> messages_in_context.payload_hash
+            or previous_messages.text_hash
+            <> sha256(messages_in_context.text_embedding)
+            or previous_messages.text_display <> messages_in_context.text_display
+            or previous_messages.author_name <> messages_in_context.author_name
+            or previous_messages.channel_name <> messages_in_context.channel_name
             or previous_messages.conversation_type
-            <> messages_placed.conversation_type
+            <> messages_in_context.conversation_type
             or previous_messages.workspace_name
-            <> messages_placed.workspace_name
+            <> messages_in_context.workspace_name
             or previous_messages.workspace_slug
-            <> messages_placed.workspace_slug
-            or previous_messages.workspace_url <> messages_placed.workspace_url
+            <> messages_in_context.workspace_slug
+            or previous_messages.workspace_url <> messages_in_context.workspace_url
             or previous_messages.thread_id
-            is distinct from messages_placed.thread_id
+            is distinct from messages_in_context.thread_id
             or previous_messages.thread_root_id
-            <> messages_placed.thread_root_id
-            or previous_messages.is_active <> messages_placed.is_active
+            <> messages_in_context.thread_root_id
+            or previous_messages.is_active <> messages_in_context.is_active
 
     ),
 
@@ -267,7 +294,7 @@ threads_placed as (
 
     messages_to_project as (
 
-        select * from messages_placed
+        select * from messages_in_context
 
     ),
 
@@ -304,18 +331,8 @@ message_documents as (
         messages_to_project.is_bot,
         messages_to_project.text_display,
         messages_to_project.text_lexical,
-        {{ document_embedding_text(
-            'messages_to_project.channel_name',
-            'messages_to_project.author_name',
-            'messages_to_project.text_display'
-        ) }} as text_embedding,
-        sha256(
-            {{ document_embedding_text(
-                'messages_to_project.channel_name',
-                'messages_to_project.author_name',
-                'messages_to_project.text_display'
-            ) }}
-        ) as text_hash,
+        messages_to_project.text_embedding,
+        sha256(messages_to_project.text_embedding) as text_hash,
         {{ slack_permalink(
             'messages_to_project.workspace_url',
             'messages_to_project.channel_id',
