@@ -26,7 +26,9 @@ GUIDE = """\
 Slackquery searches an offline copy of Slack history (messages and threads).
 
 How to search well:
-- Use search_slack in its default hybrid mode for most questions.
+- Use search_slack in its default hybrid mode for most questions. Hybrid also searches
+  each part of a multi-part question on its own (listed in notes) and favours messages by
+  people the question names, without filtering others out.
 - Use mode="lexical" for exact strings: error codes (ERR-42, 28P01), ids, URLs, file
   names, versions, or quoted text. Use mode="semantic" for paraphrased or conceptual
   questions whose wording you cannot guess.
