@@ -340,3 +340,15 @@ def test_question_naming_a_person_adds_their_messages(engine: SearchEngine) -> N
     assert "authors" not in search(engine, question, author_ids=["@zoe.muller"]).weights
     off = engine.search(SearchRequest(query=question), FusionConfig(use_author_arm=False))
     assert "authors" not in off.weights
+
+
+def test_names_in_a_question_resolve_to_authors(engine: SearchEngine) -> None:
+    with engine.artifact() as artifact:
+
+        def named(text: str) -> set[str]:
+            codes = set(artifact.authors_named_in(text).tolist())
+            return {author for author, code in artifact.author_code_of.items() if code in codes}
+
+        assert named("what did Zoë say") == {"U4"}
+        assert named("chen and priya.patel on ERR-42") == {"U1", "U3"}  # any word of a name
+        assert named("what did we say about it") == set()  # stop words are never names
