@@ -128,49 +128,37 @@ files_by_message as (
 
 ),
 
-messages_placed as (
+{#- Messages and thread contexts are placed in their workspace and
+    conversation the same way: `messages_placed`, `threads_placed`. A
+    conversation missing from the export keeps its id as name and the type its
+    id prefix implies. -#}
+{% for relation in ['messages', 'threads'] %}
 
-    select
-        messages.*,
-        workspaces.workspace_name,
-        workspaces.workspace_slug,
-        workspaces.workspace_url,
-        coalesce(channels.channel_name, messages.channel_id) as channel_name,
-        coalesce(
-            channels.conversation_type,
-            {{ conversation_type_from_id('messages.channel_id') }}
-        ) as conversation_type
-    from messages
-    inner join workspaces
-        on messages.workspace_id = workspaces.workspace_id
-    left join channels
-        on
-            messages.workspace_id = channels.workspace_id
-            and messages.channel_id = channels.channel_id
+    {{ relation }}_placed as (
 
-),
+        select
+            {{ relation }}.*,
+            workspaces.workspace_name,
+            workspaces.workspace_slug,
+            workspaces.workspace_url,
+            coalesce(
+                channels.channel_name, {{ relation }}.channel_id
+            ) as channel_name,
+            coalesce(
+                channels.conversation_type,
+                {{ conversation_type_from_id(relation ~ '.channel_id') }}
+            ) as conversation_type
+        from {{ relation }}
+        inner join workspaces
+            on {{ relation }}.workspace_id = workspaces.workspace_id
+        left join channels
+            on
+                {{ relation }}.workspace_id = channels.workspace_id
+                and {{ relation }}.channel_id = channels.channel_id
 
-threads_placed as (
+    ),
 
-    select
-        threads.*,
-        workspaces.workspace_name,
-        workspaces.workspace_slug,
-        workspaces.workspace_url,
-        coalesce(channels.channel_name, threads.channel_id) as channel_name,
-        coalesce(
-            channels.conversation_type,
-            {{ conversation_type_from_id('threads.channel_id') }}
-        ) as conversation_type
-    from threads
-    inner join workspaces
-        on threads.workspace_id = workspaces.workspace_id
-    left join channels
-        on
-            threads.workspace_id = channels.workspace_id
-            and threads.channel_id = channels.channel_id
-
-),
+{% endfor %}
 
 messages_in_context as (
 
