@@ -1,6 +1,6 @@
 """Benchmark: build + validate + publish of one artifact from a synthetic state database.
 
-    python -m benchmarks.artifact_bench --messages 100000 [--dimension 384] [--json]
+    python -m benchmarks.artifact_bench --messages 100000 [--dimension 768] [--json]
 
 Synthesises N messages (threads, tombstones, thread contexts) with unit vectors already
 "embedded", then times `build_artifact` (copy, dbt FTS macro, GX checkpoint in a fresh
@@ -139,7 +139,9 @@ def main() -> int:
     """Parse arguments, run once in a temporary home, print the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=100_000)
-    parser.add_argument("--dimension", type=int, default=384)
+    parser.add_argument(
+        "--dimension", type=int, default=768, help="vector width (default: the default model's)"
+    )
     parser.add_argument("--json", action="store_true", help="print JSON only")
     parser.add_argument("--home", type=Path, help="keep files here instead of a temp folder")
     args = parser.parse_args()

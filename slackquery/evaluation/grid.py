@@ -44,7 +44,8 @@ STANDARD_GRID = (
     "rrf_k=10,20,30,60;candidate_window=30,50,100,200;use_context_arm=on,off;"
     "use_aspect_arm=on,off;use_author_arm=on,off;"
     "context_target=best,root,thread;route_aware=on,off;"
-    "weights.conceptual=0.7:1.5:0.65,0.5:1.5:0.5,1:1:0.65"
+    "weights.conceptual=0.7:1.5:0.65:1.5:0.5,0.5:1.5:0.5:1.5:0.5,0.25:1.5:0.25:0.5:0.25,"
+    "1:1:0.65:1:0.5"
 )
 
 _TRUE = {"on", "true", "yes", "1"}

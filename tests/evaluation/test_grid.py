@@ -58,7 +58,7 @@ def test_context_target_axis() -> None:
 def test_standard_grid_is_a_sweep() -> None:
     points = parse_grid("standard")
     assert points == parse_grid(STANDARD_GRID)
-    assert len(points) == 1 + 4 + 4 + 2 + 2 + 2 + 3 + 2 + 3
+    assert len(points) == 1 + 4 + 4 + 2 + 2 + 2 + 3 + 2 + 4
 
 
 @pytest.mark.parametrize(

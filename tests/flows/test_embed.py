@@ -31,7 +31,7 @@ def test_task_bodies_compose_into_one_batch(run_key: str) -> None:
     claim = claim_batch.fn(run_key, 4)
     assert len(claim.items) == 4
     outcome = embed_batch.fn(run_key, claim)
-    assert outcome.vectors is not None and outcome.vectors.shape == (4, 384)
+    assert outcome.vectors is not None and outcome.vectors.shape == (4, 768)
     assert record_batch.fn(run_key, claim, outcome) == {"succeeded": 4, "failed": 0}
 
 
