@@ -13,10 +13,14 @@ Reads the canonical store (through dbt, attached read-only). Writes the state da
 - build and publish only ever add files and swap the pointer atomically.
 
 Project decision (STYLE §9): the state database is the source of truth, so tasks neither
-cache nor persist results.
+cache nor persist results. For the same reason `reconcile_plain` can run the same steps
+without Prefect (no API to start), with the same guarantees.
 """
 
 import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -100,11 +104,25 @@ def publish_candidate(build_id: str) -> dict[str, Any]:
     return publish(get_settings(), build_id)
 
 
-@flow(name="reconcile", log_prints=False)
-def reconcile(full_refresh: bool = False, force_build: bool = False) -> dict[str, Any]:
-    """Bring the published artifact up to date with the canonical store, once."""
+@dataclass(frozen=True)
+class ReconcileSteps:
+    """The steps of one reconcile: the flow runs them as Prefect tasks, a plain run bare."""
+
+    project_documents: Callable[[bool], dict[str, Any]]
+    embed_documents: Callable[[], dict[str, Any]]
+    plan_build: Callable[[bool], dict[str, Any]]
+    build_candidate: Callable[[], str]
+    publish_candidate: Callable[[str], dict[str, Any]]
+
+
+def _run(
+    steps: ReconcileSteps,
+    logger: logging.Logger | logging.LoggerAdapter,
+    full_refresh: bool,
+    force_build: bool,
+) -> dict[str, Any]:
+    """One reconcile, whichever engine runs the steps."""
     settings = get_settings()
-    logger = get_run_logger()
     with contextlib.ExitStack() as stack:
         try:
             stack.enter_context(
@@ -113,15 +131,36 @@ def reconcile(full_refresh: bool = False, force_build: bool = False) -> dict[str
         except SlackqueryError as error:
             logger.warning("%s; skipping this run", error)
             return {"status": "skipped", "reason": str(error)}
-        projected = project_documents(full_refresh)
-        embedded = embed_documents()
-        plan = plan_build(force_build)
+        projected = steps.project_documents(full_refresh)
+        embedded = steps.embed_documents()
+        plan = steps.plan_build(force_build)
         logger.info("plan: %s", plan)
         result: dict[str, Any] = {"projection": projected, "embedding": embedded, "plan": plan}
         if plan["action"] == "skip":
             result.update(status="unchanged", build_id=plan["build_id"])
             return result
-        build_id = plan["build_id"] if plan["action"] == "publish" else build_candidate()
-        result["publish"] = publish_candidate(build_id)
+        build_id = plan["build_id"] if plan["action"] == "publish" else steps.build_candidate()
+        result["publish"] = steps.publish_candidate(build_id)
         result.update(status="published", build_id=build_id)
         return result
+
+
+@flow(name="reconcile", log_prints=False)
+def reconcile(full_refresh: bool = False, force_build: bool = False) -> dict[str, Any]:
+    """Bring the published artifact up to date with the canonical store, once."""
+    tasks = ReconcileSteps(
+        project_documents, embed_documents, plan_build, build_candidate, publish_candidate
+    )
+    return _run(tasks, get_run_logger(), full_refresh, force_build)
+
+
+def reconcile_plain(full_refresh: bool = False, force_build: bool = False) -> dict[str, Any]:
+    """The same run as plain Python: what `slackquery reconcile` does without a Prefect API."""
+    bare = ReconcileSteps(
+        project_documents.fn,
+        embed_documents.fn,
+        plan_build.fn,
+        build_candidate.fn,
+        publish_candidate.fn,
+    )
+    return _run(bare, logging.getLogger("slackquery.reconcile"), full_refresh, force_build)

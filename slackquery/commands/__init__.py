@@ -2,6 +2,7 @@
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
@@ -20,3 +21,26 @@ def emit(args: argparse.Namespace, result: Any, text: str) -> None:
         sys.stdout.write("\n")
     else:
         print(text)
+
+
+def add_engine_flag(parser: argparse.ArgumentParser) -> None:
+    """Give a command that wraps a Prefect flow the `--engine` choice.
+
+    Without a Prefect server, a flow run starts a temporary local API first (~20 s), which
+    dwarfs a quick run; the durable state lives in the state DB either way, so plain Python
+    runs the same steps with the same guarantees.
+    """
+    parser.add_argument(
+        "--engine",
+        choices=("auto", "prefect", "plain"),
+        default="auto",
+        help="run as a Prefect flow, as plain Python, or Prefect only when PREFECT_API_URL "
+        "is set (default: auto)",
+    )
+
+
+def use_prefect(args: argparse.Namespace) -> bool:
+    """Whether `--engine` asks for the Prefect flow (auto: only when an API is configured)."""
+    return args.engine == "prefect" or (
+        args.engine == "auto" and bool(os.environ.get("PREFECT_API_URL"))
+    )

@@ -1,17 +1,15 @@
 """`slackquery embed`: embed every active message document that lacks a current vector.
 
-Engine choice: by default (`--engine auto`) the command runs the Prefect flow `embed` when a
-Prefect API is configured (PREFECT_API_URL), and otherwise the same steps as plain Python
-(`slackquery.embedding.work.embed_pending`). Without a server Prefect would start a temporary
-API for every run (~20 s), which would dwarf a no-op re-run (well under 2 s on 100,000
-documents); the durable state is the same either way, because it lives in the state DB.
+Engine choice (`--engine`, `slackquery.commands.add_engine_flag`): the Prefect flow `embed`
+when a Prefect API is configured, otherwise the same steps as plain Python
+(`slackquery.embedding.work.embed_pending`); a temporary Prefect API (~20 s) would dwarf a
+no-op re-run (well under 2 s on 100,000 documents).
 """
 
 import argparse
-import os
 from typing import Any
 
-from slackquery.commands import add_json_flag, emit
+from slackquery.commands import add_engine_flag, add_json_flag, emit, use_prefect
 from slackquery.settings import Settings
 
 
@@ -28,13 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--max-items", type=int, default=None, help="stop after claiming this many items"
     )
-    parser.add_argument(
-        "--engine",
-        choices=("auto", "prefect", "plain"),
-        default="auto",
-        help="run as a Prefect flow, as plain Python, or Prefect only when PREFECT_API_URL "
-        "is set (default: auto)",
-    )
+    add_engine_flag(parser)
     add_json_flag(parser)
     parser.set_defaults(handler=run)
 
@@ -55,11 +47,8 @@ def _format(result: dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Run the embed flow or loop; exit 1 when items ended terminal_failed."""
-    use_prefect = args.engine == "prefect" or (
-        args.engine == "auto" and bool(os.environ.get("PREFECT_API_URL"))
-    )
     progress = not args.json
-    if use_prefect:
+    if use_prefect(args):
         from flows.embed import embed_flow
 
         # The flow reads the same settings from the environment (keys stay out of Prefect).

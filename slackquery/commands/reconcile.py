@@ -1,8 +1,12 @@
-"""`slackquery reconcile`: run the Prefect `reconcile` flow once, in this process."""
+"""`slackquery reconcile`: run the `reconcile` flow once, in this process.
+
+Engine choice as for `embed` (`slackquery.commands.add_engine_flag`): the Prefect flow when
+a Prefect API is configured, otherwise the same steps as plain Python.
+"""
 
 import argparse
 
-from slackquery.commands import add_json_flag, emit
+from slackquery.commands import add_engine_flag, add_json_flag, emit, use_prefect
 from slackquery.settings import Settings
 
 
@@ -15,7 +19,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "or changed documents, then a new validated artifact published atomically. The build "
         "is skipped when neither the source watermark nor the embedding generation changed "
         "since the published artifact. Only one reconcile runs at a time. prefect.yaml "
-        "schedules the same flow hourly.",
+        "schedules the same flow hourly; without PREFECT_API_URL the command runs the same "
+        "steps as plain Python (no temporary Prefect API).",
     )
     parser.add_argument(
         "--full-refresh", action="store_true", help="rebuild every dbt model from scratch"
@@ -25,15 +30,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="build a new artifact even when nothing changed",
     )
+    add_engine_flag(parser)
     add_json_flag(parser)
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Run the flow and report what it did."""
-    from flows.reconcile import reconcile  # Prefect's import costs seconds; only this pays.
+    # Prefect's import costs seconds; only this command pays it.
+    from flows.reconcile import reconcile, reconcile_plain
 
-    result = reconcile(full_refresh=args.full_refresh, force_build=args.force_build)
+    run_once = reconcile if use_prefect(args) else reconcile_plain
+    result = run_once(full_refresh=args.full_refresh, force_build=args.force_build)
     status = result["status"]
     if status == "skipped":
         text = f"reconcile skipped: {result['reason']}"

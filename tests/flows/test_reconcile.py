@@ -4,16 +4,18 @@ Projection and embedding are replaced by the synthetic state (their own tests co
 them); the build, validation and publish are real.
 """
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import flows.reconcile as reconcile_module
-from flows.reconcile import plan_build, reconcile, reconcile_lock_path
+from flows.reconcile import plan_build, reconcile, reconcile_lock_path, reconcile_plain
 from slackquery.artifacts import files
 from slackquery.artifacts.build import build_artifact
 from slackquery.artifacts.publish import current_artifact
+from slackquery.cli import main
 from slackquery.settings import Settings
 from tests.artifacts.conftest import apply_env, identity_for
 from tests.artifacts.synthetic import synthesize_state
@@ -59,3 +61,19 @@ def test_plan_publishes_a_validated_build_instead_of_rebuilding(pipeline: Settin
     plan = plan_build.fn(False)
     assert plan["action"] == "publish" and plan["build_id"] == build_id
     assert plan_build.fn(True)["action"] == "build"
+
+
+def test_plain_reconcile_runs_the_same_steps_without_prefect(
+    pipeline: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first = reconcile_plain()
+    assert first["status"] == "published"
+    assert (
+        current_artifact(pipeline)
+        == files.artifact_file(pipeline.artifact_path, first["build_id"]).resolve()
+    )
+    assert main(["reconcile", "--engine", "plain", "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["status"] == "unchanged" and again["build_id"] == first["build_id"]
+    with files.exclusive_lock(reconcile_lock_path(pipeline), "test holder"):
+        assert reconcile_plain()["status"] == "skipped"
