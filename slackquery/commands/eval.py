@@ -7,7 +7,7 @@ from pathlib import Path
 
 from slackquery.errors import SlackqueryError
 from slackquery.evaluation import MODES
-from slackquery.evaluation.grid import DEFAULT_POINT, STANDARD_GRID, parse_grid
+from slackquery.evaluation.grid import AXES, DEFAULT_POINT, STANDARD_GRID, parse_grid
 from slackquery.evaluation.queries import load_queries, select_split
 from slackquery.evaluation.report import (
     Evaluation,
@@ -58,9 +58,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="SPEC",
         help="hybrid fusion grid: inline `rrf_k=10,60;use_context_arm=on,off` (each axis "
         "varied alone from the default; prefix `product:` for all combinations), a YAML "
-        "file, or `standard` for the built-in sweep. Axes: rrf_k, candidate_window, "
-        "max_per_thread, use_context_arm, route_aware, weights[.exact|.conceptual|.mixed] "
-        f"(L:S:C). standard = {STANDARD_GRID}",
+        f"file, or `standard` for the built-in sweep. Axes: {', '.join(AXES)} (weights as "
+        f"L:S:C[:A[:N]]). standard = {STANDARD_GRID}",
     )
     parser.add_argument(
         "--json",
@@ -71,7 +70,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--report",
         type=Path,
         metavar="OUT.md",
-        help="write a Markdown report, with OUT.png (plot) and OUT.jsonl (per-query rows)",
+        help="write the Markdown report here, with OUT.png (plot) and OUT.jsonl (per-query "
+        "rows) beside it (default: SLACKQUERY_HOME/eval/reports/<QUERIES stem>.md)",
     )
     parser.set_defaults(handler=run)
 
@@ -94,6 +94,11 @@ def summary_text(evaluation: Evaluation) -> str:
         parts += ["", grid_table(evaluation)]
     parts += [f"warning: {warning}" for warning in evaluation.warnings]
     return "\n".join(parts)
+
+
+def default_report_path(settings: Settings, queries: Path) -> Path:
+    """Where the report goes without `--report`: one per query file, under the home."""
+    return settings.home / "eval" / "reports" / f"{queries.stem}.md"
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
@@ -121,9 +126,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         corpus=args.corpus,
         progress=progress,
     )
-    if args.report is not None:
-        written = write_report(evaluation, args.report)
-        progress("wrote " + ", ".join(str(path) for path in written.values()))
+    report = args.report if args.report is not None else default_report_path(settings, args.queries)
+    written = write_report(evaluation, report)
+    progress("wrote " + ", ".join(str(path) for path in written.values()))
     if args.json == "-":
         json.dump(to_json(evaluation), sys.stdout, indent=2, default=str, ensure_ascii=False)
         sys.stdout.write("\n")

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from slackquery.cli import main
+from slackquery.commands.eval import default_report_path
 from slackquery.errors import SlackqueryError
 from slackquery.evaluation import runner
 from slackquery.evaluation.grid import GridPoint
@@ -155,3 +156,9 @@ def test_cli_without_artifact_says_what_to_do(
 ) -> None:
     assert main(["eval", str(_queries_file(tmp_path))]) == 1
     assert "no published search artifact" in capsys.readouterr().err
+
+
+def test_every_run_writes_a_report_by_default_under_the_home(settings: Settings) -> None:
+    queries = Path("/data/beacon/queries-dev.yaml")
+    expected = settings.home / "eval" / "reports" / "queries-dev.md"
+    assert default_report_path(settings, queries) == expected
