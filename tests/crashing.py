@@ -33,12 +33,17 @@ def run_cli_until(crash_at: str, env: dict[str, str], *args: str) -> int:
     return process.returncode
 
 
-def artifact_content(path: Path) -> tuple:
-    """A digest of what an artifact serves: documents, vectors, inputs and counts."""
+def query_one(path: Path, sql: str) -> tuple:
+    """The one row `sql` returns from the DuckDB file at `path`, opened read-only."""
     connection = connect(str(path), read_only=True)
     try:
-        row = connection.execute(ARTIFACT_CONTENT_SQL).fetchone()
+        row = connection.execute(sql).fetchone()
     finally:
         connection.close()
     assert row is not None
     return tuple(row)
+
+
+def artifact_content(path: Path) -> tuple:
+    """A digest of what an artifact serves: documents, vectors, inputs and counts."""
+    return query_one(path, ARTIFACT_CONTENT_SQL)

@@ -17,10 +17,9 @@ from flows.reconcile import reconcile
 from slackquery.artifacts import files, validate
 from slackquery.artifacts.publish import current_artifact
 from slackquery.canonical.importer import import_source
-from slackquery.duckdb_setup import connect
 from slackquery.sample import generate_sample
 from slackquery.settings import Settings, get_settings
-from tests.crashing import artifact_content, run_cli_until
+from tests.crashing import artifact_content, query_one, run_cli_until
 
 CANONICAL_DIGEST_SQL = """
 select count(*), md5(string_agg(message_key || payload_hash || is_deleted::varchar, '|'
@@ -32,16 +31,6 @@ from messages
 def _use_home(monkeypatch: pytest.MonkeyPatch, home: Path) -> Settings:
     monkeypatch.setenv("SLACKQUERY_HOME", str(home))
     return get_settings()
-
-
-def _query_one(path: Path, sql: str) -> tuple:
-    connection = connect(str(path), read_only=True)
-    try:
-        row = connection.execute(sql).fetchone()
-    finally:
-        connection.close()
-    assert row is not None
-    return row
 
 
 def _assert_current_intact(settings: Settings, build_id: str) -> None:
@@ -64,10 +53,10 @@ def test_kills_during_import_and_projection_then_reconcile_matches_uninterrupted
     published = reconcile()
     assert published["status"] == "published"
 
-    before = _query_one(settings.canonical_path, CANONICAL_DIGEST_SQL)
+    before = query_one(settings.canonical_path, CANONICAL_DIGEST_SQL)
     env = {"SLACKQUERY_HOME": str(home)}
     assert run_cli_until("import_before_commit", env, "import", second_export) == -signal.SIGKILL
-    assert _query_one(settings.canonical_path, CANONICAL_DIGEST_SQL) == before
+    assert query_one(settings.canonical_path, CANONICAL_DIGEST_SQL) == before
     _assert_current_intact(settings, published["build_id"])
 
     import_source(settings, Path(second_export), workspace_slug="fjordline")
