@@ -23,7 +23,14 @@ import numpy as np
 
 from serving.artifact import CONVERSATION_TYPES, Filters, LoadedArtifact, fold_name
 from serving.cursor import CursorCodec, fingerprint
-from serving.fusion import ArmRanking, FusionConfig, fuse, top_candidates
+from serving.fusion import (
+    ANSWER_CUE_DEPTH,
+    ArmRanking,
+    FusionConfig,
+    boost_answer_cues,
+    fuse,
+    top_candidates,
+)
 from serving.models import (
     ArmSignal,
     MessageRecord,
@@ -36,9 +43,11 @@ from serving.models import (
     ThreadResponse,
 )
 from serving.query import (
+    answer_types,
     classify_route,
     fts_tokens,
     has_searchable_content,
+    holds_answer_type,
     parse_query,
     query_aspects,
 )
@@ -485,6 +494,16 @@ class SearchEngine:
                 thread_keys=artifact.thread_keys,
                 max_per_thread=fusion.max_per_thread,
             )
+            kinds = answer_types(text) if request.mode == "hybrid" else ()
+            if kinds and fusion.answer_cue_boost:
+                tick = time.perf_counter()
+                cued = [
+                    holds_answer_type(str(artifact.display_row(hit.row)["text_display"]), kinds)
+                    for hit in hits[:ANSWER_CUE_DEPTH]
+                ]
+                hits = boost_answer_cues(hits, cued, fusion.answer_cue_boost)
+                timings["answer_cues"] = (time.perf_counter() - tick) * 1000
+                notes.append("ranked up messages that state a " + " / ".join(kinds))
             if offset > len(hits):
                 raise SlackqueryError(
                     "cursor offset is out of range; repeat the search without a cursor"
@@ -551,6 +570,7 @@ class SearchEngine:
             aspects=signal("aspects"),
             authors=signal("authors"),
             fused_score=round(hit.fused_score, 8),
+            answer_cue=hit.answer_cue,
         )  # type: ignore[arg-type]
 
     def _record(self, row: tuple, is_target: bool = False) -> MessageRecord:

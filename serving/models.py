@@ -67,7 +67,16 @@ class SearchHit(BaseModel):
         description="Named-author arm rank/cosine: written by someone the question names "
         "(hybrid only).",
     )
-    fused_score: float = Field(description="Weighted RRF score; relative, not a probability.")
+    fused_score: float = Field(
+        description="Weighted RRF score (times 1 + the answer-cue boost when `answer_cue`); "
+        "relative, not a probability."
+    )
+    answer_cue: bool = Field(
+        default=False,
+        description="States the kind of answer the question asks for (a date or time for "
+        "'when', a number for 'how many', a link, path or channel for 'where'); hybrid "
+        "ranking boosted its fused score.",
+    )
 
 
 class SearchResponse(BaseModel):

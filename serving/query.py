@@ -291,3 +291,52 @@ def query_aspects(text: str) -> list[str]:
     parts = [part.strip() for part in _ASPECT_SEPARATORS.split(body)]
     parts = [part for part in parts if any(t not in STOPWORDS for t in fts_tokens(part))]
     return parts if len(parts) >= 2 else []
+
+
+# Expected answer types, as in classic factoid question answering: a question that asks
+# "when" is answered by a message that states a date or time, "how many / much / long /
+# often" by one with a number, "where" by one with a link, path or channel. Only the
+# interrogative counts: the word must open the question or one of its clauses ("..., and
+# when was it due?"), so "find the message where Meera approved it" asks for no place.
+_CLAUSE_START = r"(?:^|[,;:?]\s*|\b(?:and|or)\s+)"
+_ANSWER_TYPE_QUESTIONS = {
+    "time": re.compile(
+        _CLAUSE_START + r"(?:when\b|what (?:time|day|date)\b|which (?:day|date)\b)",
+        re.IGNORECASE,
+    ),
+    "number": re.compile(r"\bhow (?:many|much|long|often)\b", re.IGNORECASE),
+    "place": re.compile(_CLAUSE_START + r"where\b", re.IGNORECASE),
+}
+_MONTH_NAMES = "|".join(
+    sorted({*_MONTHS, *(name[:3] for name in _MONTHS), "sept"}, key=len, reverse=True)
+)
+_WEEKDAYS = "monday|tuesday|wednesday|thursday|friday|saturday|sunday"
+_ANSWER_TYPE_CUES = {
+    "time": re.compile(
+        r"\b\d{4}-\d{2}-\d{2}\b"  # 2026-09-03
+        r"|\b\d{1,2}:\d{2}\b"  # 16:00
+        r"|\b\d{1,2}\s?(?:am|pm)\b"  # 4pm
+        rf"|\b(?:{_MONTH_NAMES})\.?\s+\d{{1,2}}(?:st|nd|rd|th)?\b"  # Sep 23
+        rf"|\b\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:{_MONTH_NAMES})\b"  # 23 Sep
+        rf"|\b(?:{_WEEKDAYS})s?\b",
+        re.IGNORECASE,
+    ),
+    "number": re.compile(
+        r"\b\d+(?:[.,]\d+)?\b"
+        r"|\b(?:two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|dozen|hundred"
+        r"|thousand|million)\b",
+        re.IGNORECASE,
+    ),
+    "place": re.compile(r"https?://\S+|(?:^|\s)/[\w.-]+|(?:^|\s)#[\w-]+", re.IGNORECASE),
+}
+ANSWER_TYPES = tuple(_ANSWER_TYPE_QUESTIONS)
+
+
+def answer_types(text: str) -> tuple[str, ...]:
+    """The kinds of answer the question asks for (`time`, `number`, `place`), in that order."""
+    return tuple(kind for kind, pattern in _ANSWER_TYPE_QUESTIONS.items() if pattern.search(text))
+
+
+def holds_answer_type(text: str, kinds: tuple[str, ...]) -> bool:
+    """True when the message text states an answer of one of these kinds."""
+    return any(_ANSWER_TYPE_CUES[kind].search(text) for kind in kinds)

@@ -11,7 +11,8 @@ either inline or a YAML file:
 - YAML file (a path ending in `.yaml`/`.yml`): `{mode: sweep|product, axes: {name: [values]}}`.
 - `standard`: the built-in sweep documented in docs/evaluation.md (`STANDARD_GRID`).
 
-Axes: `rrf_k`, `candidate_window`, `max_per_thread` (integers >= 1), `use_context_arm`,
+Axes: `rrf_k`, `candidate_window`, `max_per_thread` (integers >= 1), `answer_cue_boost`
+(a number >= 0; 0 is off), `use_context_arm`,
 `use_aspect_arm`, `use_author_arm`, `route_aware` (on/off, true/false), `context_target`
 (best, root, thread), `weights` (`L:S:C`, `L:S:C:A` or `L:S:C:A:N`: the lexical, semantic,
 context and optionally aspect and named-author weights used for every route; omitted ones
@@ -33,16 +34,17 @@ from serving.fusion import CONTEXT_TARGETS
 from slackquery.errors import SlackqueryError
 
 INT_AXES = ("rrf_k", "candidate_window", "max_per_thread")
+FLOAT_AXES = ("answer_cue_boost",)
 BOOL_AXES = ("use_context_arm", "use_aspect_arm", "use_author_arm", "route_aware")
 CHOICE_AXES = {"context_target": CONTEXT_TARGETS}
 ROUTES = ("exact", "conceptual", "mixed")
 WEIGHT_AXES = ("weights", *(f"weights.{route}" for route in ROUTES))
-AXES = (*INT_AXES, *BOOL_AXES, *CHOICE_AXES, *WEIGHT_AXES)
+AXES = (*INT_AXES, *FLOAT_AXES, *BOOL_AXES, *CHOICE_AXES, *WEIGHT_AXES)
 MAX_CONFIGS = 200
 
 STANDARD_GRID = (
     "rrf_k=10,20,30,60;candidate_window=30,50,100,200;use_context_arm=on,off;"
-    "use_aspect_arm=on,off;use_author_arm=on,off;"
+    "answer_cue_boost=0,0.1,0.5,1;use_aspect_arm=on,off;use_author_arm=on,off;"
     "context_target=best,root,thread;route_aware=on,off;"
     "weights.conceptual=0.7:1.5:0.65:1.5:0.5,0.5:1.5:0.5:1.5:0.5,0.25:1.5:0.25:0.5:0.25,"
     "1:1:0.65:1:0.5"
@@ -161,6 +163,14 @@ def _parse_value(axis: str, value: Any) -> Any:
         if number < 1:
             raise SlackqueryError(f"--grid: {axis} values must be integers >= 1, got {value!r}")
         return number
+    if axis in FLOAT_AXES:
+        try:
+            amount = float(str(value))
+        except ValueError:
+            amount = -1.0
+        if not amount >= 0:
+            raise SlackqueryError(f"--grid: {axis} values must be numbers >= 0, got {value!r}")
+        return amount
     if axis in BOOL_AXES:
         if isinstance(value, bool):
             return value

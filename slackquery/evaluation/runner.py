@@ -32,6 +32,7 @@ from slackquery.evaluation.grid import (
     BOOL_AXES,
     CHOICE_AXES,
     DEFAULT_POINT,
+    FLOAT_AXES,
     INT_AXES,
     ROUTES,
     GridPoint,
@@ -103,7 +104,7 @@ def fusion_config(point: GridPoint, base: FusionConfig | None = None) -> FusionC
     changes: dict[str, Any] = {
         axis: value
         for axis, value in point.overrides.items()
-        if axis in (*INT_AXES, *BOOL_AXES, *CHOICE_AXES)
+        if axis in (*INT_AXES, *FLOAT_AXES, *BOOL_AXES, *CHOICE_AXES)
     }
     weights = {route: dict(arms) for route, arms in base.route_weights.items()}
     if "weights" in point.overrides:

@@ -58,7 +58,7 @@ def test_context_target_axis() -> None:
 def test_standard_grid_is_a_sweep() -> None:
     points = parse_grid("standard")
     assert points == parse_grid(STANDARD_GRID)
-    assert len(points) == 1 + 4 + 4 + 2 + 2 + 2 + 3 + 2 + 4
+    assert len(points) == 1 + 4 + 4 + 4 + 2 + 2 + 2 + 3 + 2 + 4
 
 
 @pytest.mark.parametrize(
@@ -70,6 +70,8 @@ def test_standard_grid_is_a_sweep() -> None:
         ("rrf_k=0", "integers >= 1"),
         ("rrf_k=ten", "integers >= 1"),
         ("route_aware=maybe", "on or off"),
+        ("answer_cue_boost=-0.5", "numbers >= 0"),
+        ("answer_cue_boost=lots", "numbers >= 0"),
         ("context_target=middle", "one of best, root, thread"),
         ("weights=1:1", "three to five non-negative numbers"),
         ("weights=0:0:0", "three to five non-negative numbers"),

@@ -47,8 +47,10 @@ def test_corpus_home_is_dedicated_and_keeps_embedding_settings(settings: Setting
 
 def test_fusion_config_changes_only_the_named_axes() -> None:
     base = runner.FusionConfig()
-    config = runner.fusion_config(GridPoint("x", {"rrf_k": 10, "use_context_arm": False}), base)
-    assert (config.rrf_k, config.use_context_arm) == (10, False)
+    config = runner.fusion_config(
+        GridPoint("x", {"rrf_k": 10, "use_context_arm": False, "answer_cue_boost": 0.0}), base
+    )
+    assert (config.rrf_k, config.use_context_arm, config.answer_cue_boost) == (10, False, 0.0)
     assert config.route_weights == base.route_weights
     assert config.candidate_window == base.candidate_window
 

@@ -352,3 +352,23 @@ def test_names_in_a_question_resolve_to_authors(engine: SearchEngine) -> None:
         assert named("what did Zoë say") == {"U4"}
         assert named("chen and priya.patel on ERR-42") == {"U1", "U3"}  # any word of a name
         assert named("what did we say about it") == set()  # stop words are never names
+
+
+def test_answer_cues_boost_messages_that_state_the_asked_kind(engine: SearchEngine) -> None:
+    question = "When is the database failover drill?"
+    boosted = search(engine, question)
+    plain = engine.search(SearchRequest(query=question), FusionConfig(answer_cue_boost=0))
+    assert "ranked up messages that state a time" in boosted.notes
+    assert not any(hit.answer_cue for hit in plain.results)
+    assert "ranked up" not in " ".join(plain.notes)
+    unboosted = {hit.document_id: hit.fused_score for hit in plain.results}
+    cued = {hit.document_id for hit in boosted.results if hit.answer_cue}
+    assert message_id(31) in cued  # "... scheduled for Friday"
+    assert message_id(11) not in cued  # the failover runbook link states no time
+    for hit in boosted.results:
+        factor = 1.25 if hit.answer_cue else 1.0
+        assert hit.fused_score == pytest.approx(unboosted[hit.document_id] * factor, rel=1e-6)
+    scores = [hit.fused_score for hit in boosted.results]
+    assert scores == sorted(scores, reverse=True)
+    # Only hybrid ranking uses the cue; the single arms stay pure.
+    assert not any(hit.answer_cue for hit in search(engine, question, mode="semantic").results)

@@ -6,7 +6,14 @@ import pytest
 import serving.lexical
 from serving.artifact import DISPLAY_COLUMNS
 from serving.engine import SearchEngine
-from serving.fusion import ArmRanking, FusedHit, fuse, top_candidates, top_rows
+from serving.fusion import (
+    ArmRanking,
+    FusedHit,
+    boost_answer_cues,
+    fuse,
+    top_candidates,
+    top_rows,
+)
 from serving.models import SearchRequest
 
 
@@ -135,3 +142,28 @@ def test_fuse_with_shared_ranks() -> None:
     assert fused[9] == pytest.approx(0.5 / 22 + 1.5 / 22)
     assert [hit.row for hit in hits] == [6, 9, 4, 5]
     assert hits[0].ranks == {"context": 1, "semantic": 1}
+
+
+def test_answer_cue_boost_reorders_near_ties_only() -> None:
+    hits = [
+        FusedHit(1, 0.100, {"semantic": 1}, {"semantic": 0.9}),
+        FusedHit(2, 0.090, {"semantic": 2}, {"semantic": 0.8}),
+        FusedHit(3, 0.050, {"semantic": 3}, {"semantic": 0.7}),
+        FusedHit(4, 0.045, {"semantic": 4}, {"semantic": 0.6}),
+    ]
+    boosted = boost_answer_cues(hits, [False, True, False, True], 0.25)
+    # 0.090 x 1.25 passes 0.100; 0.045 x 1.25 passes 0.050 but not 0.100.
+    assert [hit.row for hit in boosted] == [2, 1, 4, 3]
+    assert boosted[0].fused_score == pytest.approx(0.1125)
+    assert [hit.answer_cue for hit in boosted] == [True, False, True, False]
+    assert boosted[0].ranks == {"semantic": 2}
+    # Equal boosted scores break ties on the row, like `fuse`.
+    tied = boost_answer_cues(
+        [FusedHit(7, 1.25, {}, {}), FusedHit(5, 1.0, {}, {})], [False, True], 0.25
+    )
+    assert [hit.row for hit in tied] == [5, 7]
+    assert boost_answer_cues(hits, [True] * 4, 0.25)[0].row == 1  # all cued: order kept
+    # Only the checked head is re-ranked; the tail keeps its order below it.
+    head = boost_answer_cues(hits, [False, True], 0.25)
+    assert [hit.row for hit in head] == [2, 1, 3, 4]
+    assert not head[3].answer_cue
