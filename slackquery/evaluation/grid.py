@@ -213,4 +213,6 @@ def _format(value: Any) -> str:
         return "on" if value else "off"
     if isinstance(value, tuple):
         return ":".join(f"{weight:g}" for weight in value)
+    if isinstance(value, float):
+        return f"{value:g}"
     return str(value)

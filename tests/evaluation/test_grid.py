@@ -16,6 +16,17 @@ def test_sweep_varies_one_axis_at_a_time_with_the_default_first() -> None:
     assert points[3].overrides == {"use_context_arm": False}
 
 
+def test_answer_cue_boost_axis_takes_numbers() -> None:
+    points = parse_grid("answer_cue_boost=0,0.5,1")
+    assert [p.name for p in points] == [
+        "default",
+        "answer_cue_boost=0",
+        "answer_cue_boost=0.5",
+        "answer_cue_boost=1",
+    ]
+    assert points[1].overrides == {"answer_cue_boost": 0.0}
+
+
 def test_product_crosses_axes() -> None:
     points = parse_grid("product:rrf_k=10,60;route_aware=on,off")
     assert len(points) == 5
