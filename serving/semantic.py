@@ -16,8 +16,14 @@ import numpy as np
 from slackquery.embedding.base import Embedder, ensure_same_generation
 from slackquery.errors import SlackqueryError
 
-# Below this share of eligible vectors, multiplying only those rows beats the full product.
-_SUBSET_SHARE = 0.25
+# Below this share of eligible vectors, scoring only those rows beats the full product
+# (measured at 1M x 768: a 12.6% subset 61-77 ms, the full pass 100 ms; even at 20%).
+_SUBSET_SHARE = 0.18
+# Rows gathered per step of a subset product: 1,024 x 768 float32 is 3 MiB, small enough to
+# come from the heap. Gathering the whole subset at once allocates hundreds of MiB per query,
+# which the kernel backs with huge pages and, once memory is fragmented, stalls on
+# compaction: filtered searches at 1M measured 200-650 ms instead of ~60 ms that way.
+_GATHER_ROWS = 1024
 
 
 def dot_scores(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
@@ -37,9 +43,16 @@ def vector_scores(
         return dot_scores(matrix, query)
     if positions.size == 0:
         return np.zeros(0, dtype=np.float32)
-    if positions.size < _SUBSET_SHARE * matrix.shape[0]:
-        return dot_scores(matrix[positions], query)
-    return dot_scores(matrix, query)[positions]
+    if positions.size >= _SUBSET_SHARE * matrix.shape[0]:
+        return dot_scores(matrix, query)[positions]
+    scores = np.empty(positions.size, dtype=np.float32)
+    block = np.empty((min(_GATHER_ROWS, positions.size), matrix.shape[1]), dtype=matrix.dtype)
+    for start in range(0, positions.size, _GATHER_ROWS):
+        chunk = positions[start : start + _GATHER_ROWS]
+        rows = block[: chunk.size]
+        np.take(matrix, chunk, axis=0, out=rows)
+        scores[start : start + chunk.size] = dot_scores(rows, query)
+    return scores
 
 
 class QueryEmbedder:

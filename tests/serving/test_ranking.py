@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import serving.lexical
+import serving.semantic
 from serving.artifact import DISPLAY_COLUMNS
 from serving.engine import SearchEngine
 from serving.fusion import (
@@ -167,3 +168,21 @@ def test_answer_cue_boost_reorders_near_ties_only() -> None:
     head = boost_answer_cues(hits, [False, True], 0.25)
     assert [hit.row for hit in head] == [2, 1, 3, 4]
     assert not head[3].answer_cue
+
+
+@pytest.mark.parametrize("share", [0.0, 0.01, 0.1, 0.5, 1.0])
+def test_vector_scores_equal_the_plain_product(
+    monkeypatch: pytest.MonkeyPatch, share: float
+) -> None:
+    # Small gather blocks, so a subset spans several of them and a partial last one.
+    monkeypatch.setattr(serving.semantic, "_GATHER_ROWS", 16)
+    rng = np.random.default_rng(3)
+    matrix = rng.standard_normal((2000, 24)).astype(np.float32)
+    query = rng.standard_normal(24).astype(np.float32)
+    positions = np.sort(rng.choice(2000, int(2000 * share), replace=False))
+    scores = serving.semantic.vector_scores(matrix, query, positions)
+    assert scores.dtype == np.float32
+    np.testing.assert_allclose(scores, matrix[positions] @ query, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        serving.semantic.vector_scores(matrix, query, None), matrix @ query, rtol=1e-5, atol=1e-5
+    )
