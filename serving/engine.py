@@ -51,12 +51,17 @@ from serving.query import (
     parse_query,
     query_aspects,
 )
-from serving.semantic import QueryEmbedder, vector_scores
+from serving.semantic import QueryEmbedder, best_indices, vector_scores, vector_scores_many
 from slackquery.embedding.base import Embedder
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
 
 MAX_FILTER_VALUE_CHARS = 200
+# The parts of a multi-part question are ranked among the whole question's best matches by
+# cosine, not over every vector: a part's answer is about the question too, and at 1M
+# vectors one more pass for the parts cost ~165 ms (this pool: a few ms). Corpora with at
+# most this many eligible vectors (Beacon, the sample workspace) rank parts over all.
+ASPECT_POOL = 10_000
 MAX_CONTEXT_MESSAGES = 100
 MAX_THREAD_LIMIT = 500
 MAX_SCOPE_LIMIT = 500
@@ -346,21 +351,18 @@ class SearchEngine:
     def _aspect_arm(
         self,
         artifact: LoadedArtifact,
-        aspects: list[str],
+        part_vectors: np.ndarray,
         positions: np.ndarray | None,
-        semantic_rows: np.ndarray,
+        rows: np.ndarray,
         window: int,
     ) -> ArmRanking:
-        """Rank messages by cosine with each part of a multi-part question, then interleave
-        the parts: a message's rank is its best rank in any part's list, so each part's top
-        hits compete near the top, not only the part the whole question's vector leans to.
-        One query embedding (cached) and one pass over the candidate vectors per part."""
+        """Rank messages (`rows`, at matrix `positions`) by cosine with each part of a
+        multi-part question, then interleave the parts: a message's rank is its best rank in
+        any part's list, so each part's top hits compete near the top, not only the part the
+        whole question's vector leans to. One pass over those vectors for all parts."""
         best: dict[int, tuple[int, float]] = {}
-        for aspect in aspects:
-            vector = self.query_embedder.embed(aspect, artifact.generation_id, artifact.dimension)
-            ranking = top_candidates(
-                semantic_rows, vector_scores(artifact.vectors, vector, positions), window
-            )
+        for scores in vector_scores_many(artifact.vectors, part_vectors, positions):
+            ranking = top_candidates(rows, scores, window)
             for rank, (row, score) in enumerate(
                 zip(ranking.rows.tolist(), ranking.scores.tolist(), strict=True), start=1
             ):
@@ -439,9 +441,15 @@ class SearchEngine:
                 arms["lexical"] = top_candidates(rows[keep], scores[keep], window)
                 timings["lexical"] = (time.perf_counter() - tick) * 1000
             if request.mode in ("semantic", "hybrid"):
+                aspects = (
+                    query_aspects(text)
+                    if request.mode == "hybrid" and fusion.use_aspect_arm
+                    else []
+                )
                 tick = time.perf_counter()
-                query_vector = self.query_embedder.embed(
-                    text, artifact.generation_id, artifact.dimension
+                # The question and its parts in one call: the model batches them.
+                query_vector, *part_vectors = self.query_embedder.embed_many(
+                    [text, *aspects], artifact.generation_id, artifact.dimension
                 )
                 timings["embed"] = (time.perf_counter() - tick) * 1000
                 tick = time.perf_counter()
@@ -456,11 +464,16 @@ class SearchEngine:
                 )
                 arms["semantic"] = top_candidates(semantic_rows, semantic_scores, window)
                 timings["semantic"] = (time.perf_counter() - tick) * 1000
-                aspects = query_aspects(text) if request.mode == "hybrid" else []
-                if fusion.use_aspect_arm and aspects:
+                if aspects:
                     tick = time.perf_counter()
+                    pool = best_indices(semantic_scores, ASPECT_POOL)
+                    if pool is None:
+                        part_positions, part_rows = positions, semantic_rows
+                    else:
+                        part_positions = pool if positions is None else positions[pool]
+                        part_rows = semantic_rows[pool]
                     arms["aspects"] = self._aspect_arm(
-                        artifact, aspects, positions, semantic_rows, window
+                        artifact, np.stack(part_vectors), part_positions, part_rows, window
                     )
                     timings["aspects"] = (time.perf_counter() - tick) * 1000
                     notes.append("searched each part: " + " | ".join(aspects))

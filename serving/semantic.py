@@ -55,6 +55,41 @@ def vector_scores(
     return scores
 
 
+def best_indices(scores: np.ndarray, count: int) -> np.ndarray | None:
+    """Indices of the `count` highest scores, ascending; None when every score qualifies."""
+    if scores.size <= count:
+        return None
+    return np.sort(np.argpartition(scores, scores.size - count)[scores.size - count :])
+
+
+def vector_scores_many(
+    matrix: np.ndarray, queries: np.ndarray, positions: np.ndarray | None
+) -> np.ndarray:
+    """`vector_scores` for several queries at once, as a (queries, positions) array.
+
+    The parts of a multi-part question are scored in one pass over the matrix: each block
+    of rows is read once and multiplied by all query vectors in one BLAS product, instead
+    of one full pass per part (memory traffic dominates: measured at 1M x 768, three parts
+    in 151 ms against 300 ms for three passes).
+    """
+    subset = positions is not None and positions.size < _SUBSET_SHARE * matrix.shape[0]
+    count = positions.size if subset else matrix.shape[0]  # type: ignore[union-attr]
+    transposed = np.ascontiguousarray(queries.T, dtype=np.float32)
+    scores = np.empty((count, transposed.shape[1]), dtype=np.float32)
+    block = np.empty((min(_GATHER_ROWS, count), matrix.shape[1]), dtype=matrix.dtype)
+    for start in range(0, count, _GATHER_ROWS):
+        stop = min(start + _GATHER_ROWS, count)
+        if subset:
+            rows = block[: stop - start]
+            np.take(matrix, positions[start:stop], axis=0, out=rows)  # type: ignore[index]
+        else:
+            rows = matrix[start:stop]
+        np.matmul(rows, transposed, out=scores[start:stop])
+    if positions is not None and not subset:
+        scores = scores[positions]
+    return np.ascontiguousarray(scores.T)
+
+
 class QueryEmbedder:
     """Embeds query text once per distinct text (small LRU) and enforces the generation."""
 
@@ -75,24 +110,40 @@ class QueryEmbedder:
 
     def embed(self, text: str, generation_id: str, dimension: int) -> np.ndarray:
         """The normalised float32 query vector, after checking the embedder's generation."""
+        return self.embed_many([text], generation_id, dimension)[0]
+
+    def embed_many(self, texts: list[str], generation_id: str, dimension: int) -> np.ndarray:
+        """`embed` for several texts, as rows; the uncached ones go to the model in one call.
+
+        A multi-part question embeds its parts with the whole question: one batch costs
+        the packaged pair 45 ms for three texts against 90 ms one by one, and gives the
+        same vectors (the models embed each text independently of its batch).
+        """
         embedder = self.embedder
         ensure_same_generation(embedder.identity, generation_id)
+        found: dict[str, np.ndarray] = {}
         with self._lock:
-            cached = self._cache.get(text)
-            if cached is not None:
-                self._cache.move_to_end(text)
-                return cached
-        vector = np.asarray(embedder.embed_queries([text]), dtype=np.float32).reshape(-1)
-        if vector.shape[0] != dimension:
-            raise SlackqueryError(
-                f"query vector has {vector.shape[0]} dimensions, artifact vectors have {dimension}"
-            )
-        norm = float(np.linalg.norm(vector))
-        if not np.isfinite(norm) or norm == 0.0:
-            raise SlackqueryError("the embedder returned an empty or invalid query vector")
-        vector = vector / norm
-        with self._lock:
-            self._cache[text] = vector
-            if len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
-        return vector
+            for text in texts:
+                cached = self._cache.get(text)
+                if cached is not None:
+                    self._cache.move_to_end(text)
+                    found[text] = cached
+        missing = [text for text in dict.fromkeys(texts) if text not in found]
+        if missing:
+            vectors = np.asarray(embedder.embed_queries(missing), dtype=np.float32)
+            vectors = vectors.reshape(len(missing), -1)
+            if vectors.shape[1] != dimension:
+                raise SlackqueryError(
+                    f"query vector has {vectors.shape[1]} dimensions, "
+                    f"artifact vectors have {dimension}"
+                )
+            norms = np.linalg.norm(vectors, axis=1)
+            if not np.all(np.isfinite(norms)) or np.any(norms == 0.0):
+                raise SlackqueryError("the embedder returned an empty or invalid query vector")
+            with self._lock:
+                for text, vector, norm in zip(missing, vectors, norms, strict=True):
+                    found[text] = vector / norm
+                    self._cache[text] = found[text]
+                while len(self._cache) > self._cache_size:
+                    self._cache.popitem(last=False)
+        return np.stack([found[text] for text in texts])

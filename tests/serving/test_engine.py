@@ -2,6 +2,7 @@
 
 import pytest
 
+import serving.engine
 from serving.engine import SearchEngine
 from serving.fusion import FusionConfig
 from serving.models import SearchRequest
@@ -305,7 +306,9 @@ def test_context_arm_targets(engine: SearchEngine) -> None:
         FusionConfig(context_target="middle")
 
 
-def test_multi_part_question_searches_each_part(engine: SearchEngine) -> None:
+def test_multi_part_question_searches_each_part(
+    engine: SearchEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
     question = "Catch me up: what filled the staging disk, and who fixed the kafka consumer lag?"
     response = search(engine, question)
     assert set(response.weights) == {"lexical", "semantic", "context", "aspects"}
@@ -319,6 +322,14 @@ def test_multi_part_question_searches_each_part(engine: SearchEngine) -> None:
     }
     assert part_winners & {message_id(17), message_id(18)}
     assert part_winners & {message_id(28), message_id(29)}
+
+    # At scale the parts rank only among the whole question's best matches by cosine.
+    monkeypatch.setattr(serving.engine, "ASPECT_POOL", 5)
+    pooled = search(engine, question)
+    assert pooled.notes == response.notes
+    with_parts = [hit for hit in pooled.results if hit.aspects is not None]
+    assert with_parts and all(hit.semantic and hit.semantic.rank <= 5 for hit in with_parts)
+    monkeypatch.undo()
 
     assert "aspects" not in search(engine, "why is everything slow when the nightly jobs").weights
     assert "aspects" not in search(engine, question, mode="semantic").weights

@@ -186,3 +186,10 @@ def test_vector_scores_equal_the_plain_product(
     np.testing.assert_allclose(
         serving.semantic.vector_scores(matrix, query, None), matrix @ query, rtol=1e-5, atol=1e-5
     )
+    # Several queries in one pass score like one pass each.
+    queries = rng.standard_normal((3, 24)).astype(np.float32)
+    for subset in (positions, None):
+        many = serving.semantic.vector_scores_many(matrix, queries, subset)
+        expected = [serving.semantic.vector_scores(matrix, one, subset) for one in queries]
+        assert many.shape == (3, len(expected[0]))
+        np.testing.assert_allclose(many, np.stack(expected), rtol=1e-5, atol=1e-5)
