@@ -59,7 +59,7 @@ from slackquery.settings import Settings
 MAX_FILTER_VALUE_CHARS = 200
 # The parts of a multi-part question are ranked among the whole question's best matches by
 # cosine, not over every vector: a part's answer is about the question too, and at 1M
-# vectors one more pass for the parts cost ~165 ms (this pool: a few ms). Corpora with at
+# vectors one more pass for two parts costs ~165 ms (this pool: a few ms). Corpora with at
 # most this many eligible vectors (Beacon, the sample workspace) rank parts over all.
 ASPECT_POOL = 10_000
 MAX_CONTEXT_MESSAGES = 100
