@@ -114,6 +114,11 @@ class QueryEmbedder:
                 self._embedder = self._factory()
             return self._embedder
 
+    def forget(self) -> None:
+        """Drop every cached query vector (the evaluation times first-time embeddings)."""
+        with self._lock:
+            self._cache.clear()
+
     def embed(self, text: str, generation_id: str, dimension: int) -> np.ndarray:
         """The normalised float32 query vector, after checking the embedder's generation."""
         return self.embed_many([text], generation_id, dimension)[0]

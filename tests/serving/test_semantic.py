@@ -61,6 +61,9 @@ def test_uncached_texts_go_to_the_model_in_one_call() -> None:
     np.testing.assert_array_equal(vectors[2], alone)
     queries.embed_many(["part two", "whole question"], generation, 8)
     assert len(fake.batches) == 2  # all cached
+    queries.forget()
+    queries.embed("part two", generation, 8)
+    assert fake.batches[-1] == ["part two"]
 
 
 def test_bad_vectors_and_generations_are_errors() -> None:
