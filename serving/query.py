@@ -329,7 +329,6 @@ _ANSWER_TYPE_CUES = {
     ),
     "place": re.compile(r"https?://\S+|(?:^|\s)/[\w.-]+|(?:^|\s)#[\w-]+", re.IGNORECASE),
 }
-ANSWER_TYPES = tuple(_ANSWER_TYPE_QUESTIONS)
 
 
 def answer_types(text: str) -> tuple[str, ...]:
