@@ -14,58 +14,16 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from slackquery.canonical.rows import MESSAGE_COLUMNS
+from slackquery.canonical.rows import MESSAGE_COLUMNS, ChannelRow, FileRow, UserRow
 from slackquery.errors import SlackqueryError
 
 SCHEMA_VERSION = 2
 
-CHANNEL_COLUMNS = (
-    "workspace_id",
-    "channel_id",
-    "name",
-    "conversation_type",
-    "is_archived",
-    "is_general",
-    "created_at",
-    "creator_id",
-    "topic",
-    "purpose",
-    "member_ids",
-    "export_folder",
-    "raw_json",
-    "payload_hash",
-)
-USER_COLUMNS = (
-    "workspace_id",
-    "user_id",
-    "username",
-    "real_name",
-    "display_name",
-    "title",
-    "tz",
-    "is_bot",
-    "is_deleted",
-    "is_admin",
-    "raw_json",
-    "payload_hash",
-)
-FILE_COLUMNS = (
-    "workspace_id",
-    "file_id",
-    "message_key",
-    "channel_id",
-    "message_ts",
-    "name",
-    "title",
-    "mimetype",
-    "size",
-    "local_object_path",
-    "url_private",
-    "is_deleted",
-    "payload_hash",
-)
+CHANNEL_COLUMNS = ChannelRow._fields
+USER_COLUMNS = UserRow._fields
 # Staged file rows carry the message's ts_us so duplicates resolve to the first share.
-FILE_STAGE_COLUMNS = (*FILE_COLUMNS, "message_ts_us")
+FILE_STAGE_COLUMNS = FileRow._fields
+FILE_COLUMNS = tuple(column for column in FILE_STAGE_COLUMNS if column != "message_ts_us")
 
 # Per table: key columns, and the columns whose change counts as an update besides
 # payload_hash (derived values that the raw payload does not capture).
