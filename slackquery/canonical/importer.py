@@ -59,8 +59,41 @@ def import_source(
     slug_hint = workspace_slug or slug_from_path(path)
     warnings = Warnings()
 
-    loader = LOADERS[fmt](settings, path, slug_hint, warnings)
+    with store.writer_lock(settings):
+        loader = LOADERS[fmt](settings, path, slug_hint, warnings)
+        report = _import_in_one_transaction(
+            settings,
+            loader,
+            path,
+            started_at=started_at,
+            run_id=run_id,
+            workspace_slug=workspace_slug,
+            slug_hint=slug_hint,
+            workspace_name=workspace_name,
+            warnings=warnings,
+        )
+    elapsed = time.perf_counter() - started_clock
+    report["duration_s"] = round(elapsed, 3)
+    report["messages_per_s"] = (
+        round(report.pop("messages_staged") / elapsed, 1) if elapsed else None
+    )
+    report["store"] = store.summarize(settings.canonical_path)
+    return report
 
+
+def _import_in_one_transaction(
+    settings: Settings,
+    loader: Any,
+    path: Path,
+    *,
+    started_at: datetime,
+    run_id: str,
+    workspace_slug: str | None,
+    slug_hint: str,
+    workspace_name: str | None,
+    warnings: Warnings,
+) -> dict[str, Any]:
+    """Stage and merge inside one transaction; on failure leave the store as it was."""
     db_path = settings.canonical_path
     created = not db_path.exists()
     connection = store.open_store(db_path, settings.import_memory_limit)
@@ -92,11 +125,7 @@ def import_source(
             _remove_store_files(db_path)
         raise
     connection.close()
-    elapsed = time.perf_counter() - started_clock
-    report["duration_s"] = round(elapsed, 3)
-    report["messages_per_s"] = round(staged.messages_staged / elapsed, 1) if elapsed else None
-    report["store"] = store.summarize(db_path)
-    return report
+    return {**report, "messages_staged": staged.messages_staged}
 
 
 def slug_from_path(path: Path) -> str:
@@ -184,7 +213,7 @@ def _merge(
         for table_counts in counts.values()
         for kind in ("inserted", "updated", "tombstoned")
     )
-    workspace = _upsert_workspace(
+    workspace = upsert_workspace(
         connection,
         staged,
         run_id=run_id,
@@ -222,7 +251,7 @@ def _merge(
     }
 
 
-def _upsert_workspace(
+def upsert_workspace(
     connection: duckdb.DuckDBPyConnection,
     staged: Staged,
     *,

@@ -163,6 +163,12 @@ class Staging:
             )
         )
 
+    def flush(self) -> None:
+        """Write the staged messages and files."""
+        self.messages.flush()
+        store.stage_frame(self.connection, "files", store.FILE_STAGE_COLUMNS, self.files)
+        self.files = []
+
     def finish(
         self,
         *,
@@ -173,10 +179,9 @@ class Staging:
         workspace_id_derived: bool = False,
     ) -> Staged:
         """Write every remaining stage table and describe what was staged."""
-        self.messages.flush()
+        self.flush()
         store.stage_frame(self.connection, "users", store.USER_COLUMNS, users)
         store.stage_frame(self.connection, "channels", store.CHANNEL_COLUMNS, channels)
-        store.stage_frame(self.connection, "files", store.FILE_STAGE_COLUMNS, self.files)
         store.stage_values(self.connection, "skipped_keys", self.skipped_keys)
         covered = [row.channel_id for row in channels]
         store.stage_values(self.connection, "covered", covered)

@@ -14,8 +14,10 @@ from typing import Any
 import duckdb
 import pandas as pd
 
+from slackquery.artifacts.files import exclusive_lock
 from slackquery.canonical.rows import MESSAGE_COLUMNS, ChannelRow, FileRow, UserRow
 from slackquery.errors import SlackqueryError
+from slackquery.settings import Settings
 
 SCHEMA_VERSION = 2
 
@@ -160,18 +162,31 @@ def merge_table(
     run_id: str,
     now: datetime,
 ) -> dict[str, int]:
-    """Merge `stage_<table>` into `table`: update changed rows, insert new ones; count all."""
+    """Merge `stage_<table>` into `table`: update changed rows, insert new ones; count all.
+
+    This is the one rule for how a stored row changes, for every writer (import and sync):
+    a row changes when its payload hash or a derived column differs. `now` is when the
+    staged rows were observed (an import's start, a sync page's request); a message
+    tombstoned after that moment is never brought back by them, so a stale page cannot
+    resurrect a deletion that a newer read recorded.
+    """
     keys, extra_compare = MERGE_RULES[table]
     join = " and ".join(f"target.{key} = stage.{key}" for key in keys)
     changed = " or ".join(
         f"target.{column} is distinct from stage.{column}"
         for column in ("payload_hash", *extra_compare)
     )
+    if table == "messages":
+        changed = (
+            f"({changed}) and not (target.is_deleted and not stage.is_deleted "
+            "and target.last_changed_at > $now)"
+        )
     staged = _scalar(connection, f"select count(*) from stage_{table}")
     updated = _scalar(
         connection,
         f"select count(*) from stage_{table} as stage inner join {table} as target "
         f"on {join} where {changed}",
+        {"now": now} if table == "messages" else None,
     )
     existing = _scalar(
         connection,
@@ -284,6 +299,17 @@ def tombstone_files(
         "where stage.workspace_id = files.workspace_id and stage.file_id = files.file_id)",
         {"workspace_id": workspace_id, "run_id": run_id, "now": now},
     )
+
+
+def writer_lock(settings: Settings) -> contextlib.AbstractContextManager[None]:
+    """The one lock every writer of the canonical store holds: `import` and `sync`.
+
+    DuckDB alone would refuse a second writer with a file-lock error mid-run; the flock
+    refuses it up front with a message that says who holds it (and the kernel releases it
+    when its holder dies, so a killed run never blocks the next).
+    """
+    path = settings.canonical_path
+    return exclusive_lock(path.with_name(path.name + ".lock"), "another import or sync")
 
 
 def drop_stage_tables(connection: duckdb.DuckDBPyConnection) -> None:
