@@ -6,6 +6,7 @@ runs inside the caller's single transaction, so a failed import leaves no trace.
 """
 
 import contextlib
+from collections.abc import Iterator
 from datetime import UTC, date, datetime
 from importlib import resources
 from pathlib import Path
@@ -301,7 +302,12 @@ def tombstone_files(
     )
 
 
-def writer_lock(settings: Settings) -> contextlib.AbstractContextManager[None]:
+class StoreBusy(SlackqueryError):
+    """Another import or sync holds the canonical store's writer lock."""
+
+
+@contextlib.contextmanager
+def writer_lock(settings: Settings) -> Iterator[None]:
     """The one lock every writer of the canonical store holds: `import` and `sync`.
 
     DuckDB alone would refuse a second writer with a file-lock error mid-run; the flock
@@ -309,7 +315,15 @@ def writer_lock(settings: Settings) -> contextlib.AbstractContextManager[None]:
     when its holder dies, so a killed run never blocks the next).
     """
     path = settings.canonical_path
-    return exclusive_lock(path.with_name(path.name + ".lock"), "another import or sync")
+    lock = exclusive_lock(path.with_name(path.name + ".lock"), "another import or sync")
+    try:
+        lock.__enter__()
+    except SlackqueryError as error:
+        raise StoreBusy(str(error)) from error
+    try:
+        yield
+    finally:
+        lock.__exit__(None, None, None)
 
 
 def drop_stage_tables(connection: duckdb.DuckDBPyConnection) -> None:

@@ -43,6 +43,10 @@ class SlackApiError(SlackqueryError):
         super().__init__(f"Slack {method}: {error}" + (f" ({detail})" if detail else ""))
 
 
+class SlackTransientError(SlackApiError):
+    """Every attempt met a 429, a 5xx or a timeout: worth a later retry, which resumes."""
+
+
 class ChannelUnavailable(SlackApiError):
     """The token cannot read this conversation (not a member, or it is gone)."""
 
@@ -121,7 +125,7 @@ class SlackClient:
                 self._backoff(method, attempt)
                 continue
             return self._result(method, response)
-        raise SlackApiError(method, "gave up", f"{attempts} attempts, last: {last}")
+        raise SlackTransientError(method, "gave up", f"{attempts} attempts, last: {last}")
 
     def _result(self, method: str, response: httpx.Response) -> dict[str, Any]:
         try:

@@ -53,7 +53,7 @@ class Fault:
     channel: str | None = None
     retry_after: int = 7
     delay_s: float = 2.0
-    change: Callable[[], None] | None = None  # for `changed`: run before the repeat
+    change: Callable[[], None] | None = None  # for `changed`: what changes meanwhile
 
 
 @dataclass
@@ -216,18 +216,21 @@ class FakeSlack:
             await asyncio.sleep(fault.delay_s)  # longer than the client's timeout
             return Response("too late", status_code=504)
         if fault.kind == "changed":
-            # Serve this request as asked, then change the workspace: a repeat of the same
-            # request (after a crash or a retry) sees a different page.
-            assert fault.change is not None
-            self.faults.append(
-                Fault(fault.method, "_apply", channel=fault.channel, change=fault.change)
-            )
-            return None
-        if fault.kind == "_apply":
+            # The workspace changes while this request is being answered and the answer is
+            # lost (a 500): the client's repeat of the same request sees a different page.
             assert fault.change is not None
             with self.lock:
                 fault.change()
-            return None
+            return Response("changed under me", status_code=500)
+        if fault.kind == "missing_scope":
+            return JSONResponse(
+                {
+                    "ok": False,
+                    "error": "missing_scope",
+                    "needed": "channels:history",
+                    "provided": "channels:read,users:read",
+                }
+            )
         return JSONResponse({"ok": False, "error": fault.kind})
 
     def _auth_test(self, params: dict[str, str]) -> dict[str, Any]:
