@@ -7,21 +7,27 @@ turns it into canonical rows with the builders in `rows`, and hands them to a `S
 
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
+import orjson
 
 from slackquery.canonical import store
 from slackquery.canonical.rows import (
     MESSAGE_COLUMNS,
+    SORTED,
     ChannelRow,
     FileRow,
     UserRow,
     file_row,
     message_files,
     message_row,
+    ts_to_us,
 )
 from slackquery.settings import Settings
+
+if TYPE_CHECKING:
+    from slackquery.canonical.authors import Authors
 
 MAX_LISTED_WARNINGS = 1000
 STAGE_BATCH_ROWS = 50_000
@@ -122,6 +128,55 @@ class Staging:
         )
         self.skipped_keys.append(key)
         return True
+
+    def valid_ts_us(self, where: str, message: Any) -> int | None:
+        """The message's ts in µs, or None (skipped with a warning) when it has none."""
+        ts = message.get("ts") if isinstance(message, dict) else None
+        try:
+            ts_us = ts_to_us(ts) if isinstance(ts, str) else None
+        except ValueError:
+            ts_us = None
+        if ts_us is None:
+            if isinstance(message, dict):
+                self.skip(where, f"message without a valid ts ({ts!r}) skipped")
+            else:
+                self.skip(where, "entry that is not a JSON object skipped")
+        return ts_us
+
+    def add_slack_message(
+        self,
+        message: dict[str, Any],
+        *,
+        authors: "Authors",
+        channel_id: str,
+        ts_us: int,
+        day: str,
+        where: str,
+        seen: set[str] | None = None,
+        local_paths: dict[str, str] | None = None,
+    ) -> None:
+        """Stage a Slack message object: size limit, duplicates (when `seen`), its author."""
+        ts = message["ts"]
+        key = f"{self.workspace_id}:{channel_id}:{ts}"
+        canonical = orjson.dumps(message, option=SORTED)
+        if self.oversize(where, f"ts={ts}", key, canonical):
+            return
+        if seen is not None:
+            if key in seen:
+                self.skip(where, f"duplicate message ts={ts} skipped")
+                return
+            seen.add(key)
+        authors.note(message, where)
+        self.add_message(
+            message,
+            channel_id=channel_id,
+            ts=ts,
+            ts_us=ts_us,
+            day=day,
+            canonical=canonical,
+            bot_user_ids=authors.bot_user_ids,
+            local_paths=local_paths,
+        )
 
     def add_message(
         self,

@@ -18,7 +18,7 @@ import orjson
 
 from slackquery.canonical import store
 from slackquery.canonical.authors import Authors
-from slackquery.canonical.rows import MESSAGE_COLUMNS, SORTED, ChannelRow, UserRow, ts_to_us
+from slackquery.canonical.rows import MESSAGE_COLUMNS, ChannelRow, UserRow, ts_to_us
 from slackquery.canonical.staging import Staging, Warnings
 from slackquery.crash import crash_point
 from slackquery.settings import Settings
@@ -201,29 +201,13 @@ class SyncStore:
         staging = Staging(self.connection, self.warnings, workspace_id, self.settings)
         seen: list[str] = []
         for message in messages:
-            ts = message.get("ts") if isinstance(message, dict) else None
-            try:
-                ts_us = ts_to_us(ts) if isinstance(ts, str) else None
-            except ValueError:
-                ts_us = None
+            ts_us = staging.valid_ts_us(where, message)
             if ts_us is None:
-                staging.skip(where, f"message without a valid ts ({ts!r}) skipped")
                 continue
-            seen.append(ts)
-            key = f"{workspace_id}:{channel_id}:{ts}"
-            canonical = orjson.dumps(message, option=SORTED)
-            if staging.oversize(where, f"ts={ts}", key, canonical):
-                continue
-            authors.note(message, where)
+            seen.append(message["ts"])
             day = datetime.fromtimestamp(ts_us // 1_000_000, UTC).date().isoformat()
-            staging.add_message(
-                message,
-                channel_id=channel_id,
-                ts=ts,
-                ts_us=ts_us,
-                day=day,
-                canonical=canonical,
-                bot_user_ids=authors.bot_user_ids,
+            staging.add_slack_message(
+                message, authors=authors, channel_id=channel_id, ts_us=ts_us, day=day, where=where
             )
         staging.flush()
         return seen

@@ -6,6 +6,7 @@ from datetime import date
 from typing import Any
 
 from slackquery.commands import add_json_flag, emit
+from slackquery.commands.importer import render_counts
 from slackquery.settings import Settings
 from slackquery.slack.plan import plan
 from slackquery.slack.sync import CONVERSATION_TYPES, Progress, SyncRequest, sync
@@ -108,11 +109,7 @@ def render(result: dict[str, Any]) -> str:
         f"{result['request_count']:,} requests ({result['pacing']} pacing), "
         f"{result['rate_limit_wait_s']} s waiting on rate limits",
     ]
-    for table, counts in result["counts"].items():
-        lines.append(
-            f"  {table:<9} inserted {counts['inserted']:>9,}  updated {counts['updated']:>9,}  "
-            f"unchanged {counts['unchanged']:>9,}  tombstoned {counts['tombstoned']:>9,}"
-        )
+    lines.extend(render_counts(result["counts"]))
     lines.append(
         "  requests: " + ", ".join(f"{method} {n:,}" for method, n in result["requests"].items())
     )

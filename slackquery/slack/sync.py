@@ -86,7 +86,6 @@ def sync(
     request: SyncRequest | None = None,
     *,
     clock: Clock | None = None,
-    client: SlackClient | None = None,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Run one sync and return its summary (see `summary`)."""
@@ -101,7 +100,7 @@ def sync(
     warnings = Warnings()
     with ExitStack() as stack:
         stack.enter_context(store.writer_lock(settings))
-        client = client or stack.enter_context(SlackClient(settings, clock=clock))
+        client = stack.enter_context(SlackClient(settings, clock=clock))
         db = SyncStore(settings, run_id, warnings)
         stack.callback(db.close)
         run = _Run(settings, client, db, clock, request, progress or Progress(), run_id, warnings)

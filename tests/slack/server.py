@@ -365,3 +365,22 @@ def _offset_page(items: list[Any], params: dict[str, str]) -> tuple[list[Any], s
     end = start + limit
     following = _encode("offset", str(end)) if end < len(items) else ""
     return copy.deepcopy(items[start:end]), following
+
+
+def main() -> None:
+    """`python -m tests.slack.server EXPORT.zip PORT`: serve an export until killed."""
+    import sys
+
+    import uvicorn
+
+    from slackquery.sample.workspace import TEAM_DOMAIN, TEAM_NAME
+    from slackquery.slack.pacing import SystemClock
+
+    slack = FakeSlack.from_export(
+        Path(sys.argv[1]), SystemClock(), team_name=TEAM_NAME, domain=TEAM_DOMAIN
+    )
+    uvicorn.run(slack.app, host="127.0.0.1", port=int(sys.argv[2]), log_level="warning")
+
+
+if __name__ == "__main__":
+    main()

@@ -13,13 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-import orjson
 
 from slackquery.canonical.authors import Authors
 from slackquery.canonical.rows import (
-    SORTED,
     slack_channel_row,
-    ts_to_us,
 )
 from slackquery.canonical.sources import CONVERSATION_LISTS, DAY_FILE, USER_LISTS, ExportReader
 from slackquery.canonical.staging import Staged, Staging, Warnings
@@ -195,7 +192,18 @@ class SlackExportLoader:
                 )
             staging.days.append(day)
             for message in day_messages:
-                self._stage_message(staging, authors, seen, message, channel_id, day, where)
+                ts_us = staging.valid_ts_us(where, message)
+                if ts_us is not None:
+                    staging.add_slack_message(
+                        message,
+                        authors=authors,
+                        channel_id=channel_id,
+                        ts_us=ts_us,
+                        day=day,
+                        where=where,
+                        seen=seen,
+                        local_paths=self.local_paths,
+                    )
         authors.warn_unknown()
         channels = [
             slack_channel_row(
@@ -213,46 +221,4 @@ class SlackExportLoader:
             channels=channels,
             team_name_hint=self.team_name_hint,
             workspace_id_derived=self.workspace_id_derived,
-        )
-
-    def _stage_message(
-        self,
-        staging: Staging,
-        authors: Authors,
-        seen: set[str],
-        message: Any,
-        channel_id: str,
-        day: str,
-        where: str,
-    ) -> None:
-        """Check one day-file entry and stage its message and file rows."""
-        if not isinstance(message, dict):
-            staging.skip(where, "entry that is not a JSON object skipped")
-            return
-        ts = message.get("ts")
-        try:
-            ts_us = ts_to_us(ts) if isinstance(ts, str) else None
-        except ValueError:
-            ts_us = None
-        if ts_us is None:
-            staging.skip(where, f"message without a valid ts ({ts!r}) skipped")
-            return
-        key = f"{self.workspace_id}:{channel_id}:{ts}"
-        canonical = orjson.dumps(message, option=SORTED)
-        if staging.oversize(where, f"ts={ts}", key, canonical):
-            return
-        if key in seen:
-            staging.skip(where, f"duplicate message ts={ts} skipped")
-            return
-        seen.add(key)
-        authors.note(message, where)
-        staging.add_message(
-            message,
-            channel_id=channel_id,
-            ts=ts,
-            ts_us=ts_us,
-            day=day,
-            canonical=canonical,
-            bot_user_ids=authors.bot_user_ids,
-            local_paths=self.local_paths,
         )
