@@ -134,19 +134,19 @@ class SyncStore:
         )
         self.connection.commit()
 
-    def stored_latest_replies(
+    def stored_thread_heads(
         self, workspace_id: str, channel_id: str, thread_ts: list[str]
-    ) -> dict[str, int]:
-        """The newest stored reply (ts_us) of each of these threads that has any."""
+    ) -> dict[str, tuple[str | None, int | None]]:
+        """(latest_reply, reply_count) of the stored parents of these threads."""
         if not thread_ts:
             return {}
         rows = self.connection.execute(
-            "select thread_ts, max(ts_us) from messages where workspace_id = ? "
-            "and channel_id = ? and is_thread_reply and thread_ts in (select unnest(?)) "
-            "group by 1",
+            "select ts, raw_json->>'latest_reply', reply_count from messages "
+            "where workspace_id = ? and channel_id = ? and ts in (select unnest(?)) "
+            "and not is_deleted",
             [workspace_id, channel_id, thread_ts],
         ).fetchall()
-        return dict(rows)
+        return {ts: (latest, count) for ts, latest, count in rows}
 
     def pending_threads(self, workspace_id: str, channel_id: str) -> list[tuple[str, str | None]]:
         """(thread_ts, reply cursor) of the threads the pass still has to read, oldest first."""

@@ -8,9 +8,11 @@ archival and membership changes land first → one pass per conversation over
 A pass reads (oldest, latest): the first pass from `--since` (or the beginning), later
 ones from the older of "where the last pass ended" and "now minus slack_reread_days", so
 each run re-reads the window in which edits and deletions still happen. Threads are read
-when Slack's `latest_reply` is newer than the newest stored reply, or falls in the window
+when Slack's `latest_reply` differs from what the store holds, or falls in the window
 (threads whose last reply is in the window are queued from the store, so a new reply to an
-old thread is found even when its parent lies before the window).
+old thread is found even when its parent lies before the window). "Newer than stored" is
+judged on the parent: a thread is read when the stored parent's `latest_reply` or
+`reply_count` differs from the page's.
 Every page is one transaction with its checkpoint (`canonical.sync_store`).
 """
 
@@ -328,23 +330,28 @@ def _read_history(run: _Run, channel_id: str, current: Any) -> None:
 
 
 def _threads_to_read(run: _Run, channel_id: str, messages: list[dict[str, Any]]) -> list[str]:
-    """Parents on this page whose replies changed since stored, or are recently active."""
+    """Parents on this page whose thread changed since stored, or was recently active.
+
+    Changed: the store lacks the parent, or holds another `latest_reply` / `reply_count`
+    (a broadcast reply already read from history does not count as having the thread).
+    """
     parents = {
-        message["ts"]: message["latest_reply"]
+        message["ts"]: message
         for message in messages
         if message.get("thread_ts") == message.get("ts")
         and message.get("reply_count")
         and isinstance(message.get("latest_reply"), str)
     }
-    stored = run.db.stored_latest_replies(run.workspace_id, channel_id, list(parents))
+    stored = run.db.stored_thread_heads(run.workspace_id, channel_id, list(parents))
     window_start_us = int(_window_start_s(run) * 1_000_000)
     wanted = []
-    for thread_ts, latest_reply in parents.items():
+    for thread_ts, parent in parents.items():
         try:
-            latest_us = ts_to_us(latest_reply)
+            latest_us = ts_to_us(parent["latest_reply"])
         except ValueError:
             continue
-        if latest_us > stored.get(thread_ts, -1) or latest_us >= window_start_us:
+        head = (parent["latest_reply"], parent["reply_count"])
+        if stored.get(thread_ts) != head or latest_us >= window_start_us:
             wanted.append(thread_ts)
     return wanted
 

@@ -13,7 +13,7 @@ from slackquery.canonical.importer import import_source
 from slackquery.sample.workspace import TEAM_DOMAIN, TEAM_NAME
 from slackquery.settings import Settings, get_settings
 from slackquery.slack.pacing import SystemClock
-from slackquery.slack.sync import sync
+from slackquery.slack.sync import SyncRequest, sync
 from tests.canonical.conftest import query
 from tests.crashing import run_cli_until
 from tests.loopback import serve
@@ -245,3 +245,44 @@ def test_sigkill_during_sync_then_resume_equals_an_uninterrupted_sync(
         sync(clean)
     for table in ("messages", "users", "channels", "files"):
         assert rows(resumed.canonical_path, table) == rows(clean.canonical_path, table), table
+
+
+def test_a_broadcast_read_before_its_parent_does_not_hide_the_thread(
+    live: Live, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One message a page: history (newest first) returns a broadcast reply pages before its
+    # parent, so the store already holds the thread's latest reply when the parent comes.
+    slack = live.slack
+    channel, thread_ts, broadcast = min(
+        (
+            (cid, message["thread_ts"], ts)
+            for cid, messages in slack.messages.items()
+            for ts, message in messages.items()
+            if message.get("subtype") == "thread_broadcast"
+        ),
+        key=lambda found: len(slack.messages[found[0]]),
+    )
+    messages = slack.messages[channel]
+    later = [
+        ts
+        for ts, m in messages.items()
+        if m.get("thread_ts") == thread_ts and float(ts) > float(broadcast)
+    ]
+    for ts in later:
+        del messages[ts]
+    messages[thread_ts]["latest_reply"] = broadcast
+    messages[thread_ts]["reply_count"] -= len(later)
+    settings = _with_env(monkeypatch, SLACKQUERY_SLACK_PAGE_SIZE="1")
+    sync(settings, SyncRequest(channels=(channel,)), clock=live.clock)
+    stored = query(
+        settings.canonical_path,
+        "select ts from messages where channel_id = ? and not is_deleted order by ts",
+        [channel],
+    )
+    assert [row[0] for row in stored] == sorted(messages)
+
+
+def _with_env(monkeypatch: pytest.MonkeyPatch, **env: str) -> Settings:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return get_settings()
