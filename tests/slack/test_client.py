@@ -17,6 +17,7 @@ from slackquery.canonical.authors import Authors
 from slackquery.canonical.importer import import_source
 from slackquery.canonical.staging import Warnings
 from slackquery.canonical.sync_store import SyncStore
+from slackquery.cli import main
 from slackquery.errors import SlackqueryError
 from slackquery.settings import get_settings
 from slackquery.slack.client import SlackApiError
@@ -24,7 +25,7 @@ from slackquery.slack.pacing import pacing_from_setting
 from slackquery.slack.sync import SyncRequest, sync
 from tests.canonical.conftest import query
 from tests.crashing import ROOT
-from tests.slack.conftest import Live
+from tests.slack.conftest import PAGE_SIZE, Live
 from tests.slack.server import TOKEN, Fault
 
 
@@ -209,3 +210,31 @@ def test_the_token_is_never_printed_logged_or_stored(live: Live) -> None:
     for path in live.settings.home.rglob("*"):
         if path.is_file():
             assert TOKEN.encode() not in path.read_bytes(), path
+
+
+def test_cli_without_a_token_says_how_to_set_one(
+    home, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    monkeypatch.delenv("SLACKQUERY_SLACK_TOKEN", raising=False)
+    assert main(["sync"]) == 1
+    assert "set SLACKQUERY_SLACK_TOKEN" in capsys.readouterr().err
+
+
+def test_cli_plan_prints_every_preset_from_the_store_shape(
+    live: Live, capsys: pytest.CaptureFixture
+) -> None:
+    sync(live.settings, clock=live.clock)
+    assert main(["sync", "--plan", "--messages", "100000", "--json"]) == 0
+    planned = json.loads(capsys.readouterr().out)
+    by_name = {preset["preset"]: preset for preset in planned["presets"]}
+    assert set(by_name) == {"tiers", "non-marketplace", "0 (unpaced)"}
+    limited = by_name["non-marketplace"]
+    assert limited["history_page_size"] == min(PAGE_SIZE, 15)
+    # One request a minute each for history and replies: at least the larger count in minutes.
+    requests = limited["requests"]
+    assert limited["minutes_at_least"] == max(
+        requests["conversations.history"], requests["conversations.replies"]
+    )
+    assert by_name["0 (unpaced)"]["minutes_at_most"] == 0
+    assert main(["sync", "--plan"]) == 0
+    assert "non-marketplace" in capsys.readouterr().out
