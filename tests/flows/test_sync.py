@@ -48,7 +48,8 @@ def test_sync_and_reconcile_bring_edits_deletions_and_replies_to_search(
     engine = SearchEngine(settings)
     try:
         assert (
-            engine.get_message(key + changes.deleted).message.document_id == key + changes.deleted
+            engine.get_message(key + changes.deleted).messages[0].document_id
+            == key + changes.deleted
         )
         assert _hits(engine, "zebraquartz") == []
         assert _hits(engine, "flamingo") == []
