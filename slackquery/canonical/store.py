@@ -16,8 +16,7 @@ import pandas as pd
 
 from slackquery.canonical.rows import MESSAGE_COLUMNS
 from slackquery.errors import SlackqueryError
-
-SCHEMA_VERSION = 2
+from slackquery.projection import CANONICAL_SCHEMA_VERSION
 
 CHANNEL_COLUMNS = (
     "workspace_id",
@@ -117,12 +116,12 @@ def install_schema(connection: duckdb.DuckDBPyConnection, installed_at: datetime
     versions = connection.execute("select max(schema_version) from schema_metadata").fetchone()
     if versions is None or versions[0] is None:
         connection.execute(
-            "insert into schema_metadata values (?, ?)", [SCHEMA_VERSION, installed_at]
+            "insert into schema_metadata values (?, ?)", [CANONICAL_SCHEMA_VERSION, installed_at]
         )
-    elif versions[0] != SCHEMA_VERSION:
+    elif versions[0] != CANONICAL_SCHEMA_VERSION:
         raise SlackqueryError(
             f"canonical store has schema version {versions[0]}; this importer writes "
-            f"version {SCHEMA_VERSION}"
+            f"version {CANONICAL_SCHEMA_VERSION}"
         )
 
 

@@ -85,6 +85,14 @@ DAMAGE: dict[str, tuple[str, set[tuple[str, str]]]] = {
             ("search_documents", "every message document has exactly one vector"),
         },
     ),
+    "unlisted_author": (
+        "delete from users where user_id = (select min(user_id) from users)",
+        {("users", "every author of a document is listed (`from:@name` resolves them)")},
+    ),
+    "unlisted_workspace": (
+        "delete from workspaces where workspace_id = (select min(workspace_id) from workspaces)",
+        {("workspaces", "every document's workspace is listed")},
+    ),
     "wrong_count": (
         "update artifact_metadata set document_count = document_count + 1",
         {

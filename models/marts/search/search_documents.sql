@@ -403,6 +403,17 @@ documents as (
     union all
     select * from thread_documents
 
+),
+
+documents_with_links as (
+
+    select
+        documents.*,
+        coalesce(
+            regexp_matches(documents.text_lexical, 'https?://'), false
+        ) as has_link
+    from documents
+
 )
 
-select * from documents
+select * from documents_with_links
