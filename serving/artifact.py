@@ -457,10 +457,6 @@ class LoadedArtifact:
             name: column[row] for name, column in zip(DISPLAY_COLUMNS, self._display, strict=True)
         }
 
-    def fetch_rows(self, rows: Sequence[int]) -> dict[str, dict[str, object]]:
-        """Display columns of these artifact rows, by document id."""
-        return {self.document_ids[row]: self.display_row(row) for row in rows}
-
     def texts(self, rows: Sequence[int]) -> dict[int, str]:
         """`text_lexical` of these rows (used to verify quoted phrases)."""
         ids = [self.document_ids[row] for row in rows]
