@@ -14,10 +14,10 @@ import duckdb
 import numpy as np
 
 from serving.query import content_tokens
+from slackquery.artifacts.schema import FTS_SCHEMA
 
 K1 = 1.2
 B = 0.75
-FTS_SCHEMA = "fts_main_search_documents"
 # Postings of more than 1/DENSE_SHARE of the row count are summed in a dense accumulator.
 DENSE_SHARE = 8
 

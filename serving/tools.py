@@ -23,6 +23,7 @@ from serving.models import (
     SearchResponse,
     ThreadResponse,
 )
+from slackquery.artifacts.schema import CONVERSATION_TYPES
 from slackquery.errors import SlackqueryError
 
 T = TypeVar("T")
@@ -54,7 +55,7 @@ def register_tools(server: MCPServer, engine: SearchEngine, metrics: Metrics) ->
         workspace_ids: list[str] | None = None,
         channel_ids: list[str] | None = None,
         author_ids: list[str] | None = None,
-        conversation_types: list[Literal["public", "private", "dm", "group_dm"]] | None = None,
+        conversation_types: list[Literal[CONVERSATION_TYPES]] | None = None,
         start_ts_us: int | None = None,
         end_ts_us: int | None = None,
         limit: int = 10,

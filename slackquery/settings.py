@@ -173,8 +173,15 @@ class Settings(BaseSettings):
     max_count_drift: float = Field(
         default=0.5,
         ge=0,
-        description="Largest relative change in document count against the published "
-        "artifact that validation accepts (0.5 = ±50%).",
+        description="Largest relative drop in document or message count against the "
+        "published artifact that validation accepts (0.5 = down to half); growth always "
+        "passes. Set it to 1 to publish a deliberate larger drop.",
+    )
+    count_drift_min_drop: int = Field(
+        default=100,
+        ge=0,
+        description="A drop of at most this many documents (or messages) always passes the "
+        "count-drift check, however large relatively: a small archive may lose a channel.",
     )
     artifact_build_memory_limit: str = Field(
         default="2GB",

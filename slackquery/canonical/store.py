@@ -18,9 +18,8 @@ import pandas as pd
 from slackquery.artifacts.files import exclusive_lock
 from slackquery.canonical.rows import MESSAGE_COLUMNS, ChannelRow, FileRow, UserRow
 from slackquery.errors import SlackqueryError
+from slackquery.projection import CANONICAL_SCHEMA_VERSION
 from slackquery.settings import Settings
-
-SCHEMA_VERSION = 2
 
 CHANNEL_COLUMNS = ChannelRow._fields
 USER_COLUMNS = UserRow._fields
@@ -78,12 +77,12 @@ def install_schema(connection: duckdb.DuckDBPyConnection, installed_at: datetime
     versions = connection.execute("select max(schema_version) from schema_metadata").fetchone()
     if versions is None or versions[0] is None:
         connection.execute(
-            "insert into schema_metadata values (?, ?)", [SCHEMA_VERSION, installed_at]
+            "insert into schema_metadata values (?, ?)", [CANONICAL_SCHEMA_VERSION, installed_at]
         )
-    elif versions[0] != SCHEMA_VERSION:
+    elif versions[0] != CANONICAL_SCHEMA_VERSION:
         raise SlackqueryError(
             f"canonical store has schema version {versions[0]}; this importer writes "
-            f"version {SCHEMA_VERSION}"
+            f"version {CANONICAL_SCHEMA_VERSION}"
         )
 
 
