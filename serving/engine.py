@@ -9,7 +9,6 @@ closed once its last request ends).
 """
 
 import os
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -17,7 +16,6 @@ from contextlib import contextmanager
 from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from urllib.parse import urlparse
 
 import numpy as np
 
@@ -42,6 +40,7 @@ from serving.models import (
     SearchResponse,
     ThreadResponse,
 )
+from serving.permalink import is_url, parse_permalink
 from serving.query import (
     answer_types,
     classify_route,
@@ -65,7 +64,6 @@ ASPECT_POOL = 10_000
 MAX_CONTEXT_MESSAGES = 100
 MAX_THREAD_LIMIT = 500
 MAX_SCOPE_LIMIT = 500
-_PERMALINK_PATH = re.compile(r"^/archives/([A-Z0-9]+)/p(\d{7,})$")
 
 
 def _default_embedder_factory(settings: Settings) -> Callable[[], Embedder]:
@@ -442,7 +440,7 @@ class SearchEngine:
                 timings["lexical"] = (time.perf_counter() - tick) * 1000
             if request.mode in ("semantic", "hybrid"):
                 aspects = (
-                    query_aspects(text)
+                    query_aspects(text, self.settings.search_max_query_parts).parts
                     if request.mode == "hybrid" and fusion.use_aspect_arm
                     else []
                 )
@@ -632,23 +630,12 @@ class SearchEngine:
     # -- lookups ----------------------------------------------------------------------
     def _document_id_from(self, artifact: LoadedArtifact, value: str) -> str:
         value = value.strip()
-        if not value.lower().startswith(("http://", "https://")):
+        if not is_url(value):
             return value
-        parsed = urlparse(value)
-        host = (parsed.hostname or "").lower()
-        match = _PERMALINK_PATH.match(parsed.path)
-        if not host.endswith(".slack.com") or match is None:
-            raise SlackqueryError(
-                "not a Slack message permalink; expected "
-                "https://<workspace>.slack.com/archives/<channel>/p<digits>"
-            )
-        slug = host.removesuffix(".slack.com")
-        channel_id, digits = match.groups()
-        ts = f"{digits[:-6]}.{digits[-6:]}"
-        workspaces = [row[0] for row in artifact.workspaces if (row[1] or "").lower() == slug]
-        for workspace_id in workspaces:
-            candidate = f"{workspace_id}:{channel_id}:{ts}"
-            if candidate in artifact.row_of:
+        link = parse_permalink(value)
+        for workspace_id, slug, *_ in artifact.workspaces:
+            candidate = f"{workspace_id}:{link.channel_id}:{link.ts}"
+            if (slug or "").lower() == link.workspace_slug and candidate in artifact.row_of:
                 return candidate
         raise SlackqueryError(f"no message in the published artifact matches permalink {value}")
 

@@ -5,21 +5,19 @@ number of clients share one engine and a publish needs no session migration. Hea
 probes stay public; everything else can require a bearer token.
 """
 
-import hmac
-import json
-
 import anyio
 import uvicorn
 from mcp.server.mcpserver import MCPServer
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp
 
 from serving.engine import SearchEngine
 from serving.metrics import Metrics
-from serving.tools import register_tools
+from serving.tools import ToolServer, register_tools
 from slackquery import __version__
 from slackquery.errors import SlackqueryError
+from slackquery.http_guard import HttpGuard
 from slackquery.settings import Settings
 
 GUIDE = """\
@@ -52,7 +50,7 @@ PUBLIC_PATHS = frozenset({"/healthz", "/readyz"})
 
 def build_server(engine: SearchEngine, metrics: Metrics) -> MCPServer:
     """The MCP server with the four tools and the `slackquery://guide` resource."""
-    server = MCPServer(
+    server = ToolServer(
         "slackquery",
         title="Slack history search",
         instructions=GUIDE,
@@ -88,59 +86,6 @@ def build_server(engine: SearchEngine, metrics: Metrics) -> MCPServer:
     return server
 
 
-class GuardMiddleware:
-    """Bearer auth (constant-time) for all but the health probes, and a request body cap."""
-
-    def __init__(self, app: ASGIApp, token: str | None, max_body_bytes: int):
-        self.app = app
-        self.token = token.encode("utf-8") if token else None
-        self.max_body_bytes = max_body_bytes
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        headers = dict(scope.get("headers") or [])
-        if self.token is not None and scope.get("path") not in PUBLIC_PATHS:
-            supplied = headers.get(b"authorization", b"")
-            expected = b"Bearer " + self.token
-            if not hmac.compare_digest(supplied, expected):
-                await self._reply(send, 401, {"error": "unauthorized"}, auth=True)
-                return
-        length = headers.get(b"content-length")
-        if length is not None and (not length.isdigit() or int(length) > self.max_body_bytes):
-            await self._reply(send, 413, {"error": "request body too large"})
-            return
-        await self.app(scope, self._capped(receive, send), send)
-
-    def _capped(self, receive: Receive, send: Send) -> Receive:
-        seen = 0
-
-        async def capped() -> dict:  # type: ignore[type-arg]
-            nonlocal seen
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.max_body_bytes:
-                    # A streamed body without Content-Length: stop reading it.
-                    return {"type": "http.disconnect"}
-            return message
-
-        return capped
-
-    @staticmethod
-    async def _reply(send: Send, status: int, body: dict, *, auth: bool = False) -> None:  # type: ignore[type-arg]
-        payload = json.dumps(body).encode("utf-8")
-        headers = [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(payload)).encode()),
-        ]
-        if auth:
-            headers.append((b"www-authenticate", b'Bearer realm="slackquery"'))
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": payload})
-
-
 def build_http_app(settings: Settings, engine: SearchEngine | None = None) -> ASGIApp:
     """The Streamable HTTP ASGI app (MCP at `/mcp`, probes, metrics) behind the guard."""
     engine = engine or SearchEngine(settings)
@@ -151,7 +96,13 @@ def build_http_app(settings: Settings, engine: SearchEngine | None = None) -> AS
         max_request_body_size=settings.serve_max_request_bytes,
         host=settings.serve_host,
     )
-    return GuardMiddleware(app, settings.serve_token, settings.serve_max_request_bytes)
+    return HttpGuard(
+        app,
+        token=settings.serve_token,
+        max_body_bytes=settings.serve_max_request_bytes,
+        public_paths=PUBLIC_PATHS,
+        realm="slackquery",
+    )
 
 
 def run_http(settings: Settings, host: str | None = None, port: int | None = None) -> None:
