@@ -50,7 +50,7 @@ MAX_ERROR_CHARS = 300
 CLIENT_TIMEOUT_S = 30.0
 LEAK = re.compile(
     r"Traceback|File \"|\.py\b|site-packages|/tmp/|/home/|/work/|\bselect\b .* \bfrom\b"
-    r"|duckdb\.|pydantic|errors\.pydantic\.dev|validation error for|Arguments\b",
+    r"|duckdb\.|pydantic|validation error for|(?-i:[a-z]Arguments\b)",
     re.IGNORECASE,
 )
 UNHANDLED = ("Error executing tool", "internal error in")
@@ -340,9 +340,11 @@ class Tally:
 
 async def _session(url: str, token: str | None, work: Any) -> Any:
     headers = {"Authorization": f"Bearer {token}"} if token else None
-    async with httpx2.AsyncClient(headers=headers, timeout=CLIENT_TIMEOUT_S) as http:
-        async with Client(streamable_http_client(f"{url}/mcp", http_client=http)) as client:
-            return await work(client)
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=CLIENT_TIMEOUT_S) as http,
+        Client(streamable_http_client(f"{url}/mcp", http_client=http)) as client,
+    ):
+        return await work(client)
 
 
 async def discover(url: str, token: str | None = None) -> Known:

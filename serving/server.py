@@ -10,7 +10,7 @@ import uvicorn
 from mcp.server.mcpserver import MCPServer
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from serving.engine import SearchEngine
 from serving.metrics import Metrics
@@ -86,6 +86,28 @@ def build_server(engine: SearchEngine, metrics: Metrics) -> MCPServer:
     return server
 
 
+def _without_event_stream(app: ASGIApp) -> ASGIApp:
+    """Answer `GET /mcp` with 405, as the transport spec allows a server to.
+
+    Stateless JSON mode never sends a server-initiated message, so the standalone event
+    stream a GET opens would only hold a connection open for as long as the client likes
+    (the fuzz campaign found these never end).
+    """
+
+    async def routed(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "GET" and scope["path"] == "/mcp":
+            response = JSONResponse(
+                {"error": "no event stream: this server answers each POST with JSON"},
+                status_code=405,
+                headers={"Allow": "POST"},
+            )
+            await response(scope, receive, send)
+            return
+        await app(scope, receive, send)
+
+    return routed
+
+
 def build_http_app(settings: Settings, engine: SearchEngine | None = None) -> ASGIApp:
     """The Streamable HTTP ASGI app (MCP at `/mcp`, probes, metrics) behind the guard."""
     engine = engine or SearchEngine(settings)
@@ -97,7 +119,7 @@ def build_http_app(settings: Settings, engine: SearchEngine | None = None) -> AS
         host=settings.serve_host,
     )
     return HttpGuard(
-        app,
+        _without_event_stream(app),
         token=settings.serve_token,
         max_body_bytes=settings.serve_max_request_bytes,
         public_paths=PUBLIC_PATHS,

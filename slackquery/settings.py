@@ -187,10 +187,10 @@ class Settings(BaseSettings):
         description="Largest HTTP request body `serve` accepts, streamed bodies included.",
     )
     serve_request_budget_s: float = Field(
-        default=4.0,
+        default=10.0,
         gt=0,
         description="Time one tool call may take, queueing included; past it the call ends "
-        "with an error between retrieval stages instead of running on.",
+        "with an error at the next retrieval stage instead of running on.",
     )
     serve_max_in_flight: int = Field(
         default=16,

@@ -109,7 +109,7 @@ def in_process(engine: SearchEngine) -> Iterator[Any]:
 def test_any_arguments_give_a_result_or_one_clean_line(in_process: Any, drawn: Any) -> None:
     tool, arguments = drawn
     tally = Tally()
-    tally.record(tool, arguments, in_process(tool, arguments), 0.0)
+    tally.record(tool, arguments, in_process(tool, arguments), seconds=0.0)
     assert tally.failures() == dict.fromkeys(tally.failures(), 0), tally.report()["samples"]
 
 
@@ -125,7 +125,8 @@ def test_short_seeded_campaign_over_http(engine: SearchEngine, published: Any) -
         anyio.run(run)
         raw_http_cases(url, tally)
         assert healthy(url)
-    report = tally.report()
-    assert report["failures"] == dict.fromkeys(report["failures"], 0), report["samples"]
+    failures = tally.failures()
+    failures.pop("over_5_s")  # depends on the host's load; the benchmark reports it
+    assert failures == dict.fromkeys(failures, 0), tally.report()["samples"]
     assert tally.calls == 160 and 0 < tally.ok < tally.calls
     assert tally.http_statuses[413] >= 1 and set(tally.http_statuses) <= {0, *range(200, 500)}
