@@ -245,7 +245,9 @@ def register_tools(server: MCPServer, engine: SearchEngine, metrics: Metrics) ->
             limit=limit,
             cursor=cursor,
         )
-        return await runner.run("search_slack", mode, lambda deadline: engine.search(request))
+        return await runner.run(
+            "search_slack", mode, lambda deadline: engine.search(request, deadline=deadline)
+        )
 
     async def get_slack_message(
         document_id: str, context_before: int = 0, context_after: int = 0

@@ -17,9 +17,10 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.mcpserver.exceptions import ToolError
 
-from serving.budget import Deadline
+from serving.budget import BudgetExceeded, Deadline
 from serving.engine import SearchEngine
 from serving.metrics import Metrics
+from serving.models import SearchRequest
 from serving.server import build_http_app
 from serving.tools import ToolRunner
 from slackquery.artifacts.publish import publish
@@ -407,3 +408,23 @@ def test_a_call_past_its_budget_ends_with_a_clear_error(settings: Settings) -> N
     with pytest.raises(ToolError, match=r"ran past its 2 s time budget before ranking"):
         anyio.run(runner.run, "search_slack", "hybrid", ranking)
     assert runner.in_flight == 0
+
+
+def test_search_checks_its_deadline_before_each_arm(engine: SearchEngine) -> None:
+    readings = iter([0.0, 0.0])  # made, first arm's check; every later reading is 99 s on
+
+    def clock() -> float:
+        return next(readings, 99.0)
+
+    request = SearchRequest(query="database migration", mode="hybrid")
+    with pytest.raises(BudgetExceeded, match=r"time budget before the \w+ arm"):
+        engine.search(request, deadline=Deadline(5.0, clock))
+    assert engine.search(request, deadline=Deadline(5.0)).results
+
+
+def test_long_lists_of_question_parts_are_capped_with_a_note(engine: SearchEngine) -> None:
+    question = ", ".join(f"what about deploy step {index}" for index in range(20))
+    found = engine.search(SearchRequest(query=question, mode="hybrid", limit=3))
+    assert "only the first 8 question parts were searched on their own (12 dropped)" in found.notes
+    searched = next(note for note in found.notes if note.startswith("searched each part: "))
+    assert searched.count(" | ") == 7
