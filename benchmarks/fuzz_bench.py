@@ -47,7 +47,10 @@ from mcp.client.streamable_http import streamable_http_client
 
 SLOW_S = 5.0
 MAX_ERROR_CHARS = 300
-CLIENT_TIMEOUT_S = 30.0
+CLIENT_TIMEOUT_S = 30.0  # a call still unanswered then counts as a time-out
+# The transport's own limit is longer, so a slow call ends as our time-out, not as an
+# exception that takes the whole client session down.
+HTTP_TIMEOUT_S = 4 * CLIENT_TIMEOUT_S
 LEAK = re.compile(
     r"Traceback|File \"|\.py\b|site-packages|/tmp/|/home/|/work/|\bselect\b .* \bfrom\b"
     r"|duckdb\.|pydantic|validation error for|(?-i:[a-z]Arguments\b)",
@@ -341,7 +344,7 @@ class Tally:
 async def _session(url: str, token: str | None, work: Any) -> Any:
     headers = {"Authorization": f"Bearer {token}"} if token else None
     async with (
-        httpx2.AsyncClient(headers=headers, timeout=CLIENT_TIMEOUT_S) as http,
+        httpx2.AsyncClient(headers=headers, timeout=HTTP_TIMEOUT_S) as http,
         Client(streamable_http_client(f"{url}/mcp", http_client=http)) as client,
     ):
         return await work(client)
@@ -359,7 +362,7 @@ async def discover(url: str, token: str | None = None) -> Known:
             known.workspaces.append(scope["workspace_slug"] or scope["workspace_id"])
         for query in ("the", "deploy", "error", "database", "thanks"):
             found = await client.call_tool(
-                "search_slack", {"query": query, "limit": 20, "mode": "lexical"}
+                "search_slack", {"query": query, "limit": 5, "mode": "lexical"}
             )
             page = found.structured_content
             if page["next_cursor"]:
@@ -472,7 +475,9 @@ def raw_http_cases(url: str, tally: Tally, token: str | None = None) -> None:
                 response = http.request(method, path, headers={**auth, **headers}, content=body)
             except httpx.HTTPError as error:  # a server that cuts a 2 MiB upload short
                 tally.http_statuses[0] += 1
-                if not isinstance(error, httpx.WriteError | httpx.RemoteProtocolError):
+                # A cut upload is the server refusing it; a local error, the client refusing.
+                cut = httpx.WriteError | httpx.RemoteProtocolError | httpx.LocalProtocolError
+                if not isinstance(error, cut):
                     tally.http_5xx.append(f"{label}: {error!r}")
                 continue
             tally.http_statuses[response.status_code] += 1
@@ -493,7 +498,9 @@ def healthy(url: str, token: str | None = None) -> bool:
         return False
 
     async def work(client: Client) -> bool:
-        result = await client.call_tool("search_slack", {"query": "deploy", "limit": 3})
+        result = await client.call_tool(
+            "search_slack", {"query": "deploy", "limit": 3, "mode": "lexical"}
+        )
         return not result.is_error
 
     return anyio.run(_session, url, token, work)
@@ -564,6 +571,8 @@ def run_benchmark(
             work = partial(campaign, url, known, calls=clients * calls, clients=clients)
             anyio.run(partial(work, seed=seed + round_index, tally=tally))
             rss.append(rss_mb(pid))
+            elapsed = round(time.perf_counter() - started)
+            print(f"round {round_index + 1}: {tally.calls} calls, {elapsed} s", file=sys.stderr)
         report["campaign_s"] = round(time.perf_counter() - started, 1)
         raw_http_cases(url, tally)
         report["healthy_after"] = healthy(url)

@@ -6,11 +6,14 @@ probes stay public; everything else can require a bearer token.
 """
 
 import anyio
+import pydantic_core
 import uvicorn
 from mcp.server.mcpserver import MCPServer
+from mcp.types import INVALID_PARAMS, INVALID_REQUEST, jsonrpc_message_adapter
+from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from serving.engine import SearchEngine
 from serving.metrics import Metrics
@@ -86,26 +89,70 @@ def build_server(engine: SearchEngine, metrics: Metrics) -> MCPServer:
     return server
 
 
-def _without_event_stream(app: ASGIApp) -> ASGIApp:
-    """Answer `GET /mcp` with 405, as the transport spec allows a server to.
+def _mcp_edges(app: ASGIApp) -> ASGIApp:
+    """Two answers at `/mcp` the SDK gives badly, given here instead.
 
-    Stateless JSON mode never sends a server-initiated message, so the standalone event
-    stream a GET opens would only hold a connection open for as long as the client likes
-    (the fuzz campaign found these never end).
+    - `GET` gets 405, as the transport spec allows: stateless JSON mode never sends a
+      server-initiated message, so the event stream a GET opens would only hold a
+      connection open for as long as the client likes (the fuzz campaign found these
+      never end).
+    - A body that is JSON but no JSON-RPC message (`[]`, `null`, a wrong shape) gets a
+      one-line error; the SDK answers with pydantic's multi-line dump naming its classes.
+      The guard has read the body already, so reading it here costs nothing.
     """
 
     async def routed(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] == "GET" and scope["path"] == "/mcp":
-            response = JSONResponse(
-                {"error": "no event stream: this server answers each POST with JSON"},
-                status_code=405,
-                headers={"Allow": "POST"},
-            )
-            await response(scope, receive, send)
+        if scope["type"] != "http" or scope["path"] != "/mcp":
+            await app(scope, receive, send)
             return
+        if scope["method"] == "GET":
+            await _rpc_error(405, "no event stream: this server answers each POST with JSON")(
+                scope, receive, send
+            )
+            return
+        if scope["method"] == "POST":
+            message = await receive()
+            if not _is_rpc_message(message.get("body", b"")):
+                await _rpc_error(400, RPC_SHAPE)(scope, receive, send)
+                return
+            receive = _replay_one(message, receive)
         await app(scope, receive, send)
 
     return routed
+
+
+RPC_SHAPE = (
+    'not a JSON-RPC message: send an object (or a list of objects) with "jsonrpc": "2.0", '
+    '"method" and, for a request, "id"'
+)
+
+
+def _is_rpc_message(body: bytes) -> bool:
+    try:
+        parsed = pydantic_core.from_json(body)
+    except ValueError:
+        return True  # not JSON at all: the SDK's parse error is one line already
+    try:
+        jsonrpc_message_adapter.validate_python(parsed, by_name=False)
+    except ValidationError:
+        return False
+    return True
+
+
+def _rpc_error(status: int, message: str) -> Response:
+    code = INVALID_PARAMS if status == 400 else INVALID_REQUEST
+    body = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
+    headers = {"Allow": "POST"} if status == 405 else None
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _replay_one(message: Message, receive: Receive) -> Receive:
+    pending = [message]
+
+    async def replay() -> Message:
+        return pending.pop() if pending else await receive()
+
+    return replay
 
 
 def build_http_app(settings: Settings, engine: SearchEngine | None = None) -> ASGIApp:
@@ -119,7 +166,7 @@ def build_http_app(settings: Settings, engine: SearchEngine | None = None) -> AS
         host=settings.serve_host,
     )
     return HttpGuard(
-        _without_event_stream(app),
+        _mcp_edges(app),
         token=settings.serve_token,
         max_body_bytes=settings.serve_max_request_bytes,
         public_paths=PUBLIC_PATHS,
