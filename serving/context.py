@@ -47,6 +47,7 @@ class QueryContext:
     terms: QueryTerms
     embedder: QueryEmbedder
     active_arms: frozenset[str]
+    max_query_parts: int
     notes: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     _open: list[float] = field(default_factory=list, repr=False)
@@ -85,8 +86,15 @@ class QueryContext:
 
     @cached_property
     def aspects(self) -> list[str]:
-        """The parts of a multi-part question, when the question-part arm runs."""
-        return query_aspects(self.text) if "aspects" in self.active_arms else []
+        """The parts of a multi-part question (at most `max_query_parts`, a note says when
+        more were dropped), when the question-part arm runs."""
+        if "aspects" not in self.active_arms:
+            return []
+        aspects = query_aspects(self.text, self.max_query_parts)
+        note = aspects.note()
+        if note:
+            self.notes.append(note)
+        return aspects.parts
 
     @cached_property
     def query_vectors(self) -> np.ndarray:

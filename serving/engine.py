@@ -8,8 +8,8 @@ restart, and requests already running on the old artifact finish on it (the old 
 closed once its last request ends).
 """
 
+import math
 import os
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -17,13 +17,13 @@ from contextlib import contextmanager
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
-from urllib.parse import urlparse
 
 import numpy as np
 
 from serving import lookups
 from serving.arms import ARMS, Arm
 from serving.artifact import CONVERSATION_TYPES, Filters, LoadedArtifact, fold_name
+from serving.budget import Deadline
 from serving.context import QueryContext
 from serving.cursor import CursorCodec, fingerprint
 from serving.fusion import FusionConfig, fuse
@@ -40,6 +40,7 @@ from serving.models import (
     ThreadResponse,
     hit_model,
 )
+from serving.permalink import is_url, parse_permalink
 from serving.query import (
     ParsedQuery,
     classify_route,
@@ -58,7 +59,6 @@ MAX_FILTER_VALUE_CHARS = 200
 MAX_CONTEXT_MESSAGES = 100
 MAX_THREAD_LIMIT = 500
 MAX_SCOPE_LIMIT = 500
-_PERMALINK_PATH = re.compile(r"^/archives/([A-Z0-9]+)/p(\d{7,})$")
 # MessageRecord fields copied from a display row as they are.
 _RECORD_COLUMNS = (
     "document_id",
@@ -333,13 +333,21 @@ class SearchEngine:
             terms=terms,
             embedder=self.query_embedder,
             active_arms=active,
+            max_query_parts=self.settings.search_max_query_parts,
             notes=notes,
         )
 
-    def search(self, request: SearchRequest, fusion: FusionConfig | None = None) -> SearchResponse:
+    def search(
+        self,
+        request: SearchRequest,
+        fusion: FusionConfig | None = None,
+        deadline: Deadline | None = None,
+    ) -> SearchResponse:
         """Run one search: validate -> context -> arms -> fuse -> stages -> page.
 
-        `fusion` overrides the ranking knobs (evaluation grids)."""
+        `fusion` overrides the ranking knobs (evaluation grids); `deadline` (the MCP tools'
+        per-call budget) is checked before each arm and each stage."""
+        deadline = deadline or Deadline(math.inf)
         started = time.perf_counter()
         if fusion is None:
             fusion, fusion_key = self._default_fusion, self._default_fusion_key
@@ -361,7 +369,7 @@ class SearchEngine:
             if request.cursor:
                 offset = self.cursors.decode(request.cursor, artifact.build_id, request_fingerprint)
             ctx = self._context(artifact, request, parsed, filters, fusion)
-            rankings = self._run_arms(ctx)
+            rankings = self._run_arms(ctx, deadline)
             route_weights = fusion.weights(ctx.route, self.arms)
             weights = {name: route_weights[name] for name in sorted(rankings)}
             hits = fuse(
@@ -373,16 +381,18 @@ class SearchEngine:
             )
             for stage in self.stages:
                 if request.mode in stage.modes:
+                    deadline.check(f"the {stage.name} stage")
                     with ctx.timed(stage.name):
                         hits = stage.apply(ctx, hits)
             ctx.timings["total"] = (time.perf_counter() - started) * 1000
             return self._page(ctx, request, hits, weights, offset, request_fingerprint)
 
-    def _run_arms(self, ctx: QueryContext) -> dict[str, ArmRanking]:
+    def _run_arms(self, ctx: QueryContext, deadline: Deadline) -> dict[str, ArmRanking]:
         """Every active arm's ranking, by arm name (arms with nothing to say are left out)."""
         rankings: dict[str, ArmRanking] = {}
         for arm in self.arms:
             if arm.name in ctx.active_arms:
+                deadline.check(f"the {arm.name} arm")
                 with ctx.timed(arm.name):
                     ranking = arm.rank(ctx)
                 if ranking is not None:
@@ -466,23 +476,12 @@ class SearchEngine:
     # -- lookups ----------------------------------------------------------------------
     def _document_id_from(self, artifact: LoadedArtifact, value: str) -> str:
         value = value.strip()
-        if not value.lower().startswith(("http://", "https://")):
+        if not is_url(value):
             return value
-        parsed = urlparse(value)
-        host = (parsed.hostname or "").lower()
-        match = _PERMALINK_PATH.match(parsed.path)
-        if not host.endswith(".slack.com") or match is None:
-            raise SlackqueryError(
-                "not a Slack message permalink; expected "
-                "https://<workspace>.slack.com/archives/<channel>/p<digits>"
-            )
-        slug = host.removesuffix(".slack.com")
-        channel_id, digits = match.groups()
-        ts = f"{digits[:-6]}.{digits[-6:]}"
-        workspaces = [row[0] for row in artifact.workspaces if (row[1] or "").lower() == slug]
-        for workspace_id in workspaces:
-            candidate = f"{workspace_id}:{channel_id}:{ts}"
-            if candidate in artifact.row_of:
+        link = parse_permalink(value)
+        for workspace_id, slug, *_ in artifact.workspaces:
+            candidate = f"{workspace_id}:{link.channel_id}:{link.ts}"
+            if (slug or "").lower() == link.workspace_slug and candidate in artifact.row_of:
                 return candidate
         raise SlackqueryError(f"no message in the published artifact matches permalink {value}")
 

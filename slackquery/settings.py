@@ -233,7 +233,28 @@ class Settings(BaseSettings):
         description="Message text longer than this is cut, with a marker, in tool responses.",
     )
     serve_max_request_bytes: int = Field(
-        default=1_048_576, ge=1024, description="Largest HTTP request body `serve` accepts."
+        default=1_048_576,
+        ge=1024,
+        description="Largest HTTP request body `serve` accepts, streamed bodies included.",
+    )
+    serve_request_budget_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="Time one tool call may take, queueing included; past it the call ends "
+        "with an error at the next retrieval stage instead of running on.",
+    )
+    serve_max_in_flight: int = Field(
+        default=16,
+        ge=1,
+        le=40,
+        description="Tool calls one server runs at once (at most the 40 worker threads); "
+        "further calls get a `busy` error at once instead of waiting in a queue.",
+    )
+    search_max_query_parts: int = Field(
+        default=8,
+        ge=2,
+        description="Most parts of a multi-part question that hybrid search ranks on their "
+        "own; later parts are dropped, with a note.",
     )
 
     @field_validator("slack_requests_per_minute")
