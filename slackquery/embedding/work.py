@@ -209,8 +209,11 @@ class EmbedRun:
         return {"succeeded": succeeded, "failed": failed}
 
     def summary(self, started: float, prepared: dict[str, int]) -> dict[str, Any]:
-        """Counts by state, coverage and timings for the run report."""
+        """Record the run's rate, then report counts by state, coverage and timings."""
         elapsed = time.perf_counter() - started
+        state.record_run(
+            self.connection, self.generation_id, self.tally["succeeded"], elapsed, self.now()
+        )
         return {
             "generation_id": self.generation_id,
             **prepared,
@@ -220,6 +223,7 @@ class EmbedRun:
             "elapsed_s": round(elapsed, 3),
             "model_s": round(self.model_s, 3),
             "bookkeeping_s": round(max(0.0, elapsed - self.model_s), 3),
+            "docs_per_s": round(self.tally["succeeded"] / elapsed, 2) if elapsed > 0 else None,
         }
 
 
