@@ -1,12 +1,18 @@
 """Embedding benchmark: docs/s in-process and over HTTP, bookkeeping overhead, no-op re-run.
 
     .venv/bin/python benchmarks/embed_bench.py [--docs 2000] [--noop-docs 100000] [--json]
+        [--model NAME ...] [--only in_process,http,noop,dask] [--dask-workers 1,2]
 
 1. `--docs` synthetic Slack-like messages (deterministic, 6-40 words from a mixed-language
-   vocabulary, rendered `#channel author: text`) are embedded by `embed_pending` in-process,
-   then again through the real `embed-server` app (uvicorn on loopback, Ollama protocol).
+   vocabulary, rendered `#channel author: text`) are embedded by `embed_pending` in-process
+   with each `--model` (default: the configured one), then again through the real
+   `embed-server` app (uvicorn on loopback, Ollama protocol).
    Overhead = (run wall time - time inside the model call) / model time.
-2. No-op re-run: `--noop-docs` documents whose work items are already `succeeded`, with
+2. Dask (`--only dask`): the Prefect embed flow on a LocalCluster of each `--dask-workers`
+   count (single-threaded workers, a temporary Prefect API), timed inside the flow after
+   the cluster is up; overhead = 1 - (time inside the model, summed over workers) /
+   (workers x wall time), i.e. the share of worker time not spent embedding.
+3. No-op re-run: `--noop-docs` documents whose work items are already `succeeded`, with
    seeded random unit vectors (not model output: only the bookkeeping is timed), then
    `embed_pending` is timed with nothing to do (warm process, embedder already built).
 """
@@ -14,6 +20,7 @@
 import argparse
 import hashlib
 import json
+import os
 import random
 import socket
 import sys
@@ -105,6 +112,7 @@ def bench_http(settings: Settings, home: Path, texts: list[str]) -> dict[str, An
         # A fresh Settings, not model_copy: the derived paths are cached properties.
         http = Settings(
             home=home,
+            embedding_model=settings.embedding_model,
             embedding_transport="ollama",
             embedding_url=f"http://127.0.0.1:{sock.getsockname()[1]}",
         )
@@ -113,6 +121,24 @@ def bench_http(settings: Settings, home: Path, texts: list[str]) -> dict[str, An
         server.should_exit = True
         thread.join(timeout=10)
         sock.close()
+
+
+def bench_dask(model: str, root: Path, texts: list[str], workers: int) -> dict[str, Any]:
+    from flows.embed import with_dask
+
+    home = root / f"dask-{workers}"
+    home.mkdir()
+    create_documents(home / "state.duckdb", texts)
+    os.environ.update({"SLACKQUERY_HOME": str(home), "SLACKQUERY_EMBEDDING_MODEL": model})
+    result = with_dask(workers=workers)()
+    wall = result["elapsed_s"]
+    return {
+        "workers": workers,
+        "documents": result["succeeded"],
+        "wall_s": wall,
+        "docs_per_s": round(result["succeeded"] / wall, 1),
+        "overhead_pct": round(100 * (1 - result["model_s"] / (workers * wall)), 2),
+    }
 
 
 def bench_noop(settings: Settings, home: Path, count: int) -> dict[str, Any]:
@@ -163,20 +189,38 @@ def main() -> None:
     parser.add_argument("--docs", type=int, default=2000)
     parser.add_argument("--noop-docs", type=int, default=100_000)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--model", action="append", help="packaged model(s) to time")
+    parser.add_argument("--only", default="in_process,http,noop", help="parts to run")
+    parser.add_argument("--dask-workers", default="1,2", help="worker counts for --only dask")
     args = parser.parse_args()
+    parts = set(args.only.split(","))
     texts = synthetic_messages(args.docs)
     with tempfile.TemporaryDirectory(prefix="embed-bench-") as tmp:
         root = Path(tmp)
-        (root / "inprocess").mkdir()
-        create_documents(root / "inprocess" / "state.duckdb", texts)
-        settings = Settings(home=root / "inprocess")
-        build_embedder(settings)  # load the model outside the timed runs
-        report = {
-            "in_process": run_embed(settings),
-            "http_ollama_embed_server": bench_http(settings, root / "http", texts),
-            "noop_rerun": bench_noop(settings, root / "noop", args.noop_docs),
-            "batch_size": settings.embedding_batch_size,
-        }
+        default = Settings(home=root)
+        report: dict[str, Any] = {"batch_size": default.embedding_batch_size}
+        for model in args.model or [default.embedding_model]:
+            home = root / f"inprocess-{len(report)}"
+            home.mkdir()
+            create_documents(home / "state.duckdb", texts)
+            settings = Settings(home=home, embedding_model=model)
+            build_embedder(settings)  # load the model outside the timed runs
+            if "in_process" in parts:
+                report[f"in_process {model}"] = run_embed(settings)
+            if "http" in parts:
+                report[f"http_ollama_embed_server {model}"] = bench_http(
+                    settings, root / f"http-{len(report)}", texts
+                )
+        if "dask" in parts:
+            from prefect.testing.utilities import prefect_test_harness
+
+            with prefect_test_harness(server_startup_timeout=180):
+                for model in args.model or [default.embedding_model]:
+                    for workers in map(int, args.dask_workers.split(",")):
+                        report[f"dask {model} x{workers}"] = bench_dask(model, root, texts, workers)
+        if "noop" in parts:
+            report["noop_rerun"] = bench_noop(default, root / "noop", args.noop_docs)
+    report["uptime"] = os.popen("uptime").read().strip()
     if args.json:
         json.dump(report, sys.stdout, indent=2)
         sys.stdout.write("\n")

@@ -7,6 +7,14 @@ once, so re-running is always safe: an unchanged corpus enqueues nothing, succee
 are never claimed again, and a killed run's leases are reclaimed (at expiry, or at once
 when the owning process is gone).
 
+Fan-out: `embed_batch` runs wherever the flow's task runner puts it: threads of this process
+by default, or Dask workers (`with_dask()`: a LocalCluster of N workers, or the scheduler of a
+real cluster). Workers only compute vectors and return them; this process claims, records
+and holds the only connection to the state database (one writer per DuckDB file). Each
+worker unpickles the embedder into its own process-wide copy, so it loads the model once.
+A killed worker's task is re-run by Dask on another worker; a killed flow leaves leases
+that the next run releases, since their owner process is gone.
+
 Project decision (STYLE §9): the state DB, not Prefect results or caching, is the source of
 truth, so tasks neither cache nor persist results. Prefect retries the embedding request
 for transient faults inside a run; the work-item rows carry retries across runs.
@@ -16,22 +24,27 @@ import time
 import uuid
 from typing import Any
 
-from prefect import flow, get_run_logger, task
+from prefect import Flow, flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.client.schemas.objects import TaskRun
+from prefect.context import FlowRunContext
 from prefect.states import State
 from prefect.tasks import Task
 
 from flows._state import get_run, pop_run, put_run
+from slackquery.embedding.base import Embedder, ensure_same_generation
 from slackquery.embedding.errors import TransientEmbeddingError
 from slackquery.embedding.http import parse_retry_after
 from slackquery.embedding.state import Claim
-from slackquery.embedding.work import BatchOutcome, EmbedRun, drive_batches, utc_now
+from slackquery.embedding.work import BatchOutcome, EmbedRun, drive_batches, embed_texts, utc_now
 from slackquery.settings import get_settings
 
 # A Retry-After longer than this is not waited out inside the run: the items are recorded
 # as retryable_failed with that retry time and a later run picks them up.
 MAX_IN_RUN_WAIT_S = 30.0
+# Batches out per Dask worker thread: one being embedded, one queued behind it, so a
+# worker never waits for this process to record and claim.
+BATCHES_PER_WORKER_THREAD = 2
 
 
 def retry_transient(task: Task[..., Any], task_run: TaskRun, state: State[Any]) -> bool:
@@ -66,9 +79,11 @@ def claim_batch(run_key: str, limit: int) -> Claim:
     retry_jitter_factor=0.5,
     retry_condition_fn=retry_transient,
 )
-def embed_batch(run_key: str, claim: Claim) -> BatchOutcome:
-    """Embed one claimed batch; raises TransientEmbeddingError so Prefect can retry it."""
-    outcome = get_run(run_key).embed(claim)
+def embed_batch(embedder: Embedder, generation_id: str, texts: list[str]) -> BatchOutcome:
+    """Embed one batch (here or on a Dask worker); raises TransientEmbeddingError so Prefect
+    can retry it, and refuses a worker whose model is another generation than the flow's."""
+    ensure_same_generation(embedder.identity, generation_id)
+    outcome = embed_texts(embedder, texts)
     if outcome.error_class is not None:
         raise TransientEmbeddingError(
             outcome.error_class, outcome.error_message or "", outcome.retry_after
@@ -80,6 +95,34 @@ def embed_batch(run_key: str, claim: Claim) -> BatchOutcome:
 def record_batch(run_key: str, claim: Claim, outcome: BatchOutcome) -> dict[str, int]:
     """Commit a batch's vectors and failures."""
     return get_run(run_key).record(claim, outcome)
+
+
+class _Submitted:
+    """An `embed_batch` future whose transient failure, once retries are spent, becomes a
+    failed outcome (recorded as retryable) instead of failing the run."""
+
+    def __init__(self, future: Any, logger: Any):
+        self._future, self._logger = future, logger
+
+    def result(self) -> BatchOutcome:
+        try:
+            return self._future.result()
+        except TransientEmbeddingError as error:
+            self._logger.warning("batch failed after retries: %s", error)
+            return BatchOutcome(
+                error_class=error.error_class,
+                error_message=str(error),
+                retry_after=error.retry_after,
+            )
+
+
+def _batches_in_flight() -> int:
+    """1 on the default runner; on Dask, enough batches to keep every worker thread busy."""
+    context = FlowRunContext.get()
+    client = getattr(context.task_runner, "client", None) if context else None
+    if client is None:
+        return 1
+    return BATCHES_PER_WORKER_THREAD * max(1, sum(client.nthreads().values()))
 
 
 @flow(name="embed", log_prints=False)
@@ -97,18 +140,13 @@ def embed_flow(max_items: int | None = None, progress: bool = False) -> dict[str
     try:
         run = get_run(run_key)
         prepared = enqueue(run_key)
-        logger.info("generation %s: %s", run.generation_id, prepared)
+        in_flight = _batches_in_flight()
+        logger.info("generation %s: %s; %d in flight", run.generation_id, prepared, in_flight)
 
-        def embed_or_give_up(claim: Claim) -> BatchOutcome:
-            try:
-                return embed_batch(run_key, claim)
-            except TransientEmbeddingError as error:
-                logger.warning("batch failed after retries: %s", error)
-                return BatchOutcome(
-                    error_class=error.error_class,
-                    error_message=str(error),
-                    retry_after=error.retry_after,
-                )
+        def submit(claim: Claim) -> _Submitted:
+            texts = [item.text for item in claim.items]
+            future = embed_batch.submit(run.embedder, run.generation_id, texts)
+            return _Submitted(future, logger)
 
         drive_batches(
             run,
@@ -116,8 +154,9 @@ def embed_flow(max_items: int | None = None, progress: bool = False) -> dict[str
             max_items=max_items,
             progress=progress,
             claim=lambda limit: claim_batch(run_key, limit),
-            embed=embed_or_give_up,
+            submit=submit,
             record=lambda claim, outcome: record_batch(run_key, claim, outcome),
+            in_flight=in_flight,
         )
         summary = run.summary(started, prepared)
         logger.info("embed finished: %s", summary["counts"])
@@ -126,3 +165,25 @@ def embed_flow(max_items: int | None = None, progress: bool = False) -> dict[str
         finished = pop_run(run_key)
         if finished is not None:
             finished.close()
+
+
+def with_dask(workers: int | None = None, address: str | None = None) -> Flow[..., dict[str, Any]]:
+    """`embed_flow` with its batches on Dask: the scheduler at `address` (a real cluster), or
+    a LocalCluster of `workers` single-threaded worker processes; unchanged when neither."""
+    if not address and not workers:
+        return embed_flow
+    from prefect_dask import DaskTaskRunner
+
+    if address:
+        runner = DaskTaskRunner(address=address)
+    else:
+        runner = DaskTaskRunner(
+            cluster_class="distributed.LocalCluster",
+            cluster_kwargs={
+                "n_workers": workers,
+                "threads_per_worker": 1,
+                "processes": True,
+                "dashboard_address": None,
+            },
+        )
+    return embed_flow.with_options(task_runner=runner)

@@ -12,9 +12,14 @@ Reads the canonical store (through dbt, attached read-only). Writes the state da
   between the two) is published instead of rebuilt;
 - build and publish only ever add files and swap the pointer atomically.
 
+Embedding runs as the `embed` flow (a subflow, on Dask when `dask_workers` or
+`dask_address` is given), so the deployed reconcile gets the same task retries and fan-out
+that `slackquery embed` and the flow tests exercise.
+
 Project decision (STYLE §9): the state database is the source of truth, so tasks neither
 cache nor persist results. For the same reason `reconcile_plain` can run the same steps
-without Prefect (no API to start), with the same guarantees.
+without Prefect (no API to start), with the same guarantees; its embedding step is the
+plain loop the embed flow's tasks wrap (`embed_pending`).
 """
 
 import contextlib
@@ -27,6 +32,7 @@ from typing import Any
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
+from flows.embed import with_dask
 from slackquery.artifacts import files, history, inputs
 from slackquery.artifacts.build import build_artifact
 from slackquery.artifacts.pointer import current_artifact
@@ -49,12 +55,6 @@ def reconcile_lock_path(settings: Settings) -> Path:
 def project_documents(full_refresh: bool) -> dict[str, Any]:
     """Run the dbt projection (incremental unless `full_refresh`)."""
     return project(get_settings(), full_refresh=full_refresh)
-
-
-@task(cache_policy=NO_CACHE, persist_result=False)
-def embed_documents() -> dict[str, Any]:
-    """Embed every new or changed active message document."""
-    return embed_pending(get_settings())
 
 
 @task(cache_policy=NO_CACHE, persist_result=False)
@@ -146,10 +146,23 @@ def _run(
 
 
 @flow(name="reconcile", log_prints=False)
-def reconcile(full_refresh: bool = False, force_build: bool = False) -> dict[str, Any]:
-    """Bring the published artifact up to date with the canonical store, once."""
+def reconcile(
+    full_refresh: bool = False,
+    force_build: bool = False,
+    dask_workers: int | None = None,
+    dask_address: str | None = None,
+) -> dict[str, Any]:
+    """Bring the published artifact up to date with the canonical store, once.
+
+    `dask_workers` / `dask_address` run the embed subflow's batches on Dask (see
+    flows/embed.py); by default they run in this process.
+    """
     tasks = ReconcileSteps(
-        project_documents, embed_documents, plan_build, build_candidate, publish_candidate
+        project_documents,
+        with_dask(dask_workers, dask_address),
+        plan_build,
+        build_candidate,
+        publish_candidate,
     )
     return _run(tasks, get_run_logger(), full_refresh, force_build)
 
@@ -158,7 +171,7 @@ def reconcile_plain(full_refresh: bool = False, force_build: bool = False) -> di
     """The same run as plain Python: what `slackquery reconcile` does without a Prefect API."""
     bare = ReconcileSteps(
         project_documents.fn,
-        embed_documents.fn,
+        lambda: embed_pending(get_settings()),
         plan_build.fn,
         build_candidate.fn,
         publish_candidate.fn,

@@ -3,13 +3,15 @@
 Engine choice (`--engine`, `slackquery.commands.add_engine_flag`): the Prefect flow `embed`
 when a Prefect API is configured, otherwise the same steps as plain Python
 (`slackquery.embedding.work.embed_pending`); a temporary Prefect API (~20 s) would dwarf a
-no-op re-run (well under 2 s on 100,000 documents).
+no-op re-run (well under 2 s on 100,000 documents). `--dask-workers N` or `--dask-address`
+fan the batches out over Dask, which only the Prefect flow can do (prefect-dask).
 """
 
 import argparse
 from typing import Any
 
 from slackquery.commands import add_engine_flag, add_json_flag, emit, use_prefect
+from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
 
 
@@ -26,9 +28,34 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--max-items", type=int, default=None, help="stop after claiming this many items"
     )
+    add_dask_flags(parser)
     add_engine_flag(parser)
     add_json_flag(parser)
     parser.set_defaults(handler=run)
+
+
+def add_dask_flags(parser: argparse.ArgumentParser) -> None:
+    """`--dask-workers` / `--dask-address`: where the embed flow runs its batches."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument(
+        "--dask-workers",
+        type=int,
+        default=None,
+        help="embed on a local Dask cluster of N single-threaded worker processes",
+    )
+    group.add_argument(
+        "--dask-address",
+        default=None,
+        help="embed on the Dask cluster whose scheduler listens here (tcp://host:8786)",
+    )
+
+
+def uses_dask(args: argparse.Namespace) -> bool:
+    """Whether a Dask cluster was asked for; refuses the plain engine, which has none."""
+    wanted = bool(args.dask_workers or args.dask_address)
+    if wanted and args.engine == "plain":
+        raise SlackqueryError("--dask-workers/--dask-address need the Prefect engine")
+    return wanted
 
 
 def _format(result: dict[str, Any]) -> str:
@@ -48,10 +75,11 @@ def _format(result: dict[str, Any]) -> str:
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Run the embed flow or loop; exit 1 when items ended terminal_failed."""
     progress = not args.json
-    if use_prefect(args):
-        from flows.embed import embed_flow
+    if uses_dask(args) or use_prefect(args):
+        from flows.embed import with_dask
 
         # The flow reads the same settings from the environment (keys stay out of Prefect).
+        embed_flow = with_dask(args.dask_workers, args.dask_address)
         result = embed_flow(max_items=args.max_items, progress=progress)
     else:
         from slackquery.embedding.work import embed_pending

@@ -21,7 +21,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="report embedding work by state, generation and coverage",
         description="Report, for the configured embedding generation, how many active "
         "message documents have a vector at their current text (coverage), work items by "
-        "state, the last errors, and every generation recorded in the state database.",
+        "state, the last errors, the projected time to full coverage at the rate measured over "
+        "the last runs, and every generation recorded in the state database.",
     )
     add_json_flag(parser)
     parser.set_defaults(handler=run)
@@ -58,6 +59,7 @@ def status(settings: Settings) -> dict[str, Any]:
             if has_documents:
                 entry["counts"] = work_state.state_counts(connection, generation_id)
                 entry.update(work_state.coverage(connection, generation_id))
+                entry.update(projection(connection, generation_id, entry["missing_documents"]))
                 entry["recent_errors"] = [
                     {"document_id": doc, "state": st, "error_class": cls, "error_message": msg}
                     for doc, st, cls, msg in connection.execute(
@@ -72,6 +74,21 @@ def status(settings: Settings) -> dict[str, Any]:
     finally:
         connection.close()
     return result
+
+
+def projection(connection: Any, generation_id: str, missing: int) -> dict[str, Any]:
+    """Time to full coverage at the rate measured over the generation's last runs."""
+    rate = work_state.measured_rate(connection, generation_id)
+    return {
+        "measured_docs_per_s": round(rate, 2) if rate else None,
+        "projected_s_to_full_coverage": round(missing / rate, 1) if rate else None,
+    }
+
+
+def _duration(seconds: float) -> str:
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h {minutes:02d}m" if hours else f"{minutes}m {secs:02d}s"
 
 
 def _format(result: dict[str, Any]) -> str:
@@ -94,6 +111,14 @@ def _format(result: dict[str, Any]) -> str:
                 f"    coverage {entry['embedded_documents']}/{entry['wanted_documents']} "
                 f"({entry['coverage']:.1%})"
             )
+            rate = entry["measured_docs_per_s"]
+            if entry["missing_documents"] and rate:
+                lines.append(
+                    f"    projected {_duration(entry['projected_s_to_full_coverage'])} to full "
+                    f"coverage at {rate} docs/s (measured over the last runs)"
+                )
+            elif entry["missing_documents"]:
+                lines.append("    projected: unknown until a run has embedded something")
             for error in entry["recent_errors"]:
                 lines.append(
                     f"    {error['state']} {error['document_id']}: "

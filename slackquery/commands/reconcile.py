@@ -1,12 +1,14 @@
 """`slackquery reconcile`: run the `reconcile` flow once, in this process.
 
 Engine choice as for `embed` (`slackquery.commands.add_engine_flag`): the Prefect flow when
-a Prefect API is configured, otherwise the same steps as plain Python.
+a Prefect API is configured, otherwise the same steps as plain Python; `--dask-workers` /
+`--dask-address` (Prefect only) run the embedding batches on Dask.
 """
 
 import argparse
 
 from slackquery.commands import add_engine_flag, add_json_flag, emit, use_prefect
+from slackquery.commands.embed import add_dask_flags, uses_dask
 from slackquery.settings import Settings
 
 
@@ -30,6 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="build a new artifact even when nothing changed",
     )
+    add_dask_flags(parser)
     add_engine_flag(parser)
     add_json_flag(parser)
     parser.set_defaults(handler=run)
@@ -40,8 +43,15 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     # Prefect's import costs seconds; only this command pays it.
     from flows.reconcile import reconcile, reconcile_plain
 
-    run_once = reconcile if use_prefect(args) else reconcile_plain
-    result = run_once(full_refresh=args.full_refresh, force_build=args.force_build)
+    if uses_dask(args) or use_prefect(args):
+        result = reconcile(
+            full_refresh=args.full_refresh,
+            force_build=args.force_build,
+            dask_workers=args.dask_workers,
+            dask_address=args.dask_address,
+        )
+    else:
+        result = reconcile_plain(full_refresh=args.full_refresh, force_build=args.force_build)
     status = result["status"]
     if status == "skipped":
         text = f"reconcile skipped: {result['reason']}"

@@ -19,7 +19,7 @@ from slackquery.embedding.base import (
 from slackquery.embedding.http import HttpEmbedder
 from slackquery.embedding.packaged import (
     PACKAGED_MODELS,
-    InProcessEmbedder,
+    in_process_embedder,
     packaged_identity,
     packaged_revision,
 )
@@ -104,7 +104,7 @@ def _create(settings: Settings) -> Embedder:
                 f"SLACKQUERY_EMBEDDING_MODEL_REVISION={settings.embedding_model_revision!r} "
                 f"but the installed {packaged.name!r} is {identity.model_revision!r}"
             )
-        return InProcessEmbedder(packaged, identity)
+        return in_process_embedder(packaged.name)
 
     def identity_for(reported_revision: str | None) -> GenerationIdentity:
         return GenerationIdentity(

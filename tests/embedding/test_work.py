@@ -156,3 +156,24 @@ def test_cli_errors_are_one_line(settings: Settings, capsys) -> None:
     assert "without --api-key" in capsys.readouterr().err
     assert main(["embed-server", "--api-key", "short"]) == 1
     assert "at least 16" in capsys.readouterr().err
+
+
+def test_status_projects_time_to_full_coverage_at_the_measured_rate(
+    settings: Settings, capsys
+) -> None:
+    create_state_db(settings.state_path, message_texts(6))
+    connection = duckdb.connect(str(settings.state_path))
+    state.ensure_schema(connection)
+    identity = build_embedder(settings).identity
+    state.register_generation(connection, identity, T0)
+    generation = identity.generation_id
+    state.record_run(connection, generation, 40, 2.0, T0)  # 20 docs/s
+    state.record_run(connection, generation, 0, 5.0, T0)  # embedded nothing: no rate
+    state.record_run(connection, generation, 20, 2.0, T0 + timedelta(hours=1))  # 10 docs/s
+    connection.close()
+    assert main(["embedding-status", "--json"]) == 0
+    entry = json.loads(capsys.readouterr().out)["generations"][0]
+    assert entry["missing_documents"] == 6 and entry["measured_docs_per_s"] == 15.0
+    assert entry["projected_s_to_full_coverage"] == 0.4
+    assert main(["embedding-status"]) == 0
+    assert "projected 0m 00s to full coverage at 15.0 docs/s" in capsys.readouterr().out

@@ -5,17 +5,22 @@ them); the build, validation and publish are real.
 """
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from prefect import Flow
 
+import flows.embed as embed_module
 import flows.reconcile as reconcile_module
+import slackquery.embedding.work as work
 from flows.reconcile import plan_build, reconcile, reconcile_lock_path, reconcile_plain
 from slackquery.artifacts import files
 from slackquery.artifacts.build import build_artifact
 from slackquery.artifacts.publish import current_artifact
 from slackquery.cli import main
+from slackquery.embedding.base import GenerationIdentity
 from slackquery.settings import Settings
 from tests.artifacts.conftest import apply_env, identity_for
 from tests.artifacts.synthetic import synthesize_state
@@ -32,13 +37,33 @@ def pipeline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
         synthesize_state(settings.state_path, identity, messages=40, embed=True)
         return {"documents": 40}
 
-    def fake_embed(settings: Settings) -> dict[str, Any]:
-        calls.append("embed")
-        return {"counts": {}}
-
+    # The real embed step runs (the flow, or the plain loop), with nothing left to embed:
+    # the synthetic state's vectors are already there, so the model is never called.
+    monkeypatch.setattr(work, "build_embedder", lambda _settings: IdleEmbedder(identity))
     monkeypatch.setattr(reconcile_module, "project", fake_project)
-    monkeypatch.setattr(reconcile_module, "embed_pending", fake_embed)
     return settings
+
+
+@dataclass
+class IdleEmbedder:
+    identity: GenerationIdentity
+
+
+def test_deployed_reconcile_embeds_through_the_embed_flow(
+    pipeline: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chosen: list[Flow] = []
+
+    def spy(workers: int | None, address: str | None) -> Flow:
+        chosen.append(embed_module.with_dask(workers, address))
+        return chosen[-1]
+
+    monkeypatch.setattr(reconcile_module, "with_dask", spy)
+    result = reconcile()
+    assert chosen == [embed_module.embed_flow]  # the flow object, with its task retries
+    embedding = result["embedding"]
+    assert embedding["generation_id"] == identity_for(pipeline).generation_id
+    assert embedding["claimed"] == 0 and embedding["coverage"] == 1.0
 
 
 def test_reconcile_publishes_then_skips_when_unchanged(pipeline: Settings) -> None:

