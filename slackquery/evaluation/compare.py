@@ -16,12 +16,14 @@ and is not worse on any set by more than one query's worth.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-
-import numpy as np
+from pathlib import Path
 
 from slackquery.errors import SlackqueryError
+from slackquery.evaluation import MODES
+from slackquery.evaluation.grid import GridPoint, parse_config
 from slackquery.evaluation.metrics import MRR_K, NDCG_K
 
 # Per-query row key and display name of each compared metric.
@@ -93,6 +95,10 @@ def bootstrap_interval(
     the statistic is the mean over all drawn queries. Seeded, so the same input always
     gives the same interval.
     """
+    # numpy is imported here, not at the top: the eval command imports this module, and
+    # every other subcommand's start-up should not pay for it.
+    import numpy as np
+
     groups = [np.asarray(stratum, dtype=float) for stratum in strata if len(stratum)]
     if not groups:
         raise ValueError("a bootstrap interval needs at least one difference")
@@ -248,3 +254,75 @@ def moved_queries_table(comparison: Comparison) -> str:
 
 def _interval_text(interval: Interval) -> str:
     return f"{interval.mean:+.3f} [{interval.low:+.3f}, {interval.high:+.3f}]"
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of a comparison: a retrieval mode under a fusion configuration, from this
+    run or from the per-query rows an earlier run saved with `--rows`."""
+
+    text: str
+    mode: str
+    point: GridPoint
+    rows_file: Path | None = None
+
+
+def parse_side(text: str) -> Side:
+    """`[ROWS.jsonl#][MODE][:CONFIG]`: a mode (`lexical`, `semantic`, `hybrid`), a hybrid
+    configuration in the grid's syntax (`rrf_k=60;use_context_arm=off`, or `default`),
+    or both (`hybrid:rrf_k=60`); a bare configuration means hybrid. With a rows file the
+    side's rows are read from it instead of being run."""
+    rows_file = None
+    rest = text.strip()
+    if "#" in rest or rest.endswith(".jsonl"):
+        path, _, rest = rest.partition("#")
+        rows_file = Path(path)
+    mode, sep, config = rest.partition(":")
+    if not sep and mode not in MODES:
+        mode, config = "hybrid", rest
+    mode = mode or "hybrid"
+    if mode not in MODES:
+        raise SlackqueryError(f"--compare {text!r}: mode must be one of {', '.join(MODES)}")
+    point = parse_config(config)
+    if mode != "hybrid" and not point.is_default:
+        raise SlackqueryError(f"--compare {text!r}: only hybrid takes a fusion configuration")
+    return Side(text, mode, point, rows_file)
+
+
+def side_rows(side: Side, runs: Mapping[str, Sequence[Mapping]]) -> dict[str, list[Mapping]]:
+    """The side's per-query rows per query set, from `runs` (rows of this run, each with
+    `query_set`, `mode` and `config`) or from its rows file."""
+    rows = runs if side.rows_file is None else {"file": read_rows(side.rows_file)}
+    chosen: dict[str, list[Mapping]] = {}
+    for row in (row for batch in rows.values() for row in batch):
+        if row["mode"] == side.mode and row["config"] == side.point.name:
+            chosen.setdefault(row["query_set"], []).append(row)
+    if not chosen:
+        where = side.rows_file or "this run"
+        raise SlackqueryError(f"--compare {side.text!r}: no rows for it in {where}")
+    return chosen
+
+
+def read_rows(path: Path) -> list[dict]:
+    """Per-query rows written by `slackquery eval --rows`."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as error:
+        raise SlackqueryError(f"{path}: cannot read rows ({error})") from None
+    rows = [json.loads(line) for line in lines if line.strip()]
+    if any("query_set" not in row for row in rows):
+        raise SlackqueryError(f"{path}: rows without `query_set`; write them with --rows")
+    return rows
+
+
+def compare_sides(
+    a: Side, b: Side, runs: Mapping[str, Sequence[Mapping]], **options: int
+) -> Comparison:
+    """Compare side B against side A on every query set both hold."""
+    rows_a, rows_b = side_rows(a, runs), side_rows(b, runs)
+    if set(rows_a) != set(rows_b):
+        raise SlackqueryError(
+            f"--compare: {a.text!r} covers query sets {sorted(rows_a)}, {b.text!r} {sorted(rows_b)}"
+        )
+    pairs = {name: (rows_a[name], rows_b[name]) for name in rows_a}
+    return compare(a.text, b.text, pairs, **options)
