@@ -235,6 +235,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         print(f"eval: {message}", file=sys.stderr, flush=True)
 
     evaluations: dict[str, Evaluation] = {}
+    prepared: set[Path] = set()
     for name, path, corpus in sets:
         queries = select_split(load_queries(path), args.split)
         evaluation = evaluate(
@@ -245,8 +246,11 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             modes=[mode for mode in MODES if mode in modes],
             grid=grid,
             corpus=corpus,
+            prepare=corpus is not None and corpus.resolve() not in prepared,
             progress=progress,
         )
+        if corpus is not None:
+            prepared.add(corpus.resolve())
         written = write_report(evaluation, report_path(args, settings, name, path, several))
         progress("wrote " + ", ".join(str(p) for p in written.values()))
         evaluations[name] = evaluation
