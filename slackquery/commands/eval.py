@@ -94,8 +94,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--compare",
         nargs=2,
+        action="append",
         metavar=("A", "B"),
-        help="paired comparison of B against A: per-query deltas and bootstrap 95%% intervals "
+        help="paired comparison of B against A (repeatable): per-query deltas and bootstrap "
+        "95%% intervals "
         "of the difference in R@10, MRR@20 and nDCG@10, per query set and pooled. A side is "
         "[ROWS.jsonl#][MODE][:CONFIG]: a mode, a hybrid configuration in the grid's syntax "
         "(`rrf_k=60;use_context_arm=off`, `default`), or rows saved by an earlier --rows run",
@@ -174,7 +176,7 @@ def comparisons_wanted(args: argparse.Namespace, grid: list[GridPoint]) -> list[
     if args.baseline and args.compare:
         raise SlackqueryError("use --compare or --grid with --baseline, not both")
     if args.compare:
-        return [(parse_side(args.compare[0]), parse_side(args.compare[1]))]
+        return [(parse_side(a), parse_side(b)) for a, b in args.compare]
     if args.baseline:
         baseline = parse_side(args.baseline)
         return [

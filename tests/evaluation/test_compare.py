@@ -160,3 +160,26 @@ def test_cli_rejects_a_baseline_without_a_grid(tmp_path: Path) -> None:
     queries = tmp_path / "q.yaml"
     queries.write_text("queries: []\n", encoding="utf-8")
     assert main(["eval", str(queries), "--baseline", "default"]) != 0
+
+
+def test_cli_pairs_corpora_with_query_files(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("", encoding="utf-8")
+    files = [str(tmp_path / f"q{i}.yaml") for i in range(3)]
+    assert main(["eval", *files, "--corpus", str(corpus), "--corpus", str(corpus)]) != 0
+    assert "one per query file (3), not 2" in capsys.readouterr().err
+
+
+def test_cli_runs_every_comparison_asked_for(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    path = tmp_path / "rows.jsonl"
+    rows = [
+        {"query_set": "s", "mode": mode, "config": "default", **row}
+        for mode, rank in (("lexical", 0.5), ("semantic", 0.25), ("hybrid", 1.0))
+        for row in _rows({f"q{i}": (1.0, rank) for i in range(4)})
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    argv = ["eval", "--compare", f"{path}#lexical", f"{path}#hybrid"]
+    assert main([*argv, "--compare", f"{path}#semantic", f"{path}#hybrid"]) == 0
+    printed = capsys.readouterr().out
+    assert f"## {path}#hybrid against {path}#lexical" in printed
+    assert "| s         | 4       | +0.000 [+0.000, +0.000] | +0.750 [+0.750, +0.750]" in printed
