@@ -277,12 +277,9 @@ def parse_side(text: str) -> Side:
     if "#" in rest or rest.endswith(".jsonl"):
         path, _, rest = rest.partition("#")
         rows_file = Path(path)
-    mode, sep, config = rest.partition(":")
-    if not sep and mode not in MODES:
+    mode, _, config = rest.partition(":")
+    if mode not in MODES:  # a bare configuration (weights use colons too), or nothing
         mode, config = "hybrid", rest
-    mode = mode or "hybrid"
-    if mode not in MODES:
-        raise SlackqueryError(f"--compare {text!r}: mode must be one of {', '.join(MODES)}")
     point = parse_config(config)
     if mode != "hybrid" and not point.is_default:
         raise SlackqueryError(f"--compare {text!r}: only hybrid takes a fusion configuration")

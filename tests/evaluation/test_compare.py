@@ -128,6 +128,11 @@ def test_sides_and_configs_parse() -> None:
     side = parse_side("rrf_k=60")
     assert (side.mode, side.point.name, side.rows_file) == ("hybrid", "rrf_k=60", None)
     assert parse_side("lexical").mode == "lexical"
+    side = parse_side("weights=1:1:1;rrf_k=60")
+    assert side.mode == "hybrid" and side.point.overrides["weights"] == (1.0, 1.0, 1.0)
+    assert parse_side("hybrid:weights=1:1:1").point == side.point.__class__(
+        "weights=1:1:1", {"weights": (1.0, 1.0, 1.0)}
+    )
     side = parse_side("runs/e5.jsonl#hybrid:use_author_arm=off")
     assert side.rows_file == Path("runs/e5.jsonl") and side.point.name == "use_author_arm=off"
     assert parse_side("runs/e5.jsonl").point.is_default
