@@ -14,6 +14,7 @@ from slackquery.evaluation.compare import (
     compare_sides,
     comparison_table,
     decide,
+    decisions_table,
     moved_queries_table,
     parse_side,
 )
@@ -264,7 +265,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         progress(f"wrote {args.rows}")
     comparisons = [compare_sides(a, b, runs) for a, b in pairs]
     if args.compare_report:
-        texts = [comparison_text(c, moved=True) for c in comparisons]
+        texts = [
+            decisions_table(comparisons),
+            *(comparison_text(c, moved=True) for c in comparisons),
+        ]
         args.compare_report.parent.mkdir(parents=True, exist_ok=True)
         args.compare_report.write_text("\n\n".join(texts) + "\n", encoding="utf-8")
         progress(f"wrote {args.compare_report}")
@@ -299,6 +303,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         print(summary_text(evaluation) + ("\n" if several else ""))
     for comparison in comparisons:
         print("\n" + comparison_text(comparison, moved=False))
+    if len(comparisons) > 1:
+        print("\n" + decisions_table(comparisons))
     return 0
 
 

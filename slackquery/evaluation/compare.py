@@ -323,3 +323,35 @@ def compare_sides(
         )
     pairs = {name: (rows_a[name], rows_b[name]) for name in rows_a}
     return compare(a.text, b.text, pairs, **options)
+
+
+def decisions_table(comparisons: Sequence[Comparison]) -> str:
+    """One row per comparison: pooled (or single-set) intervals of the deciding metrics,
+    each set's mean differences, and the rule's verdict."""
+    from slackquery.evaluation.report import markdown_table
+
+    names = dict(METRICS)
+    rows = []
+    for comparison in comparisons:
+        overall = comparison.intervals.get(POOLED) or comparison.intervals[comparison.sets[0]]
+        per_set = "; ".join(
+            f"{name} " + " / ".join(f"{comparison.intervals[name][m].mean:+.3f}" for m in DECIDING)
+            for name in comparison.sets
+        )
+        rows.append(
+            [
+                comparison.a,
+                comparison.b,
+                *(_interval_text(overall[metric]) for metric in DECIDING),
+                per_set,
+                "B" if decide(comparison).keep else "A",
+            ]
+        )
+    headers = [
+        "A (simpler)",
+        "B",
+        *(f"pooled Δ {names[m]} [95% CI]" for m in DECIDING),
+        "per set Δ " + " / ".join(names[m] for m in DECIDING),
+        "rule keeps",
+    ]
+    return markdown_table(headers, rows)

@@ -188,3 +188,4 @@ def test_cli_runs_every_comparison_asked_for(tmp_path: Path, capsys: pytest.Capt
     printed = capsys.readouterr().out
     assert f"## {path}#hybrid against {path}#lexical" in printed
     assert "| s         | 4       | +0.000 [+0.000, +0.000] | +0.750 [+0.750, +0.750]" in printed
+    assert "| rule keeps |" in printed and printed.rstrip().endswith("| B          |")
