@@ -6,6 +6,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from serving.arms import arm_names
 from slackquery.errors import SlackqueryError
 from slackquery.evaluation import MODES
 from slackquery.evaluation.compare import (
@@ -18,7 +19,13 @@ from slackquery.evaluation.compare import (
     moved_queries_table,
     parse_side,
 )
-from slackquery.evaluation.grid import AXES, DEFAULT_POINT, STANDARD_GRID, GridPoint, parse_grid
+from slackquery.evaluation.grid import (
+    DEFAULT_POINT,
+    FIXED_AXES,
+    STANDARD_GRID,
+    GridPoint,
+    parse_grid,
+)
 from slackquery.evaluation.queries import load_queries, select_split
 from slackquery.evaluation.report import (
     Evaluation,
@@ -75,10 +82,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--grid",
         metavar="SPEC",
-        help="hybrid fusion grid: inline `rrf_k=10,60;use_context_arm=on,off` (each axis "
+        help="hybrid fusion grid: inline `rrf_k=10,60;arm.context=on,off` (each axis "
         "varied alone from the default; prefix `product:` for all combinations), a YAML "
-        f"file, or `standard` for the built-in sweep. Axes: {', '.join(AXES)} (weights as "
-        f"L:S:C[:A[:N]]). standard = {STANDARD_GRID}",
+        f"file, or `standard` for the built-in sweep. Axes: {', '.join(FIXED_AXES)}; and for "
+        f"each arm ({', '.join(arm_names())}): arm.ARM=on|off, weight.ARM=W and "
+        f"weight.ROUTE.ARM=W (routes: exact, conceptual, mixed). standard = {STANDARD_GRID}",
     )
     parser.add_argument(
         "--json",
@@ -101,7 +109,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "95%% intervals "
         "of the difference in R@10, MRR@20 and nDCG@10, per query set and pooled. A side is "
         "[ROWS.jsonl#][MODE][:CONFIG]: a mode, a hybrid configuration in the grid's syntax "
-        "(`rrf_k=60;use_context_arm=off`, `default`), or rows saved by an earlier --rows run",
+        "(`rrf_k=60;arm.context=off`, `default`), or rows saved by an earlier --rows run",
     )
     parser.add_argument(
         "--baseline",

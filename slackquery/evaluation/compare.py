@@ -269,7 +269,7 @@ class Side:
 
 def parse_side(text: str) -> Side:
     """`[ROWS.jsonl#][MODE][:CONFIG]`: a mode (`lexical`, `semantic`, `hybrid`), a hybrid
-    configuration in the grid's syntax (`rrf_k=60;use_context_arm=off`, or `default`),
+    configuration in the grid's syntax (`rrf_k=60;arm.context=off`, or `default`),
     or both (`hybrid:rrf_k=60`); a bare configuration means hybrid. With a rows file the
     side's rows are read from it instead of being run."""
     rows_file = None
@@ -278,7 +278,7 @@ def parse_side(text: str) -> Side:
         path, _, rest = rest.partition("#")
         rows_file = Path(path)
     mode, _, config = rest.partition(":")
-    if mode not in MODES:  # a bare configuration (weights use colons too), or nothing
+    if mode not in MODES:  # a bare configuration, or nothing
         mode, config = "hybrid", rest
     point = parse_config(config)
     if mode != "hybrid" and not point.is_default:

@@ -119,22 +119,20 @@ def test_rule_rejects_what_the_interval_cannot_tell_from_noise() -> None:
 
 def test_sides_and_configs_parse() -> None:
     assert parse_config("default").is_default
-    assert parse_config("rrf_k=60;use_context_arm=off").overrides == {
+    assert parse_config("rrf_k=60;arm.context=off").overrides == {
         "rrf_k": 60,
-        "use_context_arm": False,
+        "arm.context": False,
     }
     with pytest.raises(SlackqueryError, match="one value per axis"):
         parse_config("rrf_k=10,60")
     side = parse_side("rrf_k=60")
     assert (side.mode, side.point.name, side.rows_file) == ("hybrid", "rrf_k=60", None)
     assert parse_side("lexical").mode == "lexical"
-    side = parse_side("weights=1:1:1;rrf_k=60")
-    assert side.mode == "hybrid" and side.point.overrides["weights"] == (1.0, 1.0, 1.0)
-    assert parse_side("hybrid:weights=1:1:1").point == side.point.__class__(
-        "weights=1:1:1", {"weights": (1.0, 1.0, 1.0)}
-    )
-    side = parse_side("runs/e5.jsonl#hybrid:use_author_arm=off")
-    assert side.rows_file == Path("runs/e5.jsonl") and side.point.name == "use_author_arm=off"
+    side = parse_side("weight.lexical=1;rrf_k=60")
+    assert side.mode == "hybrid" and side.point.overrides == {"weight.lexical": 1.0, "rrf_k": 60}
+    assert parse_side("hybrid:weight.lexical=1;rrf_k=60").point == side.point
+    side = parse_side("runs/e5.jsonl#hybrid:arm.authors=off")
+    assert side.rows_file == Path("runs/e5.jsonl") and side.point.name == "arm.authors=off"
     assert parse_side("runs/e5.jsonl").point.is_default
     with pytest.raises(SlackqueryError, match="only hybrid"):
         parse_side("lexical:rrf_k=60")
