@@ -94,6 +94,23 @@ def parse_grid(spec: str) -> list[GridPoint]:
     return expand(axes, mode=mode)
 
 
+def parse_config(spec: str) -> GridPoint:
+    """One configuration in the grid's syntax: `default`, or axes with one value each
+    (`rrf_k=60;arm.context=off`), all applied together."""
+    spec = spec.strip()
+    if spec in ("", DEFAULT_POINT.name):
+        return DEFAULT_POINT
+    axes = _parse_inline(spec)
+    several = [name for name, values in axes.items() if len(values) != 1]
+    if several:
+        raise SlackqueryError(
+            f"configuration {spec!r}: give one value per axis (axis {several[0]!r} has "
+            f"{len(axes[several[0]])}); use --grid for several"
+        )
+    overrides = {name: values[0] for name, values in axes.items()}
+    return GridPoint(_name(overrides), overrides)
+
+
 def expand(axes: Mapping[str, list[Any]], *, mode: str = "sweep") -> list[GridPoint]:
     """Named configurations for typed axis values, as a sweep or a cross product."""
     points = [DEFAULT_POINT]

@@ -199,6 +199,7 @@ def evaluate(
     modes: Sequence[str] = MODES,
     grid: Sequence[GridPoint] = (DEFAULT_POINT,),
     corpus: Path | None = None,
+    prepare: bool = True,
     progress: Progress = _quiet,
 ) -> Evaluation:
     """Evaluate `queries` in every mode (and, for hybrid, every grid point).
@@ -207,7 +208,8 @@ def evaluate(
     the artifact and embeds the query text (the engine caches query vectors per text), and
     its `embed` timing is kept per query. So every reported latency is a warm search that
     no mode pays more for by running first, and the query-embedding cost is reported
-    beside it instead of being hidden.
+    beside it instead of being hidden. With `prepare=False` a corpus's home is used as its
+    last preparation left it (several query sets over one corpus prepare it once).
     """
     if not queries:
         raise SlackqueryError(f"{queries_file}: no queries in split {split!r}")
@@ -216,7 +218,8 @@ def evaluate(
         raise SlackqueryError(f"modes must be a subset of {', '.join(MODES)}, got {list(modes)}")
     if corpus is not None:
         settings = corpus_settings(settings, corpus)
-        prepare_corpus(settings, corpus, progress=progress)
+        if prepare:
+            prepare_corpus(settings, corpus, progress=progress)
     artifact = current_artifact(settings)
     if artifact is None:
         raise SlackqueryError(
