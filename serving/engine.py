@@ -361,7 +361,9 @@ class SearchEngine:
         any part's list, so each part's top hits compete near the top, not only the part the
         whole question's vector leans to. One pass over those vectors for all parts."""
         best: dict[int, tuple[int, float]] = {}
-        for scores in vector_scores_many(artifact.vectors, part_vectors, positions):
+        for scores in vector_scores_many(
+            artifact.vectors, part_vectors, positions, artifact.vector_codes
+        ):
             ranking = top_candidates(rows, scores, window)
             for rank, (row, score) in enumerate(
                 zip(ranking.rows.tolist(), ranking.scores.tolist(), strict=True), start=1
@@ -429,16 +431,12 @@ class SearchEngine:
             window = fusion.candidate_window
             arms: dict[str, ArmRanking] = {}
             timings: dict[str, float] = {}
-            matched: tuple[np.ndarray, np.ndarray] | None = None
             query_vector: np.ndarray | None = None
             if request.mode in ("lexical", "hybrid") and terms.known:
                 tick = time.perf_counter()
-                matched = artifact.bm25.matches(terms.known)
-                rows, scores = matched
-                keep = artifact.is_message[rows]
-                if mask is not None:
-                    keep &= mask[rows]
-                arms["lexical"] = top_candidates(rows[keep], scores[keep], window)
+                eligible = artifact.is_message if mask is None else artifact.is_message & mask
+                rows, scores = artifact.bm25.candidates(terms.known, window, eligible)
+                arms["lexical"] = top_candidates(rows, scores, window)
                 timings["lexical"] = (time.perf_counter() - tick) * 1000
             if request.mode in ("semantic", "hybrid"):
                 aspects = (
@@ -458,7 +456,9 @@ class SearchEngine:
                 else:
                     vector_rows = artifact.vector_rows
                     positions = np.flatnonzero(mask[vector_rows] & artifact.is_message[vector_rows])
-                semantic_scores = vector_scores(artifact.vectors, query_vector, positions)
+                semantic_scores = vector_scores(
+                    artifact.vectors, query_vector, positions, artifact.vector_codes
+                )
                 semantic_rows = (
                     artifact.vector_rows if positions is None else artifact.vector_rows[positions]
                 )
@@ -488,13 +488,11 @@ class SearchEngine:
                     arms["authors"] = top_candidates(
                         semantic_rows[by_named], semantic_scores[by_named], window
                     )
-            if request.mode == "hybrid" and fusion.use_context_arm and matched is not None:
+            if request.mode == "hybrid" and fusion.use_context_arm and terms.known:
                 tick = time.perf_counter()
-                rows, scores = matched
-                keep = artifact.is_context[rows]
-                if mask is not None:
-                    keep &= mask[rows]
-                threads = top_candidates(rows[keep], scores[keep], window)
+                eligible = artifact.is_context if mask is None else artifact.is_context & mask
+                rows, scores = artifact.bm25.candidates(terms.known, window, eligible)
+                threads = top_candidates(rows, scores, window)
                 arms["context"] = self._context_arm(
                     artifact, threads, mask, fusion.context_target, query_vector
                 )

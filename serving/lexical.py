@@ -1,11 +1,13 @@
-"""BM25 over the artifact's own FTS index, held in memory as numpy postings.
+"""BM25 over the artifact's own FTS index, held as compact postings (CSR arrays).
 
 DuckDB's `match_bm25` macro re-joins the whole index on every call (53 ms at 100k
 documents, 302 ms at 1M on this machine). The artifact is immutable, so the index tables
 (`dict`, `terms`, `docs`, `stats` of `fts_main_search_documents`) are read once per
-artifact into postings whose per-posting score (idf x BM25 tf weight) is precomputed, so a
-query only gathers and sums the postings of its terms. Scores equal
-`match_bm25`'s (same idf, k1 = 1.2, b = 0.75, distinct query terms); a test checks it.
+artifact into postings with integer term ids: per term, a slice of artifact rows
+(ascending, int32) and of precomputed per-posting scores (idf x BM25 tf weight, float32),
+plus the same postings in impact order (score descending, then row), so a query can stop
+once no unread posting can reach its best rows. Scores equal `match_bm25`'s (same idf,
+k1 = 1.2, b = 0.75, distinct query terms); tests check it.
 """
 
 from dataclasses import dataclass
@@ -20,6 +22,12 @@ B = 0.75
 FTS_SCHEMA = "fts_main_search_documents"
 # Postings of more than 1/DENSE_SHARE of the row count are summed in a dense accumulator.
 DENSE_SHARE = 8
+# Queries with at most this many postings in all are scored exhaustively: reading them
+# costs less than the bookkeeping of stopping early.
+EXHAUSTIVE_POSTINGS = 4096
+# First impact-order depth per term, as a multiple of the rows asked for; each round that
+# cannot stop yet reads four times deeper.
+FIRST_DEPTH_FACTOR = 4
 
 
 @dataclass
@@ -31,16 +39,27 @@ class QueryTerms:
     dropped: int
 
 
-class BM25Index:
-    """Postings for every term: artifact row indices and per-posting BM25 tf weights."""
+@dataclass(frozen=True)
+class Postings:
+    """The index as arrays: term `t`'s postings are `[offsets[t], offsets[t + 1])` of
+    `rows`/`scores` (rows ascending) and of `impact_rows`/`impact_scores` (scores
+    descending, ties by ascending row)."""
 
-    def __init__(self, connection: duckdb.DuckDBPyConnection, row_count: int):
+    terms: list[str]
+    offsets: np.ndarray
+    rows: np.ndarray
+    scores: np.ndarray
+    impact_rows: np.ndarray
+    impact_scores: np.ndarray
+
+    @classmethod
+    def from_fts(cls, connection: duckdb.DuckDBPyConnection, row_count: int) -> "Postings":
+        """Read the artifact's FTS tables; rows are `search_documents` in document_id order."""
         stats = connection.execute(f"select num_docs, avgdl from {FTS_SCHEMA}.stats").fetchone()
         if stats is None:
             raise ValueError("artifact FTS index has no stats row")
-        self.num_docs = int(stats[0])
+        num_docs = int(stats[0])
         avgdl = float(stats[1]) or 1.0
-        # FTS docids -> artifact rows (rows are search_documents in document_id order).
         docs = connection.execute(
             f"""
             with rows_by_id as (
@@ -61,14 +80,16 @@ class BM25Index:
         vocabulary = connection.execute(
             f"select termid, term, df from {FTS_SCHEMA}.dict order by termid"
         ).fetchnumpy()
-        self.term_ids: dict[str, int] = dict(
-            zip(vocabulary["term"].tolist(), vocabulary["termid"].tolist(), strict=True)
-        )
         term_count = int(vocabulary["termid"].max(initial=-1)) + 1
+        terms = [""] * term_count
+        for term_id, term in zip(
+            vocabulary["termid"].tolist(), vocabulary["term"].tolist(), strict=True
+        ):
+            terms[term_id] = term
         df = np.zeros(term_count, dtype=np.float64)
         df[vocabulary["termid"].astype(np.int64)] = vocabulary["df"].astype(np.float64)
         # DuckDB's `log` is base 10; matching it keeps scores equal to `match_bm25`.
-        self.idf = np.log10((self.num_docs - df + 0.5) / (df + 0.5) + 1.0).astype(np.float32)
+        idf = np.log10((num_docs - df + 0.5) / (df + 0.5) + 1.0).astype(np.float32)
 
         postings = connection.execute(
             f"""
@@ -82,12 +103,51 @@ class BM25Index:
         rows = docid_to_row[postings["docid"].astype(np.int64)]
         tf = postings["tf"].astype(np.float32)
         norm = K1 * (1.0 - B + B * doc_len[rows] / avgdl)
-        self.posting_rows = rows.astype(np.int64)
         weights = tf * (K1 + 1.0) / (tf + norm)
-        # idf x tf weight per posting: a query gathers and adds these, nothing else.
-        self.posting_scores = (self.idf[term_of_posting] * weights).astype(np.float32)
-        self.offsets = np.searchsorted(term_of_posting, np.arange(term_count + 1)).astype(np.int64)
+        scores = (idf[term_of_posting] * weights).astype(np.float32)
+        return cls.build(terms, term_of_posting, rows, scores)
+
+    @classmethod
+    def build(
+        cls, terms: list[str], term_of_posting: np.ndarray, rows: np.ndarray, scores: np.ndarray
+    ) -> "Postings":
+        """Postings from one (term id, row, score) triple per posting, ordered by term id."""
+        same_term = term_of_posting[1:] == term_of_posting[:-1]
+        if np.any(same_term & (rows[1:] <= rows[:-1])):  # not in row order within a term
+            order = np.lexsort((rows, term_of_posting))
+            term_of_posting, rows, scores = term_of_posting[order], rows[order], scores[order]
+        # Impact order: one stable sort by (term, descending score) keeps rows ascending
+        # within equal scores. Non-negative float32 bits sort like their values.
+        descending = np.uint64(0xFFFFFFFF) - scores.view(np.uint32).astype(np.uint64)
+        term_key = term_of_posting.astype(np.uint64) << np.uint64(32)
+        impact = np.argsort(term_key | descending, kind="stable")
+        return cls(
+            terms=terms,
+            offsets=np.searchsorted(term_of_posting, np.arange(len(terms) + 1)).astype(np.int64),
+            rows=rows.astype(np.int32),
+            scores=scores,
+            impact_rows=rows[impact].astype(np.int32),
+            impact_scores=scores[impact],
+        )
+
+
+class BM25Index:
+    """BM25 scoring over `Postings`: dense, sparse, or stopping early for the best rows."""
+
+    def __init__(self, postings: Postings, row_count: int):
+        self.postings = postings
         self.row_count = row_count
+        self.term_ids: dict[str, int] = {
+            term: term_id for term_id, term in enumerate(postings.terms) if term
+        }
+        self.posting_rows = postings.rows
+        self.posting_scores = postings.scores
+        self.offsets = postings.offsets
+
+    @classmethod
+    def from_fts(cls, connection: duckdb.DuckDBPyConnection, row_count: int) -> "BM25Index":
+        """The index of an artifact's FTS tables (see `Postings.from_fts`)."""
+        return cls(Postings.from_fts(connection, row_count), row_count)
 
     def query_terms(
         self, text: str, max_tokens: int, phrases: list[str] | tuple[str, ...] = ()
@@ -126,7 +186,7 @@ class BM25Index:
         """
         spans = self._spans(terms)
         if not spans:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+            return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.float32)
         if len(spans) == 1:
             start, end = spans[0]
             return self.posting_rows[start:end], self.posting_scores[start:end]
@@ -135,17 +195,58 @@ class BM25Index:
             scores = self.score(terms)
             rows = np.flatnonzero(scores)
             return rows, scores[rows]
-        rows = np.concatenate([self.posting_rows[start:end] for start, end in spans])
-        values = np.concatenate([self.posting_scores[start:end] for start, end in spans])
-        unique_rows, position = np.unique(rows, return_inverse=True)
-        # Sum in term order like `score` (float32, one term at a time) so both agree exactly.
-        summed = np.zeros(unique_rows.size, dtype=np.float32)
-        offset = 0
+        rows = np.unique(np.concatenate([self.posting_rows[start:end] for start, end in spans]))
+        return rows, self._exact(spans, rows)
+
+    def candidates(
+        self, terms: list[str], count: int, eligible: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Eligible matching rows and their scores (equal to `score`'s), among them the
+        `count` best by score, ties by row; other eligible rows score strictly lower.
+
+        Reads each term's postings in impact order, `depth` at a time: rows seen in any
+        prefix get their exact score; a row seen in none scores at most the sum of each
+        term's next unread score, so once the `count`-th best exact score beats that bound
+        the rest cannot enter. Short postings, and queries that would read most of theirs
+        anyway, are scored exhaustively.
+        """
+        spans = self._spans(terms)
+        total = sum(end - start for start, end in spans)
+        depth = max(FIRST_DEPTH_FACTOR * count, 1)
+        while total > EXHAUSTIVE_POSTINGS and 2 * depth * len(spans) < total:
+            seen = [
+                self.postings.impact_rows[start : min(start + depth, end)] for start, end in spans
+            ]
+            rows = np.unique(np.concatenate(seen)) if len(seen) > 1 else np.sort(seen[0])
+            rows = rows[eligible[rows]]
+            if rows.size >= count:
+                scores = self._exact(spans, rows)
+                best = np.partition(scores, rows.size - count)[rows.size - count]
+                bound = sum(
+                    float(self.postings.impact_scores[start + depth])
+                    for start, end in spans
+                    if start + depth < end
+                )
+                # One term's unread rows tie-break after its read ones (impact order), so
+                # a tie with the bound is settled there; several terms' sums are not.
+                if best > bound * (1 + 1e-6) or (len(spans) == 1 and best >= bound):
+                    return rows, scores
+            depth *= 4
+        rows, scores = self.matches(terms)
+        keep = eligible[rows]
+        return rows[keep], scores[keep]
+
+    def _exact(self, spans: list[tuple[int, int]], rows: np.ndarray) -> np.ndarray:
+        """Scores of these (ascending) rows, summed in term order like `score` so that both
+        agree to the bit: each term's postings are searched for the rows."""
+        summed = np.zeros(rows.size, dtype=np.float32)
         for start, end in spans:
-            length = end - start
-            summed[position[offset : offset + length]] += values[offset : offset + length]
-            offset += length
-        return unique_rows, summed
+            term_rows = self.posting_rows[start:end]
+            found = np.searchsorted(term_rows, rows)
+            found[found == term_rows.size] = 0
+            hit = term_rows[found] == rows
+            summed[hit] += self.posting_scores[start:end][found[hit]]
+        return summed
 
     def rows_with_all(self, terms: list[str]) -> np.ndarray:
         """Rows containing every term (phrase pre-filter), ascending."""
