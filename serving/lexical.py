@@ -25,8 +25,7 @@ DENSE_SHARE = 8
 # Queries with at most this many postings in all are scored exhaustively: reading them
 # costs less than the bookkeeping of stopping early.
 EXHAUSTIVE_POSTINGS = 4096
-# First impact-order depth per term, as a multiple of the rows asked for; each round that
-# cannot stop yet reads four times deeper.
+# Impact-order postings per term that the probe reads, as a multiple of the rows asked for.
 FIRST_DEPTH_FACTOR = 4
 
 
@@ -195,7 +194,7 @@ class BM25Index:
             scores = self.score(terms)
             rows = np.flatnonzero(scores)
             return rows, scores[rows]
-        rows = np.unique(np.concatenate([self.posting_rows[start:end] for start, end in spans]))
+        rows = self._union(spans)
         return rows, self._exact(spans, rows)
 
     def candidates(
@@ -204,41 +203,62 @@ class BM25Index:
         """Eligible matching rows and their scores (equal to `score`'s), among them the
         `count` best by score, ties by row; other eligible rows score strictly lower.
 
-        Reads each term's postings in impact order, `depth` at a time: rows seen in any
-        prefix get their exact score; a row seen in none scores at most the sum of each
-        term's next unread score, so once the `count`-th best exact score beats that bound
-        the rest cannot enter. Short postings, and queries that would read most of theirs
-        anyway, are scored exhaustively.
+        A probe of each term's best postings (impact order) gives real eligible rows, so
+        their `count`-th best score `theta` bounds the answer from below. A row can only
+        reach `theta` if it holds a term whose cumulative best ("essential", MaxScore) and,
+        for each term it holds, scores at least `theta` minus the other terms' best; those
+        are prefixes in impact order, so only they are read and scored. Short postings, and
+        probes that find fewer than `count` rows, are scored exhaustively.
         """
         spans = self._spans(terms)
-        total = sum(end - start for start, end in spans)
-        depth = max(FIRST_DEPTH_FACTOR * count, 1)
-        while total > EXHAUSTIVE_POSTINGS and 2 * depth * len(spans) < total:
-            seen = [
-                self.postings.impact_rows[start : min(start + depth, end)] for start, end in spans
-            ]
-            rows = np.unique(np.concatenate(seen)) if len(seen) > 1 else np.sort(seen[0])
+        if sum(end - start for start, end in spans) > EXHAUSTIVE_POSTINGS:
+            probe = max(FIRST_DEPTH_FACTOR * count, 1)
+            rows = self._union([(start, min(start + probe, end)) for start, end in spans])
             rows = rows[eligible[rows]]
             if rows.size >= count:
                 scores = self._exact(spans, rows)
-                best = np.partition(scores, rows.size - count)[rows.size - count]
-                bound = sum(
-                    float(self.postings.impact_scores[start + depth])
-                    for start, end in spans
-                    if start + depth < end
-                )
-                # One term's unread rows tie-break after its read ones (impact order), so
-                # a tie with the bound is settled there; several terms' sums are not.
-                if best > bound * (1 + 1e-6) or (len(spans) == 1 and best >= bound):
-                    return rows, scores
-            depth *= 4
+                theta = float(np.partition(scores, rows.size - count)[rows.size - count])
+                rows = self._union(self._reachable(spans, theta * (1 - 1e-6)))
+                rows = rows[eligible[rows]]
+                return rows, self._exact(spans, rows)
         rows, scores = self.matches(terms)
         keep = eligible[rows]
         return rows[keep], scores[keep]
 
+    def _reachable(self, spans: list[tuple[int, int]], theta: float) -> list[tuple[int, int]]:
+        """Impact-order prefixes holding every row that may score `theta` or more."""
+        impact = self.postings.impact_scores
+        best = np.array([impact[start] for start, _ in spans], dtype=np.float64)
+        # Terms whose best scores together stay below theta cannot carry a row alone.
+        order = np.argsort(best, kind="stable")
+        optional = int(np.searchsorted(np.cumsum(best[order]), theta, side="left"))
+        prefixes = []
+        for term in order[optional:].tolist():
+            start, end = spans[term]
+            need = theta - (best.sum() - best[term])
+            # impact scores descend: count those >= need on the reversed (ascending) view
+            below = np.searchsorted(impact[start:end][::-1], need, side="left")
+            prefixes.append((start, end - int(below)))
+        return prefixes
+
+    def _union(self, spans: list[tuple[int, int]]) -> np.ndarray:
+        """Distinct rows of these impact-order spans, ascending."""
+        parts = [self.postings.impact_rows[start:end] for start, end in spans]
+        if not parts:
+            return np.zeros(0, dtype=np.int32)
+        # Sort and drop repeats: NumPy 2's hash-based `np.unique` measured ~8x slower here.
+        rows = np.sort(np.concatenate(parts))
+        return rows[np.concatenate(([True], rows[1:] != rows[:-1]))] if rows.size else rows
+
     def _exact(self, spans: list[tuple[int, int]], rows: np.ndarray) -> np.ndarray:
         """Scores of these (ascending) rows, summed in term order like `score` so that both
-        agree to the bit: each term's postings are searched for the rows."""
+        agree to the bit: each term's postings are searched for the rows, or, for many
+        rows, one dense pass gives them all."""
+        if rows.size * len(spans) * DENSE_SHARE > self.row_count:
+            dense = np.zeros(self.row_count, dtype=np.float32)
+            for start, end in spans:
+                dense[self.posting_rows[start:end]] += self.posting_scores[start:end]
+            return dense[rows]
         summed = np.zeros(rows.size, dtype=np.float32)
         for start, end in spans:
             term_rows = self.posting_rows[start:end]
