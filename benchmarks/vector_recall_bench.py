@@ -29,7 +29,7 @@ import numpy as np
 import yaml
 
 from serving.artifact import LoadedArtifact
-from serving.fusion import top_candidates
+from serving.ranking import top_candidates
 from serving.semantic import RESCORE_DEPTH, dot_scores, vector_scores
 from slackquery.artifacts.publish import current_artifact
 from slackquery.embedding import build_embedder

@@ -20,8 +20,8 @@ import duckdb
 import numpy as np
 
 from serving.lexical import BM25Index
-from serving.semantic import Int8Codes
 from serving.query import STOPWORDS, fts_tokens, normalize
+from serving.semantic import Int8Codes
 from slackquery.duckdb_setup import connect
 from slackquery.errors import SlackqueryError
 

@@ -5,9 +5,10 @@ import json
 import sys
 from pathlib import Path
 
+from serving.arms import arm_names
 from slackquery.errors import SlackqueryError
 from slackquery.evaluation import MODES
-from slackquery.evaluation.grid import AXES, DEFAULT_POINT, STANDARD_GRID, parse_grid
+from slackquery.evaluation.grid import DEFAULT_POINT, FIXED_AXES, STANDARD_GRID, parse_grid
 from slackquery.evaluation.queries import load_queries, select_split
 from slackquery.evaluation.report import (
     Evaluation,
@@ -56,10 +57,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--grid",
         metavar="SPEC",
-        help="hybrid fusion grid: inline `rrf_k=10,60;use_context_arm=on,off` (each axis "
+        help="hybrid fusion grid: inline `rrf_k=10,60;arm.context=on,off` (each axis "
         "varied alone from the default; prefix `product:` for all combinations), a YAML "
-        f"file, or `standard` for the built-in sweep. Axes: {', '.join(AXES)} (weights as "
-        f"L:S:C[:A[:N]]). standard = {STANDARD_GRID}",
+        f"file, or `standard` for the built-in sweep. Axes: {', '.join(FIXED_AXES)}; and for "
+        f"each arm ({', '.join(arm_names())}): arm.ARM=on|off, weight.ARM=W and "
+        f"weight.ROUTE.ARM=W (routes: exact, conceptual, mixed). standard = {STANDARD_GRID}",
     )
     parser.add_argument(
         "--json",

@@ -20,7 +20,7 @@ from typing import Any
 import duckdb
 
 from serving.engine import SearchEngine
-from serving.fusion import ARMS, FusionConfig
+from serving.fusion import FusionConfig
 from serving.models import SearchRequest
 from slackquery.artifacts.build import build_artifact
 from slackquery.artifacts.publish import current_artifact, publish
@@ -29,12 +29,10 @@ from slackquery.embedding.work import embed_pending
 from slackquery.errors import SlackqueryError
 from slackquery.evaluation import MODES
 from slackquery.evaluation.grid import (
-    BOOL_AXES,
-    CHOICE_AXES,
+    ARM_AXES,
     DEFAULT_POINT,
-    FLOAT_AXES,
-    INT_AXES,
-    ROUTES,
+    FIXED_AXES,
+    WEIGHT_AXES,
     GridPoint,
 )
 from slackquery.evaluation.metrics import MRR_K, RECALL_KS, QueryRun, query_row
@@ -101,19 +99,22 @@ def prepare_corpus(
 def fusion_config(point: GridPoint, base: FusionConfig | None = None) -> FusionConfig:
     """The `FusionConfig` for one grid point: the default with the point's overrides."""
     base = base or FusionConfig()
+    overrides = point.overrides
     changes: dict[str, Any] = {
-        axis: value
-        for axis, value in point.overrides.items()
-        if axis in (*INT_AXES, *FLOAT_AXES, *BOOL_AXES, *CHOICE_AXES)
+        axis: value for axis, value in overrides.items() if axis in FIXED_AXES
     }
+    switched = {ARM_AXES[axis]: on for axis, on in overrides.items() if axis in ARM_AXES}
+    disabled = {arm for arm in base.disabled_arms if switched.get(arm, False) is False}
+    disabled |= {arm for arm, on in switched.items() if not on}
     weights = {route: dict(arms) for route, arms in base.route_weights.items()}
-    if "weights" in point.overrides:
-        for route in weights:
-            weights[route].update(zip(ARMS, point.overrides["weights"], strict=False))
-    for route in ROUTES:
-        if f"weights.{route}" in point.overrides:
-            weights[route].update(zip(ARMS, point.overrides[f"weights.{route}"], strict=False))
-    return dataclasses.replace(base, route_weights=weights, **changes)
+    for axis, weight in overrides.items():
+        if axis in WEIGHT_AXES:
+            routes, arm = WEIGHT_AXES[axis]
+            for route in routes:
+                weights.setdefault(route, {})[arm] = weight
+    return dataclasses.replace(
+        base, route_weights=weights, disabled_arms=frozenset(disabled), **changes
+    )
 
 
 def artifact_facts(artifact: Path) -> tuple[dict[str, Any], set[str]]:

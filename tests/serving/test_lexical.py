@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 import serving.lexical
-from serving.fusion import top_candidates
 from serving.lexical import BM25Index, Postings
+from serving.ranking import top_candidates
 
 ROWS = 20_000
 

@@ -7,15 +7,10 @@ import serving.lexical
 import serving.semantic
 from serving.artifact import DISPLAY_COLUMNS
 from serving.engine import SearchEngine
-from serving.fusion import (
-    ArmRanking,
-    FusedHit,
-    boost_answer_cues,
-    fuse,
-    top_candidates,
-    top_rows,
-)
+from serving.fusion import fuse
 from serving.models import SearchRequest
+from serving.ranking import ArmRanking, FusedHit, top_candidates, top_rows
+from serving.stages import boost_answer_cues
 
 
 def reference_fuse(
