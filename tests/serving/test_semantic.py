@@ -97,8 +97,9 @@ def clustered(seed: int, count: int = 6000, dimension: int = 96) -> np.ndarray:
 
 
 def test_int8_codes_estimate_cosines_closely() -> None:
-    matrix = clustered(0)
-    codes = Int8Codes.of(matrix, block_rows=1000)
+    matrix = clustered(0, count=20_000)  # several quantisation blocks
+    codes = Int8Codes.of(matrix)
+    np.testing.assert_array_equal(codes.scales, np.abs(matrix).max(axis=0) / 127)
     assert codes.codes.dtype == np.int8 and codes.codes.shape == matrix.shape
     query = unit_rows(np.random.default_rng(1), 1, matrix.shape[1])
     query_codes, factor = codes.quantise_queries(query)
