@@ -45,9 +45,8 @@ def rank_lexical(ctx: QueryContext) -> ArmRanking | None:
     """BM25 over messages."""
     if not ctx.terms.known:
         return None
-    rows, scores = ctx.lexical_matches
-    keep = ctx.eligible(rows, kind=ctx.artifact.is_message)
-    return top_candidates(rows[keep], scores[keep], ctx.window)
+    rows, scores = ctx.lexical_candidates(ctx.artifact.is_message)
+    return top_candidates(rows, scores, ctx.window)
 
 
 def rank_semantic(ctx: QueryContext) -> ArmRanking:
@@ -60,9 +59,8 @@ def rank_context(ctx: QueryContext) -> ArmRanking | None:
     """BM25 over thread-context documents, each matching thread voting for a message."""
     if not ctx.terms.known:
         return None
-    rows, scores = ctx.lexical_matches
-    keep = ctx.eligible(rows, kind=ctx.artifact.is_context)
-    return thread_votes(ctx, top_candidates(rows[keep], scores[keep], ctx.window))
+    rows, scores = ctx.lexical_candidates(ctx.artifact.is_context)
+    return thread_votes(ctx, top_candidates(rows, scores, ctx.window))
 
 
 def thread_votes(ctx: QueryContext, threads: ArmRanking) -> ArmRanking:
@@ -140,7 +138,10 @@ def rank_aspects(ctx: QueryContext) -> ArmRanking | None:
         rows = rows[pool]
     best: dict[int, tuple[int, float]] = {}
     part_vectors = ctx.query_vectors[1:]
-    for part_scores in vector_scores_many(ctx.artifact.vectors, part_vectors, positions):
+    artifact = ctx.artifact
+    for part_scores in vector_scores_many(
+        artifact.vectors, part_vectors, positions, artifact.vector_codes
+    ):
         ranking = top_candidates(rows, part_scores, ctx.window)
         for rank, (row, score) in enumerate(
             zip(ranking.rows.tolist(), ranking.scores.tolist(), strict=True), start=1

@@ -21,6 +21,7 @@ import numpy as np
 
 from serving.lexical import BM25Index
 from serving.query import STOPWORDS, fts_tokens, normalize
+from serving.semantic import Int8Codes
 from slackquery.artifacts import schema
 from slackquery.artifacts.schema import CONVERSATION_TYPES as CONVERSATION_TYPES
 from slackquery.duckdb_setup import connect
@@ -288,7 +289,7 @@ class LoadedArtifact:
             self.context_members[row] = np.array(
                 [member for member in members if member is not None], dtype=np.int64
             )
-        self.bm25 = BM25Index(connection, self.row_count)
+        self.bm25 = BM25Index.from_fts(connection, self.row_count)
         self._load_display()
         connection.execute(f"set memory_limit = '{SERVING_DUCKDB_MEMORY_LIMIT}'")
         self._load_vectors()
@@ -319,6 +320,7 @@ class LoadedArtifact:
             self.dimension = 0
             self.vectors = np.zeros((0, 0), dtype=np.float32)
             self.vector_rows = np.zeros(0, dtype=np.int64)
+            self.vector_codes: Int8Codes | None = None
             self.searchable_vectors = None
             return
         # One contiguous matrix of the vectors that exist, in row order: position i is row
@@ -340,6 +342,8 @@ class LoadedArtifact:
         if filled != len(documents):
             raise SlackqueryError(f"artifact {self.build_id} changed while its vectors loaded")
         self.dimension = int(self.vectors.shape[1])
+        # The int8 copy the semantic scan reads (serving/semantic.py re-scores its best).
+        self.vector_codes = Int8Codes.of(self.vectors)
         self.has_vector[self.vector_rows] = True
         on_messages = self.is_message[self.vector_rows]
         # Positions semantic search may return without filters (None: all of them).

@@ -2,7 +2,7 @@
 
 The engine validates a request, resolves its filters and builds one `QueryContext`; the
 arms (serving/arms.py) and the stages after fusion (serving/stages.py) only read it. Work
-that several arms need (BM25 over every row, the query vectors, cosine over the eligible
+that several arms need (the query vectors, cosine over the eligible
 vectors) is computed once, on first use, so an arm never reaches into another arm's
 results and an arm that does not run costs nothing.
 """
@@ -79,10 +79,12 @@ class QueryContext:
             keep &= self.mask[rows]
         return keep
 
-    @cached_property
-    def lexical_matches(self) -> tuple[np.ndarray, np.ndarray]:
-        """Rows of any kind matching a known query term, with their BM25 scores."""
-        return self.artifact.bm25.matches(self.terms.known)
+    def lexical_candidates(self, kind: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Eligible rows of the given kind matching a known query term with their BM25
+        scores: at least the window's best, read without scoring every match
+        (`BM25Index.candidates`)."""
+        eligible = kind if self.mask is None else kind & self.mask
+        return self.artifact.bm25.candidates(self.terms.known, self.window, eligible)
 
     @cached_property
     def aspects(self) -> list[str]:
@@ -122,6 +124,8 @@ class QueryContext:
     def cosines(self) -> tuple[np.ndarray, np.ndarray]:
         """Eligible message rows and their cosine with the question, in matrix order."""
         artifact, positions = self.artifact, self.vector_positions
-        scores = vector_scores(artifact.vectors, self.query_vector, positions)
+        scores = vector_scores(
+            artifact.vectors, self.query_vector, positions, artifact.vector_codes
+        )
         rows = artifact.vector_rows if positions is None else artifact.vector_rows[positions]
         return rows, scores

@@ -170,7 +170,7 @@ def test_vector_scores_equal_the_plain_product(
     monkeypatch: pytest.MonkeyPatch, share: float
 ) -> None:
     # Small gather blocks, so a subset spans several of them and a partial last one.
-    monkeypatch.setattr(serving.semantic, "_GATHER_ROWS", 16)
+    monkeypatch.setattr(serving.semantic, "_GATHER_BYTES", 16 * 24 * 4)
     rng = np.random.default_rng(3)
     matrix = rng.standard_normal((2000, 24)).astype(np.float32)
     query = rng.standard_normal(24).astype(np.float32)
