@@ -390,6 +390,7 @@ async def campaign(
     seed: int,
     tally: Tally,
     token: str | None = None,
+    timeout_s: float = CLIENT_TIMEOUT_S,
 ) -> None:
     """`clients` concurrent MCP clients, each making `calls // clients` generated calls."""
 
@@ -401,7 +402,7 @@ async def campaign(
                 tool, arguments = generator.call()
                 started = time.perf_counter()
                 try:
-                    with anyio.fail_after(CLIENT_TIMEOUT_S):
+                    with anyio.fail_after(timeout_s):
                         result = await client.call_tool(tool, arguments)
                 except TimeoutError:
                     tally.timeouts += 1
