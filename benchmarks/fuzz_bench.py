@@ -390,6 +390,7 @@ async def campaign(
     seed: int,
     tally: Tally,
     token: str | None = None,
+    timeout_s: float = CLIENT_TIMEOUT_S,
 ) -> None:
     """`clients` concurrent MCP clients, each making `calls // clients` generated calls."""
 
@@ -401,7 +402,7 @@ async def campaign(
                 tool, arguments = generator.call()
                 started = time.perf_counter()
                 try:
-                    with anyio.fail_after(CLIENT_TIMEOUT_S):
+                    with anyio.fail_after(timeout_s):
                         result = await client.call_tool(tool, arguments)
                 except TimeoutError:
                     tally.timeouts += 1
@@ -535,7 +536,11 @@ def server_process(home: Path) -> Iterator[tuple[str, int]]:
         yield url, process.pid
     finally:
         process.terminate()
-        process.wait(timeout=30)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # still finishing calls its clients gave up on
+            process.kill()
+            process.wait()
 
 
 def rss_mb(pid: int) -> float:
@@ -578,8 +583,9 @@ def run_benchmark(
         report["healthy_after"] = healthy(url)
         report["rss_mb_after_rounds"] = rss
         report["rss_growth_last_vs_first_round"] = round(rss[-1] / rss[0] - 1, 3)
-    report.update(tally.report())
-    report["load_average_1m_after"] = round(os.getloadavg()[0], 2)
+        report.update(tally.report())
+        report["load_average_1m_after"] = round(os.getloadavg()[0], 2)
+        sys.stderr.write(json.dumps(report, ensure_ascii=False) + "\n")  # before shutdown
     return report
 
 
