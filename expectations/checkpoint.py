@@ -31,6 +31,7 @@ from expectations.suites import (
 from slackquery.artifacts import schema
 from slackquery.artifacts.files import write_json_atomic
 from slackquery.duckdb_setup import connect
+from slackquery.settings import Settings
 
 SUITES = (
     artifact_metadata,
@@ -42,11 +43,12 @@ SUITES = (
     fts_main_search_documents,
 )
 DEFAULT_CHUNK_ROWS = 250_000
-# DuckDB's buffer pool would otherwise keep every block the checks scan (the whole file,
-# 1.7 GB at 1M messages); the checks themselves need a few hundred MB at that size.
+# DuckDB's buffer pool would otherwise keep every block the checks scan (the whole
+# file); the checks themselves need a fraction of that.
 DEFAULT_MEMORY_LIMIT = "1GB"
 MAX_NORM_ERROR = 1e-5
-UNBOUNDED = 2**62
+DEFAULT_MAX_COUNT_DRIFT: float = Settings.model_fields["max_count_drift"].default
+DEFAULT_COUNT_DRIFT_MIN_DROP: int = Settings.model_fields["count_drift_min_drop"].default
 
 
 def peak_rss_mib() -> float | None:
@@ -97,14 +99,21 @@ def _has_fts(conn: duckdb.DuckDBPyConnection) -> bool:
     return bool(row and row[0])
 
 
-def _drift_bounds(previous: int | None, drift: float) -> tuple[int, int]:
+def _drift_floor(previous: int | None, drift: float, min_drop: int) -> int:
+    """The lowest count accepted after `previous`: a drop fails only when it is larger
+    than `drift` of the previous count and more than `min_drop` as well. Growth always
+    passes (a newer export holds more), so there is no upper bound.
+    """
     if previous is None:
-        return 0, UNBOUNDED
-    return int(previous * (1 - drift)), int(previous * (1 + drift)) + 1
+        return 0
+    return max(0, min(int(previous * (1 - drift)), previous - min_drop))
 
 
 def parameters_for(
-    metadata: dict[str, Any], previous: dict[str, Any] | None, max_count_drift: float
+    metadata: dict[str, Any],
+    previous: dict[str, Any] | None,
+    max_count_drift: float,
+    count_drift_min_drop: int = DEFAULT_COUNT_DRIFT_MIN_DROP,
 ) -> dict[str, Any]:
     """GX expectation parameters: the metadata's counts, drift bounds, the contract."""
     generation = json.loads(metadata["generation_json"])
@@ -120,9 +129,9 @@ def parameters_for(
     for name, columns in schema.table_columns(dimension).items():
         parameters[f"signature_{name}"] = [schema.schema_signature(columns)]
     for count in ("document_count", "message_count"):
-        low, high = _drift_bounds(int(previous[count]) if previous else None, max_count_drift)
-        parameters[f"min_{count}"] = low
-        parameters[f"max_{count}"] = high
+        parameters[f"min_{count}"] = _drift_floor(
+            int(previous[count]) if previous else None, max_count_drift, count_drift_min_drop
+        )
     return parameters
 
 
@@ -130,7 +139,8 @@ def validate_artifact(
     path: Path,
     *,
     previous: Path | None = None,
-    max_count_drift: float = 0.5,
+    max_count_drift: float = DEFAULT_MAX_COUNT_DRIFT,
+    count_drift_min_drop: int = DEFAULT_COUNT_DRIFT_MIN_DROP,
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
     memory_limit: str = DEFAULT_MEMORY_LIMIT,
 ) -> dict[str, Any]:
@@ -171,7 +181,9 @@ def validate_artifact(
                 previous_metadata = _metadata(previous_conn)
             finally:
                 previous_conn.close()
-        parameters = parameters_for(metadata, previous_metadata, max_count_drift)
+        parameters = parameters_for(
+            metadata, previous_metadata, max_count_drift, count_drift_min_drop
+        )
         result["build_id"] = metadata["build_id"]
         result["parameters"] = parameters
         artifact = Artifact(conn=conn, chunk_rows=chunk_rows, has_fts=_has_fts(conn))
@@ -213,7 +225,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--previous", type=Path, help="published artifact to compare counts against"
     )
-    parser.add_argument("--max-count-drift", type=float, default=0.5, help="allowed drift")
+    parser.add_argument(
+        "--max-count-drift",
+        type=float,
+        default=DEFAULT_MAX_COUNT_DRIFT,
+        help="largest relative drop of a count against --previous",
+    )
+    parser.add_argument(
+        "--count-drift-min-drop",
+        type=int,
+        default=DEFAULT_COUNT_DRIFT_MIN_DROP,
+        help="a drop of at most this many always passes",
+    )
     parser.add_argument(
         "--chunk-rows", type=int, default=DEFAULT_CHUNK_ROWS, help="rows per validated batch"
     )
@@ -226,6 +249,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.artifact,
         previous=args.previous,
         max_count_drift=args.max_count_drift,
+        count_drift_min_drop=args.count_drift_min_drop,
         chunk_rows=args.chunk_rows,
         memory_limit=args.memory_limit,
     )

@@ -21,6 +21,9 @@ import numpy as np
 
 from serving.lexical import BM25Index
 from serving.query import STOPWORDS, fts_tokens, normalize
+from serving.semantic import Int8Codes
+from slackquery.artifacts import schema
+from slackquery.artifacts.schema import CONVERSATION_TYPES as CONVERSATION_TYPES
 from slackquery.duckdb_setup import connect
 from slackquery.errors import SlackqueryError
 
@@ -31,7 +34,6 @@ EXPECTED_FTS_CONFIG = {
     "strip_accents": 1,
     "ignore": r"[^\p{L}\p{N}]+",
 }
-CONVERSATION_TYPES = ("public", "private", "dm", "group_dm")
 # Once the columns are in NumPy, the artifact's DuckDB only answers small lookups (texts,
 # threads, names); capping it evicts the pages the load scanned. With the streamed vector
 # load below, a 1M-message 768-d artifact loads in 7.0 GiB peak and stays at 6.5 GiB
@@ -235,6 +237,11 @@ class LoadedArtifact:
         self.metadata = dict(zip(names, metadata[0], strict=True))
         self.build_id = str(self.metadata["build_id"])
         self.generation_id = str(self.metadata["generation_id"])
+        if self.metadata["schema_version"] != schema.SCHEMA_VERSION:
+            raise SlackqueryError(
+                f"artifact {self.build_id} has schema version {self.metadata['schema_version']}; "
+                f"serving reads version {schema.SCHEMA_VERSION}: build and publish a new one"
+            )
         fts_config = json.loads(self.metadata["fts_config_json"])
         for key, expected in EXPECTED_FTS_CONFIG.items():
             if str(fts_config.get(key)) != str(expected):
@@ -248,7 +255,7 @@ class LoadedArtifact:
                 document_id, document_kind, workspace_id, channel_id,
                 conversation_type,
                 author_id, ts_us, coalesce(thread_id, '') as thread_id, message_ids,
-                coalesce(regexp_matches(text_lexical, 'https?://'), false) as has_link
+                has_link
             from search_documents
             order by document_id
             """
@@ -282,7 +289,7 @@ class LoadedArtifact:
             self.context_members[row] = np.array(
                 [member for member in members if member is not None], dtype=np.int64
             )
-        self.bm25 = BM25Index(connection, self.row_count)
+        self.bm25 = BM25Index.from_fts(connection, self.row_count)
         self._load_display()
         connection.execute(f"set memory_limit = '{SERVING_DUCKDB_MEMORY_LIMIT}'")
         self._load_vectors()
@@ -313,6 +320,7 @@ class LoadedArtifact:
             self.dimension = 0
             self.vectors = np.zeros((0, 0), dtype=np.float32)
             self.vector_rows = np.zeros(0, dtype=np.int64)
+            self.vector_codes: Int8Codes | None = None
             self.searchable_vectors = None
             return
         # One contiguous matrix of the vectors that exist, in row order: position i is row
@@ -334,6 +342,8 @@ class LoadedArtifact:
         if filled != len(documents):
             raise SlackqueryError(f"artifact {self.build_id} changed while its vectors loaded")
         self.dimension = int(self.vectors.shape[1])
+        # The int8 copy the semantic scan reads (serving/semantic.py re-scores its best).
+        self.vector_codes = Int8Codes.of(self.vectors)
         self.has_vector[self.vector_rows] = True
         on_messages = self.is_message[self.vector_rows]
         # Positions semantic search may return without filters (None: all of them).
@@ -450,10 +460,6 @@ class LoadedArtifact:
         return {
             name: column[row] for name, column in zip(DISPLAY_COLUMNS, self._display, strict=True)
         }
-
-    def fetch_rows(self, rows: Sequence[int]) -> dict[str, dict[str, object]]:
-        """Display columns of these artifact rows, by document id."""
-        return {self.document_ids[row]: self.display_row(row) for row in rows}
 
     def texts(self, rows: Sequence[int]) -> dict[int, str]:
         """`text_lexical` of these rows (used to verify quoted phrases)."""

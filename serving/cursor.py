@@ -53,7 +53,8 @@ class CursorCodec:
     def decode(self, cursor: str, artifact_id: str, request_fingerprint: str) -> int:
         """The offset a valid cursor points at; any mismatch is a clear error."""
         body, _, signature = cursor.strip().partition(".")
-        if not body or not signature or len(cursor) > 512 or not body.isascii():
+        # compare_digest refuses non-ASCII str, so both halves must be ASCII to be compared.
+        if not body or not signature or len(cursor) > 512 or not cursor.isascii():
             raise SlackqueryError("cursor is not a cursor returned by search_slack" + _RESTART)
         if not hmac.compare_digest(self._sign(body), signature):
             raise SlackqueryError(

@@ -8,64 +8,74 @@ restart, and requests already running on the old artifact finish on it (the old 
 closed once its last request ends).
 """
 
+import math
 import os
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
-from urllib.parse import urlparse
 
 import numpy as np
 
+from serving import lookups
+from serving.arms import ARMS, Arm
 from serving.artifact import CONVERSATION_TYPES, Filters, LoadedArtifact, fold_name
+from serving.budget import Deadline
+from serving.context import QueryContext
 from serving.cursor import CursorCodec, fingerprint
-from serving.fusion import (
-    ANSWER_CUE_DEPTH,
-    ArmRanking,
-    FusionConfig,
-    boost_answer_cues,
-    fuse,
-    top_candidates,
-)
+from serving.fusion import FusionConfig, fuse
+from serving.lookups import Row
 from serving.models import (
     ArmSignal,
     MessageRecord,
     MessageResponse,
     ScopeRecord,
     ScopesResponse,
-    SearchHit,
+    SearchHitBase,
     SearchRequest,
     SearchResponse,
     ThreadResponse,
+    hit_model,
 )
+from serving.permalink import is_url, parse_permalink
 from serving.query import (
-    answer_types,
+    ParsedQuery,
     classify_route,
     fts_tokens,
     has_searchable_content,
-    holds_answer_type,
     parse_query,
-    query_aspects,
 )
-from serving.semantic import QueryEmbedder, best_indices, vector_scores, vector_scores_many
+from serving.ranking import ArmRanking, FusedHit
+from serving.semantic import QueryEmbedder
+from serving.stages import STAGES, Stage
 from slackquery.embedding.base import Embedder
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
 
 MAX_FILTER_VALUE_CHARS = 200
-# The parts of a multi-part question are ranked among the whole question's best matches by
-# cosine, not over every vector: a part's answer is about the question too, and at 1M
-# vectors one more pass for two parts costs ~165 ms (this pool: a few ms). Corpora with at
-# most this many eligible vectors (Beacon, the sample workspace) rank parts over all.
-ASPECT_POOL = 10_000
 MAX_CONTEXT_MESSAGES = 100
 MAX_THREAD_LIMIT = 500
 MAX_SCOPE_LIMIT = 500
-_PERMALINK_PATH = re.compile(r"^/archives/([A-Z0-9]+)/p(\d{7,})$")
+# MessageRecord fields copied from a display row as they are.
+_RECORD_COLUMNS = (
+    "document_id",
+    "source_message_id",
+    "workspace_id",
+    "workspace_name",
+    "channel_id",
+    "channel_name",
+    "author_id",
+    "author_name",
+    "ts_us",
+    "thread_id",
+    "thread_root_id",
+    "permalink",
+)
+# SearchHit fields copied from a display row as they are.
+_HIT_COLUMNS = (*_RECORD_COLUMNS, "conversation_type")
 
 
 def _default_embedder_factory(settings: Settings) -> Callable[[], Embedder]:
@@ -102,8 +112,13 @@ class SearchEngine:
         *,
         embedder: Embedder | None = None,
         embedder_factory: Callable[[], Embedder] | None = None,
+        arms: tuple[Arm, ...] = ARMS,
+        stages: tuple[Stage, ...] = STAGES,
     ):
         self.settings = settings
+        self.arms = arms
+        self.stages = stages
+        self._hit_model = hit_model(arms)
         self.pointer = settings.artifact_path / "current.duckdb"
         if embedder is not None:
             factory: Callable[[], Embedder] = lambda: embedder  # noqa: E731
@@ -267,116 +282,72 @@ class SearchEngine:
             phrases=tuple(parsed.phrases),
         )
 
-    def _phrase_mask(self, artifact: LoadedArtifact, phrases: tuple[str, ...]) -> np.ndarray:
-        """Rows whose lexical text contains every quoted phrase as consecutive tokens."""
-        keep = np.ones(artifact.row_count, dtype=bool)
-        for phrase in phrases:
-            tokens = fts_tokens(phrase)
-            if not tokens:
-                continue
-            candidates = artifact.bm25.rows_with_all(list(dict.fromkeys(tokens)))
-            found = np.zeros(artifact.row_count, dtype=bool)
-            if len(tokens) == 1:
-                found[candidates] = True
-            else:
-                needle = " " + " ".join(tokens) + " "
-                for row, text in artifact.texts(candidates.tolist()).items():
-                    if needle in " " + " ".join(fts_tokens(text)) + " ":
-                        found[row] = True
-            keep &= found
-        return keep
-
-    def _context_arm(
+    def _context(
         self,
         artifact: LoadedArtifact,
-        threads: ArmRanking,
-        mask: np.ndarray | None,
-        target: str,
-        query_vector: np.ndarray | None,
-    ) -> ArmRanking:
-        """Turn ranked thread-context hits into a ranking of messages.
-
-        `root`: each thread votes for its first passing message (the root). `thread`: every
-        passing message of the thread shares the thread's rank. `best`: the thread votes for
-        its passing message most similar to the query (cosine; root when no vector).
-        Cost: the members of at most `candidate_window` threads, never the corpus.
-        """
-        groups: list[tuple[int, float, np.ndarray]] = []
-        for rank, (thread_row, score) in enumerate(
-            zip(threads.rows.tolist(), threads.scores.tolist(), strict=True), start=1
-        ):
-            members = artifact.context_members.get(thread_row)
-            if members is None or members.size == 0:
-                continue
-            passing = artifact.is_message[members]
-            if mask is not None:
-                passing &= mask[members]
-            if passing.any():
-                groups.append((rank, score, members[passing]))
-        cosines: np.ndarray | None = None
-        if target == "best" and query_vector is not None and groups:
-            # One matrix product for every member of every thread; members without a
-            # vector score -inf, so a thread without any vectors falls back to its root.
-            everything = np.concatenate([members for _, _, members in groups])
-            cosines = np.full(everything.size, -np.inf, dtype=np.float32)
-            has_vector = artifact.has_vector[everything]
-            if has_vector.any():
-                positions = np.searchsorted(artifact.vector_rows, everything[has_vector])
-                cosines[has_vector] = artifact.vectors[positions] @ query_vector
-        mapped_rows: list[int] = []
-        mapped_ranks: list[int] = []
-        mapped_scores: list[float] = []
-        seen: set[int] = set()
-        offset = 0
-        for rank, score, members in groups:
-            if target == "thread":
-                chosen = members.tolist()
-            elif cosines is not None:
-                chosen = [int(members[int(np.argmax(cosines[offset : offset + members.size]))])]
-            else:
-                chosen = [int(members[0])]
-            offset += members.size
-            for row in chosen:
-                if row not in seen:
-                    seen.add(row)
-                    mapped_rows.append(row)
-                    mapped_ranks.append(rank)
-                    mapped_scores.append(score)
-        return ArmRanking(
-            np.array(mapped_rows, dtype=np.int64),
-            np.array(mapped_scores, np.float32),
-            np.array(mapped_ranks, dtype=np.int64),
+        request: SearchRequest,
+        parsed: ParsedQuery,
+        filters: Filters,
+        fusion: FusionConfig,
+    ) -> QueryContext:
+        """The shared context of one search, after the checks that need the artifact."""
+        text = parsed.text
+        if not has_searchable_content(text):
+            raise SlackqueryError(
+                "query has no searchable text (letters, digits or emoji) besides operators"
+            )
+        max_tokens = self.settings.search_max_query_tokens
+        terms = artifact.bm25.query_terms(text, max_tokens, parsed.phrases)
+        notes: list[str] = []
+        if terms.dropped:
+            notes.append(
+                f"only the first {max_tokens} distinct query tokens were used "
+                f"({terms.dropped} dropped)"
+            )
+        if terms.unknown:
+            notes.append("terms found in no message: " + ", ".join(terms.unknown[:10]))
+        if request.mode == "lexical" and not terms.known and not terms.unknown:
+            raise SlackqueryError(
+                "query has no searchable tokens for lexical search (letters or digits); "
+                "try mode='semantic' for emoji or symbols"
+            )
+        # No filters (the common case): no per-request pass over every row at all.
+        mask: np.ndarray | None = None
+        if not filters.is_empty():
+            mask = artifact.mask(filters)
+            if filters.phrases:
+                mask &= phrase_mask(artifact, filters.phrases)
+        active = frozenset(
+            arm.name
+            for arm in self.arms
+            if request.mode in arm.modes and arm.name not in fusion.disabled_arms
+        )
+        return QueryContext(
+            text=text,
+            mode=request.mode,
+            route=classify_route(text, parsed.phrases),
+            fusion=fusion,
+            artifact=artifact,
+            filters=filters,
+            mask=mask,
+            terms=terms,
+            embedder=self.query_embedder,
+            active_arms=active,
+            max_query_parts=self.settings.search_max_query_parts,
+            notes=notes,
         )
 
-    def _aspect_arm(
+    def search(
         self,
-        artifact: LoadedArtifact,
-        part_vectors: np.ndarray,
-        positions: np.ndarray | None,
-        rows: np.ndarray,
-        window: int,
-    ) -> ArmRanking:
-        """Rank messages (`rows`, at matrix `positions`) by cosine with each part of a
-        multi-part question, then interleave the parts: a message's rank is its best rank in
-        any part's list, so each part's top hits compete near the top, not only the part the
-        whole question's vector leans to. One pass over those vectors for all parts."""
-        best: dict[int, tuple[int, float]] = {}
-        for scores in vector_scores_many(artifact.vectors, part_vectors, positions):
-            ranking = top_candidates(rows, scores, window)
-            for rank, (row, score) in enumerate(
-                zip(ranking.rows.tolist(), ranking.scores.tolist(), strict=True), start=1
-            ):
-                if row not in best or rank < best[row][0]:
-                    best[row] = (rank, score)
-        ordered = sorted(best.items(), key=lambda item: (item[1][0], -item[1][1], item[0]))
-        return ArmRanking(
-            np.array([row for row, _ in ordered], dtype=np.int64),
-            np.array([score for _, (_, score) in ordered], dtype=np.float32),
-            np.array([rank for _, (rank, _) in ordered], dtype=np.int64),
-        )
+        request: SearchRequest,
+        fusion: FusionConfig | None = None,
+        deadline: Deadline | None = None,
+    ) -> SearchResponse:
+        """Run one search: validate -> context -> arms -> fuse -> stages -> page.
 
-    def search(self, request: SearchRequest, fusion: FusionConfig | None = None) -> SearchResponse:
-        """Run one search; `fusion` overrides the ranking knobs (evaluation grids)."""
+        `fusion` overrides the ranking knobs (evaluation grids); `deadline` (the MCP tools'
+        per-call budget) is checked before each arm and each stage."""
+        deadline = deadline or Deadline(math.inf)
         started = time.perf_counter()
         if fusion is None:
             fusion, fusion_key = self._default_fusion, self._default_fusion_key
@@ -397,152 +368,71 @@ class SearchEngine:
             offset = 0
             if request.cursor:
                 offset = self.cursors.decode(request.cursor, artifact.build_id, request_fingerprint)
-            notes: list[str] = []
-            text = parsed.text
-            if not has_searchable_content(text):
-                raise SlackqueryError(
-                    "query has no searchable text (letters, digits or emoji) besides operators"
-                )
-            terms = artifact.bm25.query_terms(
-                text, self.settings.search_max_query_tokens, parsed.phrases
-            )
-            if terms.dropped:
-                notes.append(
-                    f"only the first {self.settings.search_max_query_tokens} distinct query "
-                    f"tokens were used ({terms.dropped} dropped)"
-                )
-            if terms.unknown:
-                notes.append("terms found in no message: " + ", ".join(terms.unknown[:10]))
-            if request.mode == "lexical" and not terms.known and not terms.unknown:
-                raise SlackqueryError(
-                    "query has no searchable tokens for lexical search (letters or digits); "
-                    "try mode='semantic' for emoji or symbols"
-                )
-            route = classify_route(text, parsed.phrases)
-            weights = fusion.weights(route)
-            # No filters (the common case): no per-request pass over every row at all.
-            mask: np.ndarray | None = None
-            if not filters.is_empty():
-                mask = artifact.mask(filters)
-                if filters.phrases:
-                    mask &= self._phrase_mask(artifact, filters.phrases)
-            window = fusion.candidate_window
-            arms: dict[str, ArmRanking] = {}
-            timings: dict[str, float] = {}
-            matched: tuple[np.ndarray, np.ndarray] | None = None
-            query_vector: np.ndarray | None = None
-            if request.mode in ("lexical", "hybrid") and terms.known:
-                tick = time.perf_counter()
-                matched = artifact.bm25.matches(terms.known)
-                rows, scores = matched
-                keep = artifact.is_message[rows]
-                if mask is not None:
-                    keep &= mask[rows]
-                arms["lexical"] = top_candidates(rows[keep], scores[keep], window)
-                timings["lexical"] = (time.perf_counter() - tick) * 1000
-            if request.mode in ("semantic", "hybrid"):
-                aspects = (
-                    query_aspects(text)
-                    if request.mode == "hybrid" and fusion.use_aspect_arm
-                    else []
-                )
-                tick = time.perf_counter()
-                # The question and its parts in one call: the model batches them.
-                query_vector, *part_vectors = self.query_embedder.embed_many(
-                    [text, *aspects], artifact.generation_id, artifact.dimension
-                )
-                timings["embed"] = (time.perf_counter() - tick) * 1000
-                tick = time.perf_counter()
-                if mask is None:
-                    positions = artifact.searchable_vectors
-                else:
-                    vector_rows = artifact.vector_rows
-                    positions = np.flatnonzero(mask[vector_rows] & artifact.is_message[vector_rows])
-                semantic_scores = vector_scores(artifact.vectors, query_vector, positions)
-                semantic_rows = (
-                    artifact.vector_rows if positions is None else artifact.vector_rows[positions]
-                )
-                arms["semantic"] = top_candidates(semantic_rows, semantic_scores, window)
-                timings["semantic"] = (time.perf_counter() - tick) * 1000
-                if aspects:
-                    tick = time.perf_counter()
-                    pool = best_indices(semantic_scores, ASPECT_POOL)
-                    if pool is None:
-                        part_positions, part_rows = positions, semantic_rows
-                    else:
-                        part_positions = pool if positions is None else positions[pool]
-                        part_rows = semantic_rows[pool]
-                    arms["aspects"] = self._aspect_arm(
-                        artifact, np.stack(part_vectors), part_positions, part_rows, window
-                    )
-                    timings["aspects"] = (time.perf_counter() - tick) * 1000
-                    notes.append("searched each part: " + " | ".join(aspects))
-                named = (
-                    artifact.authors_named_in(text)
-                    if request.mode == "hybrid" and fusion.use_author_arm and not filters.author_ids
-                    else None
-                )
-                if named is not None and named.size:
-                    # A hint, not a filter: the named people's messages by cosine.
-                    by_named = np.isin(artifact.author_codes[semantic_rows], named)
-                    arms["authors"] = top_candidates(
-                        semantic_rows[by_named], semantic_scores[by_named], window
-                    )
-            if request.mode == "hybrid" and fusion.use_context_arm and matched is not None:
-                tick = time.perf_counter()
-                rows, scores = matched
-                keep = artifact.is_context[rows]
-                if mask is not None:
-                    keep &= mask[rows]
-                threads = top_candidates(rows[keep], scores[keep], window)
-                arms["context"] = self._context_arm(
-                    artifact, threads, mask, fusion.context_target, query_vector
-                )
-                timings["context"] = (time.perf_counter() - tick) * 1000
-            used_weights = {arm: weights[arm] for arm in sorted(arms)}
+            ctx = self._context(artifact, request, parsed, filters, fusion)
+            rankings = self._run_arms(ctx, deadline)
+            route_weights = fusion.weights(ctx.route, self.arms)
+            weights = {name: route_weights[name] for name in sorted(rankings)}
             hits = fuse(
-                arms,
-                used_weights,
+                rankings,
+                weights,
                 rrf_k=fusion.rrf_k,
                 thread_keys=artifact.thread_keys,
                 max_per_thread=fusion.max_per_thread,
             )
-            kinds = answer_types(text) if request.mode == "hybrid" else ()
-            if kinds and fusion.answer_cue_boost:
-                tick = time.perf_counter()
-                cued = [
-                    holds_answer_type(str(artifact.display_row(hit.row)["text_display"]), kinds)
-                    for hit in hits[:ANSWER_CUE_DEPTH]
-                ]
-                hits = boost_answer_cues(hits, cued, fusion.answer_cue_boost)
-                timings["answer_cues"] = (time.perf_counter() - tick) * 1000
-                notes.append("ranked up messages that state a " + " / ".join(kinds))
-            if offset > len(hits):
-                raise SlackqueryError(
-                    "cursor offset is out of range; repeat the search without a cursor"
-                )
-            page = hits[offset : offset + request.limit]
-            results = [self._hit(artifact.display_row(hit.row), hit) for hit in page]
-            next_offset = offset + len(page)
-            next_cursor = (
+            for stage in self.stages:
+                if request.mode in stage.modes:
+                    deadline.check(f"the {stage.name} stage")
+                    with ctx.timed(stage.name):
+                        hits = stage.apply(ctx, hits)
+            ctx.timings["total"] = (time.perf_counter() - started) * 1000
+            return self._page(ctx, request, hits, weights, offset, request_fingerprint)
+
+    def _run_arms(self, ctx: QueryContext, deadline: Deadline) -> dict[str, ArmRanking]:
+        """Every active arm's ranking, by arm name (arms with nothing to say are left out)."""
+        rankings: dict[str, ArmRanking] = {}
+        for arm in self.arms:
+            if arm.name in ctx.active_arms:
+                deadline.check(f"the {arm.name} arm")
+                with ctx.timed(arm.name):
+                    ranking = arm.rank(ctx)
+                if ranking is not None:
+                    rankings[arm.name] = ranking
+        return rankings
+
+    def _page(
+        self,
+        ctx: QueryContext,
+        request: SearchRequest,
+        hits: list[FusedHit],
+        weights: dict[str, float],
+        offset: int,
+        request_fingerprint: str,
+    ) -> SearchResponse:
+        """The requested page of `hits`, with a cursor for the next one."""
+        if offset > len(hits):
+            raise SlackqueryError(
+                "cursor offset is out of range; repeat the search without a cursor"
+            )
+        artifact = ctx.artifact
+        page = hits[offset : offset + request.limit]
+        next_offset = offset + len(page)
+        return SearchResponse(
+            query=ctx.text,
+            mode=request.mode,
+            route=ctx.route,
+            weights=weights,
+            filters=ctx.filters.as_dict(),
+            artifact_id=artifact.build_id,
+            generation_id=artifact.generation_id,
+            results=[self._hit(artifact.display_row(hit.row), hit) for hit in page],
+            next_cursor=(
                 self.cursors.encode(artifact.build_id, request_fingerprint, next_offset)
                 if next_offset < len(hits)
                 else None
-            )
-            timings["total"] = (time.perf_counter() - started) * 1000
-            return SearchResponse(
-                query=text,
-                mode=request.mode,
-                route=route,
-                weights=used_weights,
-                filters=filters.as_dict(),
-                artifact_id=artifact.build_id,
-                generation_id=artifact.generation_id,
-                results=results,
-                next_cursor=next_cursor,
-                notes=notes,
-                timings_ms={key: round(value, 3) for key, value in timings.items()},
-            )
+            ),
+            notes=ctx.notes,
+            timings_ms={key: round(value, 3) for key, value in ctx.timings.items()},
+        )
 
     def _truncate(self, text: str | None) -> tuple[str, bool]:
         text = text or ""
@@ -552,110 +442,48 @@ class SearchEngine:
         rest = len(text) - cap
         return f"{text[:cap]}… [truncated: {rest} more characters]", True
 
-    def _hit(self, row: dict[str, object], hit) -> SearchHit:
+    def _hit(self, row: Row, hit: FusedHit) -> SearchHitBase:
         text, truncated = self._truncate(row["text_display"])  # type: ignore[arg-type]
-
-        def signal(arm: str) -> ArmSignal | None:
-            if arm not in hit.ranks:
-                return None
-            return ArmSignal(rank=hit.ranks[arm], score=round(float(hit.scores[arm]), 6))
-
-        return SearchHit(
-            document_id=row["document_id"],
-            source_message_id=row["source_message_id"],
-            workspace_id=row["workspace_id"],
-            workspace_name=row["workspace_name"],
-            channel_id=row["channel_id"],
-            channel_name=row["channel_name"],
-            conversation_type=row["conversation_type"],
-            author_id=row["author_id"],
-            author_name=row["author_name"],
-            ts_us=row["ts_us"],
+        signals = {
+            arm.name: ArmSignal(
+                rank=hit.ranks[arm.name], score=round(float(hit.scores[arm.name]), 6)
+            )
+            for arm in self.arms
+            if arm.name in hit.ranks
+        }
+        return self._hit_model(
+            **{name: row[name] for name in _HIT_COLUMNS},
             timestamp=iso_timestamp(int(row["ts_us"])),  # type: ignore[arg-type]
-            thread_id=row["thread_id"],
-            thread_root_id=row["thread_root_id"],
             text=text,
             text_truncated=truncated,
-            permalink=row["permalink"],
-            lexical=signal("lexical"),
-            semantic=signal("semantic"),
-            context=signal("context"),
-            aspects=signal("aspects"),
-            authors=signal("authors"),
             fused_score=round(hit.fused_score, 8),
             answer_cue=hit.answer_cue,
-        )  # type: ignore[arg-type]
+            **signals,
+        )
 
-    def _record(self, row: tuple, is_target: bool = False) -> MessageRecord:
-        (
-            document_id,
-            source_message_id,
-            workspace_id,
-            workspace_name,
-            _slug,
-            channel_id,
-            channel_name,
-            _type,
-            author_id,
-            author_name,
-            _ts,
-            ts_us,
-            thread_id,
-            thread_root_id,
-            is_parent,
-            is_reply,
-            text_display,
-            permalink,
-        ) = row
-        text, truncated = self._truncate(text_display)
+    def _record(self, row: Row, is_target: bool = False) -> MessageRecord:
+        text, truncated = self._truncate(row["text_display"])  # type: ignore[arg-type]
         return MessageRecord(
-            document_id=document_id,
-            source_message_id=source_message_id,
-            workspace_id=workspace_id,
-            workspace_name=workspace_name,
-            channel_id=channel_id,
-            channel_name=channel_name,
-            author_id=author_id,
-            author_name=author_name,
-            ts_us=ts_us,
-            timestamp=iso_timestamp(ts_us),
-            thread_id=thread_id,
-            thread_root_id=thread_root_id,
-            is_thread_parent=is_parent,
-            is_thread_reply=is_reply,
+            **{name: row[name] for name in _RECORD_COLUMNS},
+            timestamp=iso_timestamp(int(row["ts_us"])),  # type: ignore[arg-type]
+            is_thread_parent=row["is_thread_parent"],
+            is_thread_reply=row["is_thread_reply"],
             text=text,
             text_truncated=truncated,
-            permalink=permalink,
             is_target=is_target,
-        )
+        )  # type: ignore[arg-type]
 
     # -- lookups ----------------------------------------------------------------------
     def _document_id_from(self, artifact: LoadedArtifact, value: str) -> str:
         value = value.strip()
-        if not value.lower().startswith(("http://", "https://")):
+        if not is_url(value):
             return value
-        parsed = urlparse(value)
-        host = (parsed.hostname or "").lower()
-        match = _PERMALINK_PATH.match(parsed.path)
-        if not host.endswith(".slack.com") or match is None:
-            raise SlackqueryError(
-                "not a Slack message permalink; expected "
-                "https://<workspace>.slack.com/archives/<channel>/p<digits>"
-            )
-        slug = host.removesuffix(".slack.com")
-        channel_id, digits = match.groups()
-        ts = f"{digits[:-6]}.{digits[-6:]}"
-        workspaces = [row[0] for row in artifact.workspaces if (row[1] or "").lower() == slug]
-        for workspace_id in workspaces:
-            candidate = f"{workspace_id}:{channel_id}:{ts}"
-            if candidate in artifact.row_of:
+        link = parse_permalink(value)
+        for workspace_id, slug, *_ in artifact.workspaces:
+            candidate = f"{workspace_id}:{link.channel_id}:{link.ts}"
+            if (slug or "").lower() == link.workspace_slug and candidate in artifact.row_of:
                 return candidate
         raise SlackqueryError(f"no message in the published artifact matches permalink {value}")
-
-    def _select(self) -> str:
-        from serving.artifact import DISPLAY_COLUMNS
-
-        return f"select {', '.join(DISPLAY_COLUMNS)} from search_documents"
 
     def get_message(
         self, document_id: str, context_before: int = 0, context_after: int = 0
@@ -679,30 +507,12 @@ class SearchEngine:
                 )
             cursor = artifact.cursor()
             try:
-                target = cursor.execute(
-                    self._select() + " where document_id = $id", {"id": doc}
-                ).fetchone()
-                key = {"w": target[2], "c": target[5], "ts": target[11], "id": doc}
-                same_channel = (
-                    " where document_kind = 'message' and workspace_id = $w and channel_id = $c"
-                )
-                before = cursor.execute(
-                    self._select()
-                    + same_channel
-                    + " and (ts_us < $ts or (ts_us = $ts and document_id < $id))"
-                    " order by ts_us desc, document_id desc limit $n",
-                    {**key, "n": context_before},
-                ).fetchall()
-                after = cursor.execute(
-                    self._select()
-                    + same_channel
-                    + " and (ts_us > $ts or (ts_us = $ts and document_id > $id))"
-                    " order by ts_us, document_id limit $n",
-                    {**key, "n": context_after},
-                ).fetchall()
+                target = lookups.document(cursor, doc)
+                assert target is not None  # the row exists in the artifact's memory view
+                before, after = lookups.neighbours(cursor, target, context_before, context_after)
             finally:
                 cursor.close()
-            messages = [self._record(item) for item in reversed(before)]
+            messages = [self._record(item) for item in before]
             messages.append(self._record(target, is_target=True))
             messages.extend(self._record(item) for item in after)
             return MessageResponse(messages=messages, artifact_id=artifact.build_id)
@@ -719,17 +529,10 @@ class SearchEngine:
                 wanted = thread_id.strip()
                 if wanted.lower().startswith(("http://", "https://")):
                     wanted = self._document_id_from(artifact, wanted)
-                owner = cursor.execute(
-                    "select thread_id from search_documents where document_id = $id",
-                    {"id": wanted},
-                ).fetchone()
-                if owner is not None and owner[0]:
-                    wanted = owner[0]
-                rows = cursor.execute(
-                    self._select() + " where document_kind = 'message' and thread_id = $t"
-                    " order by ts_us, document_id limit $n",
-                    {"t": wanted, "n": limit + 1},
-                ).fetchall()
+                owner = lookups.document(cursor, wanted)
+                if owner is not None and owner["thread_id"]:
+                    wanted = str(owner["thread_id"])
+                rows = lookups.thread_messages(cursor, wanted, limit + 1)
             finally:
                 cursor.close()
             if not rows:
@@ -781,6 +584,21 @@ class SearchEngine:
             )
 
 
-def with_window(fusion: FusionConfig | None, window: int) -> FusionConfig:
-    """A copy of `fusion` (or the defaults) with another candidate window."""
-    return replace(fusion or FusionConfig(), candidate_window=window)
+def phrase_mask(artifact: LoadedArtifact, phrases: tuple[str, ...]) -> np.ndarray:
+    """Rows whose lexical text contains every quoted phrase as consecutive tokens."""
+    keep = np.ones(artifact.row_count, dtype=bool)
+    for phrase in phrases:
+        tokens = fts_tokens(phrase)
+        if not tokens:
+            continue
+        candidates = artifact.bm25.rows_with_all(list(dict.fromkeys(tokens)))
+        found = np.zeros(artifact.row_count, dtype=bool)
+        if len(tokens) == 1:
+            found[candidates] = True
+        else:
+            needle = " " + " ".join(tokens) + " "
+            for row, text in artifact.texts(candidates.tolist()).items():
+                if needle in " " + " ".join(fts_tokens(text)) + " ":
+                    found[row] = True
+        keep &= found
+    return keep

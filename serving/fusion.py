@@ -1,12 +1,10 @@
-"""Weighted reciprocal-rank fusion of the retrieval arms.
+"""Weighted reciprocal-rank fusion of the retrieval arms, and every knob of hybrid ranking.
 
 Fusion works on ranks, not scores, so BM25 and cosine never need a common scale:
 `fused(d) = sum over arms of weight_arm / (rrf_k + rank_arm(d))`, ranks from 1. The route
-(exact / conceptual / mixed) only changes the weights. The starting point was the original
-design (reference/original-design.md §1.c); `rrf_k`, the conceptual weights and the context
-target were then changed from measurements on Beacon dev (docs/evaluation.md, "Results").
-The evaluation harness passes its own `FusionConfig` to `SearchEngine.search` to run
-parameter grids through this code.
+(exact / conceptual / mixed) only changes the weights, whose defaults each arm declares in
+the registry (serving/arms.py). The evaluation harness passes its own `FusionConfig` to
+`SearchEngine.search` to run parameter grids through this code.
 """
 
 from collections.abc import Mapping
@@ -14,55 +12,30 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-ARMS = ("lexical", "semantic", "context", "aspects", "authors")
+from serving.arms import ARMS, CONTEXT_TARGETS, ROUTES, Arm
+from serving.ranking import ArmRanking, FusedHit
 
-# Weights per route (lexical / semantic / context / aspects / authors). `exact`, `mixed`: the
-# original design's lexical, semantic and context weights. `conceptual` (natural-language
-# questions, most of what people and agents ask): the semantic arm, run with the default
-# e5 + MiniLM pair, is by far the strongest arm on such questions (Beacon dev Recall@10 0.875
-# against lexical 0.637; sample 0.867 against 0.733), so the other arms are tie-breakers
-# there: BM25 over messages and over thread context 0.25 each, the question-part arm (the
-# semantic arm run per part of a multi-part question, present only for such questions) 0.5,
-# the author hint (messages by people the question names, by cosine; never a filter) 0.25.
-# On the other routes the part arm carries the semantic weight and the author hint 0.5.
-# Measured on both query sets: docs/evaluation.md.
-DEFAULT_ROUTE_WEIGHTS: dict[str, dict[str, float]] = {
-    "exact": {"lexical": 1.8, "semantic": 0.5, "context": 0.65, "aspects": 0.5, "authors": 0.5},
-    "conceptual": {
-        "lexical": 0.25,
-        "semantic": 1.5,
-        "context": 0.25,
-        "aspects": 0.5,
-        "authors": 0.25,
-    },
-    "mixed": {"lexical": 1.0, "semantic": 1.0, "context": 0.65, "aspects": 1.0, "authors": 0.5},
-}
-# How a thread-context hit becomes a message for fusion (see `SearchEngine._context_arm`).
-CONTEXT_TARGETS = ("best", "root", "thread")
+
+def default_route_weights(arms: tuple[Arm, ...] = ARMS) -> dict[str, dict[str, float]]:
+    """Every route's weight for every registered arm, as the registry declares them."""
+    return {route: {arm.name: arm.weights[route] for arm in arms} for route in ROUTES}
 
 
 @dataclass(frozen=True)
 class FusionConfig:
     """Every knob of hybrid ranking. `route_aware=False` always uses the `mixed` weights.
 
-    Defaults are measured (docs/evaluation.md, Beacon dev): `rrf_k=20` instead of the usual
-    60 lets an arm's top hits outrank documents that sit mid-list in every arm;
-    `context_target="best"` hands a matching thread's vote to its message most similar
-    to the query instead of always to the root; `use_aspect_arm` adds the per-part semantic
-    arm for multi-part questions (`serving.query.query_aspects`); `use_author_arm` adds the
-    arm of messages by people the question names (`LoadedArtifact.authors_named_in`);
+    `disabled_arms` names registered arms that do not run; `context_target` says which
+    message of a matching thread gets the context arm's vote (serving.arms.thread_votes);
     `answer_cue_boost` multiplies the fused score of a message that holds the kind of answer
-    the question asks for (`boost_answer_cues`); 0 turns it off.
+    the question asks for (serving.stages); 0 turns it off. Why each default:
+    docs/evaluation.md.
     """
 
     rrf_k: float = 20.0
     candidate_window: int = 100
-    route_weights: Mapping[str, Mapping[str, float]] = field(
-        default_factory=lambda: {route: dict(w) for route, w in DEFAULT_ROUTE_WEIGHTS.items()}
-    )
-    use_context_arm: bool = True
-    use_aspect_arm: bool = True
-    use_author_arm: bool = True
+    route_weights: Mapping[str, Mapping[str, float]] = field(default_factory=default_route_weights)
+    disabled_arms: frozenset[str] = frozenset()
     route_aware: bool = True
     max_per_thread: int = 3
     context_target: str = "best"
@@ -77,39 +50,11 @@ class FusionConfig:
                 f"got {self.context_target!r}"
             )
 
-    def weights(self, route: str) -> dict[str, float]:
-        """The arm weights used for a query of this route."""
-        return dict(self.route_weights["mixed" if not self.route_aware else route])
-
-
-@dataclass(frozen=True)
-class ArmRanking:
-    """One arm's ranked candidates: row indices (best first) and their raw scores.
-
-    `ranks` (1-based, non-decreasing) lets several rows share a rank, as the messages of one
-    thread-context hit do; None means positions 1..n.
-    """
-
-    rows: np.ndarray
-    scores: np.ndarray
-    ranks: np.ndarray | None = None
-
-    def rank_values(self) -> np.ndarray:
-        """The 1-based rank of every row."""
-        if self.ranks is None:
-            return np.arange(1, self.rows.size + 1, dtype=np.int64)
-        return np.asarray(self.ranks, dtype=np.int64)
-
-
-@dataclass(frozen=True)
-class FusedHit:
-    """A fused candidate with each arm's 1-based rank and score (None when absent)."""
-
-    row: int
-    fused_score: float
-    ranks: dict[str, int]
-    scores: dict[str, float]
-    answer_cue: bool = False
+    def weights(self, route: str, arms: tuple[Arm, ...] = ARMS) -> dict[str, float]:
+        """Each arm's weight for a query of this route (an arm's default where not set)."""
+        route = route if self.route_aware else "mixed"
+        chosen = self.route_weights.get(route, {})
+        return {arm.name: float(chosen.get(arm.name, arm.weights[route])) for arm in arms}
 
 
 def fuse(
@@ -173,51 +118,3 @@ def fuse(
                 ranks[arm], arm_scores[arm] = found
         hits.append(FusedHit(row, score, ranks, arm_scores))
     return hits
-
-
-# Only the best hits are checked for an answer cue (a regex pass over each text): a boost of
-# at most 1 + boost cannot lift a hit from below this depth onto a results page (limit <= 50).
-ANSWER_CUE_DEPTH = 50
-
-
-def boost_answer_cues(hits: list[FusedHit], cued: list[bool], boost: float) -> list[FusedHit]:
-    """Multiply the fused score of cued hits by `1 + boost` and re-rank them (ties by row).
-
-    `cued[i]` says whether `hits[i]` holds the kind of answer the question asks for (a date
-    for "when", a number for "how many": `serving.query.answer_types`); it covers the first
-    `len(cued)` hits, and those are re-ranked while the rest keep their order below them
-    (boosting never lowers a score, so the whole list stays in fused-score order). Rank
-    fusion cannot see answer types, and the arms often put a message that only talks about
-    the topic ("can someone own the review?") just above the one that answers it ("Leo owns
-    the review by 2026-09-03"). A bounded boost reorders such near-ties and leaves clear
-    gaps alone. Measured on both query sets: docs/evaluation.md, round 4.
-    """
-    head = [
-        FusedHit(hit.row, hit.fused_score * (1.0 + boost), hit.ranks, hit.scores, True)
-        if is_cued
-        else hit
-        for hit, is_cued in zip(hits, cued, strict=False)
-    ]
-    return sorted(head, key=lambda hit: (-hit.fused_score, hit.row)) + hits[len(cued) :]
-
-
-def top_rows(scores: np.ndarray, eligible: np.ndarray, window: int) -> ArmRanking:
-    """The `window` best eligible rows by descending score, ties by ascending row index."""
-    candidates = np.flatnonzero(eligible)
-    return top_candidates(candidates, scores[candidates], window)
-
-
-def top_candidates(candidates: np.ndarray, values: np.ndarray, window: int) -> ArmRanking:
-    """The `window` best of these (row, score) pairs by descending score, ties by row index.
-
-    Rows must be distinct; their order does not matter.
-    """
-    if candidates.size == 0:
-        return ArmRanking(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
-    if candidates.size > window:
-        # Keep everything tied with the window's last score so the id tie-break stays exact.
-        cut = np.partition(values, candidates.size - window)[candidates.size - window]
-        keep = values >= cut
-        candidates, values = candidates[keep], values[keep]
-    order = np.lexsort((candidates, -values))[:window]
-    return ArmRanking(candidates[order], values[order])

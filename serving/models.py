@@ -4,9 +4,11 @@ Field descriptions end up in the tools' output schemas, which agents read, so ea
 says what the value means and how to use it.
 """
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SerializeAsAny, create_model
+
+from serving.arms import ARMS, Arm
 
 Mode = Literal["hybrid", "lexical", "semantic"]
 
@@ -33,8 +35,8 @@ class ArmSignal(BaseModel):
     score: float = Field(description="The arm's raw score (BM25 or cosine); a ranking signal.")
 
 
-class SearchHit(BaseModel):
-    """One matching Slack message."""
+class SearchHitBase(BaseModel):
+    """One matching Slack message; `hit_model` adds one signal field per retrieval arm."""
 
     document_id: str = Field(description="Stable id (`W:C:ts`); pass to get_slack_message.")
     source_message_id: str | None = Field(description="The message's id in its source export.")
@@ -52,21 +54,6 @@ class SearchHit(BaseModel):
     text: str = Field(description="Message text (cut with a marker when very long).")
     text_truncated: bool
     permalink: str | None = Field(description="Slack link to cite.")
-    lexical: ArmSignal | None = Field(description="BM25 arm rank/score, if it found this.")
-    semantic: ArmSignal | None = Field(description="Embedding arm rank/score, if it found this.")
-    context: ArmSignal | None = Field(
-        description="Thread-context arm rank/score: the thread as a whole matched."
-    )
-    aspects: ArmSignal | None = Field(
-        default=None,
-        description="Question-part arm rank/cosine: best rank for one part of a multi-part "
-        "question (hybrid only).",
-    )
-    authors: ArmSignal | None = Field(
-        default=None,
-        description="Named-author arm rank/cosine: written by someone the question names "
-        "(hybrid only).",
-    )
     fused_score: float = Field(
         description="Weighted RRF score (times 1 + the answer-cue boost when `answer_cue`); "
         "relative, not a probability."
@@ -79,6 +66,27 @@ class SearchHit(BaseModel):
     )
 
 
+def _with_signals(base: type[SearchHitBase], arms: tuple[Arm, ...]) -> type[SearchHitBase]:
+    """`base` plus one optional `ArmSignal` field per arm it does not have yet."""
+    signals: dict[str, Any] = {
+        arm.name: (ArmSignal | None, Field(default=None, description=arm.signal))
+        for arm in arms
+        if arm.name not in base.model_fields
+    }
+    return create_model(
+        "SearchHit", __base__=base, __doc__="One matching Slack message.", **signals
+    )
+
+
+SearchHit = _with_signals(SearchHitBase, ARMS)
+
+
+def hit_model(arms: tuple[Arm, ...]) -> type[SearchHitBase]:
+    """The search-hit model for a registry: `SearchHit` (the tools' output schema) for the
+    default one, else a subclass of it with the extra arms' signals, so hits serialise them."""
+    return SearchHit if arms == ARMS else _with_signals(SearchHit, arms)
+
+
 class SearchResponse(BaseModel):
     """A page of results and how they were produced."""
 
@@ -89,7 +97,7 @@ class SearchResponse(BaseModel):
     filters: dict[str, object] = Field(description="Filters applied, names resolved to ids.")
     artifact_id: str
     generation_id: str
-    results: list[SearchHit]
+    results: list[SerializeAsAny[SearchHit]]
     next_cursor: str | None = Field(
         description="Pass back as `cursor` (same query and filters) for the next page; "
         "null when there are no more results."

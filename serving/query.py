@@ -8,10 +8,11 @@ against DuckDB's own tokenizer. Nothing from the query ever becomes SQL text: to
 looked up in an in-memory dictionary and filters are resolved to ids.
 """
 
+import calendar
 import re
 import unicodedata
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, timedelta
+from datetime import MAXYEAR, MINYEAR, UTC, date, datetime, timedelta
 
 from slackquery.errors import SlackqueryError
 
@@ -157,8 +158,14 @@ class ParsedQuery:
     has_link: bool = False
 
 
+_EPOCH = date(1970, 1, 1)
+_DAY_US = 86_400_000_000
+
+
 def _day_start_us(day: date) -> int:
-    return int(datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp() * 1_000_000)
+    # Exact integer microseconds: a float timestamp loses microseconds in far years, and
+    # `day + 1` would overflow at 9999-12-31, so the day after is this plus `_DAY_US`.
+    return (day - _EPOCH).days * _DAY_US
 
 
 def _parse_day(value: str, operator: str) -> date:
@@ -176,23 +183,27 @@ def _parse_day(value: str, operator: str) -> date:
         ) from None
 
 
-def _parse_month(value: str) -> tuple[date, date]:
-    """`during:` takes YYYY-MM, YYYY or a month name (its latest past occurrence)."""
+def _parse_period(value: str) -> tuple[int, int]:
+    """`during:` takes YYYY-MM, YYYY or a month name (its latest past occurrence); the
+    period's first microsecond and the first microsecond after it."""
     lowered = value.lower()
-    if re.fullmatch(r"\d{4}", value):
-        year = int(value)
-        return date(year, 1, 1), date(year + 1, 1, 1)
-    match = re.fullmatch(r"(\d{4})-(\d{2})", value)
-    if match and 1 <= int(match.group(2)) <= 12:
-        first = date(int(match.group(1)), int(match.group(2)), 1)
+    year_match = re.fullmatch(r"([0-9]{4})", value)
+    month_match = re.fullmatch(r"([0-9]{4})-([0-9]{2})", value)
+    if year_match:
+        year, first_month, last_month = int(year_match.group(1)), 1, 12
+    elif month_match and 1 <= int(month_match.group(2)) <= 12:
+        year, first_month = int(month_match.group(1)), int(month_match.group(2))
+        last_month = first_month
     elif lowered in _MONTHS:
         today = datetime.now(UTC).date()
-        month = _MONTHS[lowered]
-        first = date(today.year if month <= today.month else today.year - 1, month, 1)
+        first_month = last_month = _MONTHS[lowered]
+        year = today.year if first_month <= today.month else today.year - 1
     else:
         raise SlackqueryError(f"during:{value} is not a month; use YYYY-MM, YYYY or a month name")
-    following = date(first.year + (first.month == 12), first.month % 12 + 1, 1)
-    return first, following
+    if not MINYEAR <= year <= MAXYEAR:
+        raise SlackqueryError(f"during:{value} is out of range; years run {MINYEAR}-{MAXYEAR}")
+    last_day = date(year, last_month, calendar.monthrange(year, last_month)[1])
+    return _day_start_us(date(year, first_month, 1)), _day_start_us(last_day) + _DAY_US
 
 
 def _narrow(current: int | None, new: int, pick: type[max] | type[min]) -> int:
@@ -224,20 +235,18 @@ def parse_query(raw: str) -> ParsedQuery:
                 raise SlackqueryError(f"has:{value} is not supported; only has:link is")
             parsed.has_link = True
         elif operator == "during":
-            first, following = _parse_month(value)
-            parsed.start_ts_us = _narrow(parsed.start_ts_us, _day_start_us(first), max)
-            parsed.end_ts_us = _narrow(parsed.end_ts_us, _day_start_us(following) - 1, min)
+            start, following = _parse_period(value)
+            parsed.start_ts_us = _narrow(parsed.start_ts_us, start, max)
+            parsed.end_ts_us = _narrow(parsed.end_ts_us, following - 1, min)
         else:
-            day = _parse_day(value, operator)
+            start = _day_start_us(_parse_day(value, operator))
             if operator == "on":
-                parsed.start_ts_us = _narrow(parsed.start_ts_us, _day_start_us(day), max)
-                end = _day_start_us(day + timedelta(days=1)) - 1
-                parsed.end_ts_us = _narrow(parsed.end_ts_us, end, min)
-            elif operator == "before":
-                parsed.end_ts_us = _narrow(parsed.end_ts_us, _day_start_us(day) - 1, min)
-            else:
-                start = _day_start_us(day + timedelta(days=1))
                 parsed.start_ts_us = _narrow(parsed.start_ts_us, start, max)
+                parsed.end_ts_us = _narrow(parsed.end_ts_us, start + _DAY_US - 1, min)
+            elif operator == "before":
+                parsed.end_ts_us = _narrow(parsed.end_ts_us, start - 1, min)
+            else:
+                parsed.start_ts_us = _narrow(parsed.start_ts_us, start + _DAY_US, max)
         return " "
 
     remaining = _OPERATOR.sub(take, raw)
@@ -277,20 +286,41 @@ _ASPECT_SEPARATORS = re.compile(
 )
 
 
-def query_aspects(text: str) -> list[str]:
-    """The parts of a multi-part question, or [] when it asks one thing.
+@dataclass(frozen=True)
+class Aspects:
+    """The parts of a multi-part question that are ranked on their own, and how many more
+    parts the question had beyond the cap."""
+
+    parts: list[str]
+    dropped: int = 0
+
+    def note(self) -> str | None:
+        """The response note that says parts were left out, if any were."""
+        if not self.dropped:
+            return None
+        return (
+            f"only the first {len(self.parts)} question parts were searched on their own "
+            f"({self.dropped} dropped)"
+        )
+
+
+def query_aspects(text: str, max_parts: int) -> Aspects:
+    """The parts of a multi-part question (at most `max_parts`), or none when it asks one thing.
 
     "Catch me up on May 3: what changed about X, how was Y checked, and what happened to
     Z?" asks three things; one embedding of the whole averages them, so a message that
     answers one part ranks below messages loosely related to all. A part needs a word that
     is not a stop word ("..., and why?" adds none); a lead-in before `:` is context, not a
-    part.
+    part. Each part costs an embedding and a ranking pass, hence the cap: a 2,000-character
+    list of 150 comma-separated parts would otherwise cost seconds.
     """
     _, colon, rest = text.partition(":")
     body = rest if colon and rest.strip() else text
     parts = [part.strip() for part in _ASPECT_SEPARATORS.split(body)]
     parts = [part for part in parts if any(t not in STOPWORDS for t in fts_tokens(part))]
-    return parts if len(parts) >= 2 else []
+    if len(parts) < 2:
+        return Aspects([])
+    return Aspects(parts[:max_parts], max(0, len(parts) - max_parts))
 
 
 # Expected answer types, as in classic factoid question answering: a question that asks

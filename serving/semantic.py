@@ -1,17 +1,22 @@
-"""Exact cosine ranking over the artifact's vectors, and the query-embedding step.
+"""Cosine ranking over the artifact's vectors, and the query-embedding step.
 
-Document vectors are stored L2-normalised, so cosine is a dot product: one float32 matrix
-per artifact, multiplied by the query vector (numpy: ~8 ms at 100k x 384, far below
-DuckDB's `array_cosine_similarity` scan). Query vectors only compare with document vectors
-of the same embedding generation, so the embedder's identity is checked against the
-artifact's before any query is embedded.
+Document vectors are stored L2-normalised, so cosine is a dot product. The scan reads an
+int8 copy of the matrix (one scale per dimension; a quarter of float32's bytes) with
+SIMD int8 dot products (simsimd), then re-scores the best `RESCORE_DEPTH` of each query
+with the float32 vectors, so the top of every ranking carries exact cosines (measured
+recall@100 against the exact scan: benchmarks/vector_recall_bench.py). Without codes, or
+for sets no larger than the re-score depth, every score is exact. Query vectors only
+compare with document vectors of the same embedding generation, so the embedder's
+identity is checked against the artifact's before any query is embedded.
 """
 
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import numpy as np
+import simsimd
 
 from slackquery.embedding.base import Embedder, ensure_same_generation
 from slackquery.errors import SlackqueryError
@@ -23,8 +28,56 @@ _SUBSET_SHARE = 0.18
 # for the whole subset. Copying the whole subset at once allocates hundreds of MiB of fresh
 # memory per query (numpy asks for huge pages for it): in a long-running engine at 1M,
 # filtered searches measured 200-650 ms that way, against ~50 ms for the same copy in
-# isolation and ~60 ms in blocks.
-_GATHER_ROWS = 1024
+# isolation and ~60 ms in blocks. Int8 rows are a quarter the size: 4x the rows per block.
+_GATHER_BYTES = 3 * 1024 * 1024
+# Positions per query whose int8 estimate is replaced by the exact float32 cosine: every
+# ranking the engine cuts (candidate windows of ~100) lies well inside it.
+RESCORE_DEPTH = 400
+_INT8_MAX = 127
+
+
+@dataclass(frozen=True)
+class Int8Codes:
+    """A vector matrix as int8 codes with one float32 scale per dimension.
+
+    `codes[i, j] * scales[j]` approximates `matrix[i, j]`; a query is scaled by `scales`
+    and quantised with one scale of its own, so `codes @ query_codes` times both scales
+    estimates the cosine. Per-dimension scales keep each half of a concatenated model pair
+    at full int8 resolution.
+    """
+
+    codes: np.ndarray
+    scales: np.ndarray
+
+    @classmethod
+    def of(cls, matrix: np.ndarray) -> "Int8Codes":
+        """Quantise `matrix` (rows of float32) one small block at a time, in one reused
+        buffer: fresh multi-MiB temporaries per step measured 50x slower on the loaded host
+        (huge-page faults, as for the gather blocks above)."""
+        block_rows = max(1, _GATHER_BYTES // max(1, matrix.shape[1] * 4))
+        buffer = np.empty((min(block_rows, matrix.shape[0]), matrix.shape[1]), np.float32)
+        peak = np.zeros(matrix.shape[1], dtype=np.float32)
+        for start in range(0, matrix.shape[0], block_rows):
+            block = buffer[: len(matrix[start : start + block_rows])]
+            np.abs(matrix[start : start + block_rows], out=block)
+            np.maximum(peak, block.max(axis=0), out=peak)
+        scales = np.where(peak > 0, peak / _INT8_MAX, 1.0).astype(np.float32)
+        codes = np.empty(matrix.shape, dtype=np.int8)
+        for start in range(0, matrix.shape[0], block_rows):
+            block = buffer[: len(matrix[start : start + block_rows])]
+            np.divide(matrix[start : start + block_rows], scales, out=block)
+            np.rint(block, out=block)
+            np.clip(block, -_INT8_MAX, _INT8_MAX, out=block)
+            codes[start : start + block_rows] = block
+        return cls(codes, scales)
+
+    def quantise_queries(self, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Int8 query rows and the factor turning their integer dot products into cosines."""
+        scaled = queries * self.scales
+        peak = np.abs(scaled).max(axis=1)
+        factor = np.where(peak > 0, peak / _INT8_MAX, 1.0).astype(np.float32)
+        codes = np.rint(scaled / factor[:, None]).astype(np.int8)
+        return codes, factor
 
 
 def dot_scores(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
@@ -37,9 +90,18 @@ def dot_scores(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
 
 
 def vector_scores(
-    matrix: np.ndarray, query: np.ndarray, positions: np.ndarray | None
+    matrix: np.ndarray,
+    query: np.ndarray,
+    positions: np.ndarray | None,
+    codes: Int8Codes | None = None,
 ) -> np.ndarray:
-    """Cosine of `query` with the matrix rows at `positions` (None: every row), in order."""
+    """Cosine of `query` with the matrix rows at `positions` (None: every row), in order.
+
+    With `codes`, the scan is int8 and only the best `RESCORE_DEPTH` scores are exact;
+    the others are int8 estimates of the cosine (off by about 1e-3).
+    """
+    if codes is not None and _count(matrix, positions) > RESCORE_DEPTH:
+        return _quantised_scores(matrix, codes, query[None, :], positions)[0]
     if positions is None:
         return dot_scores(matrix, query)
     if positions.size == 0:
@@ -52,18 +114,23 @@ def vector_scores(
     return scores
 
 
+def _count(matrix: np.ndarray, positions: np.ndarray | None) -> int:
+    return matrix.shape[0] if positions is None else positions.size
+
+
 def _row_blocks(
     matrix: np.ndarray, positions: np.ndarray | None
 ) -> Iterator[tuple[int, np.ndarray]]:
-    """`(offset, rows)` blocks of at most `_GATHER_ROWS` rows: slices of the matrix when
+    """`(offset, rows)` blocks of at most `_GATHER_BYTES`: slices of the matrix when
     `positions` is None, else the rows at `positions` gathered into one reused buffer."""
+    block_rows = max(1, _GATHER_BYTES // max(1, matrix.shape[1] * matrix.itemsize))
     if positions is None:
-        for start in range(0, matrix.shape[0], _GATHER_ROWS):
-            yield start, matrix[start : start + _GATHER_ROWS]
+        for start in range(0, matrix.shape[0], block_rows):
+            yield start, matrix[start : start + block_rows]
         return
-    block = np.empty((min(_GATHER_ROWS, positions.size), matrix.shape[1]), dtype=matrix.dtype)
-    for start in range(0, positions.size, _GATHER_ROWS):
-        chunk = positions[start : start + _GATHER_ROWS]
+    block = np.empty((min(block_rows, positions.size), matrix.shape[1]), dtype=matrix.dtype)
+    for start in range(0, positions.size, block_rows):
+        chunk = positions[start : start + block_rows]
         rows = block[: chunk.size]
         np.take(matrix, chunk, axis=0, out=rows)
         yield start, rows
@@ -77,7 +144,10 @@ def best_indices(scores: np.ndarray, count: int) -> np.ndarray | None:
 
 
 def vector_scores_many(
-    matrix: np.ndarray, queries: np.ndarray, positions: np.ndarray | None
+    matrix: np.ndarray,
+    queries: np.ndarray,
+    positions: np.ndarray | None,
+    codes: Int8Codes | None = None,
 ) -> np.ndarray:
     """`vector_scores` for several queries at once, as a (queries, positions) array.
 
@@ -86,15 +156,54 @@ def vector_scores_many(
     of one full pass per part (measured at 1M x 768: three vectors in 195 ms against 301 ms
     for three passes; a 10% subset 43 ms against 122 ms).
     """
+    if codes is not None and _count(matrix, positions) > RESCORE_DEPTH:
+        return _quantised_scores(matrix, codes, queries, positions)
+    transposed = np.ascontiguousarray(queries.T, dtype=np.float32)
+    return _scan(
+        matrix,
+        positions,
+        transposed.shape[1],
+        lambda rows, out: np.matmul(rows, transposed, out=out),
+    )
+
+
+def _scan(
+    matrix: np.ndarray,
+    positions: np.ndarray | None,
+    width: int,
+    product: Callable[[np.ndarray, np.ndarray], object],
+) -> np.ndarray:
+    """`product(rows, out)` over blocks of the rows at `positions` into a (width, positions)
+    array: the subset's rows when small, else every row and then the positions' columns."""
     subset = positions is not None and positions.size < _SUBSET_SHARE * matrix.shape[0]
     count = positions.size if subset else matrix.shape[0]  # type: ignore[union-attr]
-    transposed = np.ascontiguousarray(queries.T, dtype=np.float32)
-    scores = np.empty((count, transposed.shape[1]), dtype=np.float32)
+    scores = np.empty((count, width), dtype=np.float32)
     for start, rows in _row_blocks(matrix, positions if subset else None):
-        np.matmul(rows, transposed, out=scores[start : start + len(rows)])
+        product(rows, scores[start : start + len(rows)])
     if positions is not None and not subset:
         scores = scores[positions]
     return np.ascontiguousarray(scores.T)
+
+
+def _quantised_scores(
+    matrix: np.ndarray, codes: Int8Codes, queries: np.ndarray, positions: np.ndarray | None
+) -> np.ndarray:
+    """Int8 estimates for every position, then the exact float32 cosine for each query's
+    best `RESCORE_DEPTH` (their rows read in ascending order: a mapped matrix pages in
+    sequentially)."""
+    query_codes, factors = codes.quantise_queries(np.asarray(queries, dtype=np.float32))
+
+    def product(rows: np.ndarray, out: np.ndarray) -> None:
+        simsimd.cdist(rows, query_codes, metric="dot", out=out, out_dtype="float32")
+
+    scores = _scan(codes.codes, positions, len(query_codes), product)
+    scores *= factors[:, None]
+    cut = scores.shape[1] - RESCORE_DEPTH
+    for estimates, query in zip(scores, queries, strict=True):
+        best = np.sort(np.argpartition(estimates, cut)[cut:])
+        rows = best if positions is None else positions[best]
+        estimates[best] = dot_scores(matrix[rows], query)
+    return scores
 
 
 class QueryEmbedder:

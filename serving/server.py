@@ -5,21 +5,22 @@ number of clients share one engine and a publish needs no session migration. Hea
 probes stay public; everything else can require a bearer token.
 """
 
-import hmac
-import json
-
 import anyio
+import pydantic_core
 import uvicorn
 from mcp.server.mcpserver import MCPServer
+from mcp.types import INVALID_PARAMS, INVALID_REQUEST, jsonrpc_message_adapter
+from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from serving.engine import SearchEngine
 from serving.metrics import Metrics
-from serving.tools import register_tools
+from serving.tools import ToolServer, register_tools
 from slackquery import __version__
 from slackquery.errors import SlackqueryError
+from slackquery.http_guard import HttpGuard
 from slackquery.settings import Settings
 
 GUIDE = """\
@@ -52,7 +53,7 @@ PUBLIC_PATHS = frozenset({"/healthz", "/readyz"})
 
 def build_server(engine: SearchEngine, metrics: Metrics) -> MCPServer:
     """The MCP server with the four tools and the `slackquery://guide` resource."""
-    server = MCPServer(
+    server = ToolServer(
         "slackquery",
         title="Slack history search",
         instructions=GUIDE,
@@ -88,57 +89,70 @@ def build_server(engine: SearchEngine, metrics: Metrics) -> MCPServer:
     return server
 
 
-class GuardMiddleware:
-    """Bearer auth (constant-time) for all but the health probes, and a request body cap."""
+def _mcp_edges(app: ASGIApp) -> ASGIApp:
+    """Two answers at `/mcp` the SDK gives badly, given here instead.
 
-    def __init__(self, app: ASGIApp, token: str | None, max_body_bytes: int):
-        self.app = app
-        self.token = token.encode("utf-8") if token else None
-        self.max_body_bytes = max_body_bytes
+    - `GET` gets 405, as the transport spec allows: stateless JSON mode never sends a
+      server-initiated message, so the event stream a GET opens would only hold a
+      connection open for as long as the client likes (the fuzz campaign found these
+      never end).
+    - A body that is JSON but no JSON-RPC message (`[]`, `null`, a wrong shape) gets a
+      one-line error; the SDK answers with pydantic's multi-line dump naming its classes.
+      The guard has read the body already, so reading it here costs nothing.
+    """
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
+    async def routed(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] != "/mcp":
+            await app(scope, receive, send)
             return
-        headers = dict(scope.get("headers") or [])
-        if self.token is not None and scope.get("path") not in PUBLIC_PATHS:
-            supplied = headers.get(b"authorization", b"")
-            expected = b"Bearer " + self.token
-            if not hmac.compare_digest(supplied, expected):
-                await self._reply(send, 401, {"error": "unauthorized"}, auth=True)
-                return
-        length = headers.get(b"content-length")
-        if length is not None and (not length.isdigit() or int(length) > self.max_body_bytes):
-            await self._reply(send, 413, {"error": "request body too large"})
+        if scope["method"] == "GET":
+            await _rpc_error(405, "no event stream: this server answers each POST with JSON")(
+                scope, receive, send
+            )
             return
-        await self.app(scope, self._capped(receive, send), send)
-
-    def _capped(self, receive: Receive, send: Send) -> Receive:
-        seen = 0
-
-        async def capped() -> dict:  # type: ignore[type-arg]
-            nonlocal seen
+        if scope["method"] == "POST":
             message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.max_body_bytes:
-                    # A streamed body without Content-Length: stop reading it.
-                    return {"type": "http.disconnect"}
-            return message
+            if not _is_rpc_message(message.get("body", b"")):
+                await _rpc_error(400, RPC_SHAPE)(scope, receive, send)
+                return
+            receive = _replay_one(message, receive)
+        await app(scope, receive, send)
 
-        return capped
+    return routed
 
-    @staticmethod
-    async def _reply(send: Send, status: int, body: dict, *, auth: bool = False) -> None:  # type: ignore[type-arg]
-        payload = json.dumps(body).encode("utf-8")
-        headers = [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(payload)).encode()),
-        ]
-        if auth:
-            headers.append((b"www-authenticate", b'Bearer realm="slackquery"'))
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": payload})
+
+RPC_SHAPE = (
+    'not a JSON-RPC message: send an object (or a list of objects) with "jsonrpc": "2.0", '
+    '"method" and, for a request, "id"'
+)
+
+
+def _is_rpc_message(body: bytes) -> bool:
+    try:
+        parsed = pydantic_core.from_json(body)
+    except ValueError:
+        return True  # not JSON at all: the SDK's parse error is one line already
+    try:
+        jsonrpc_message_adapter.validate_python(parsed, by_name=False)
+    except ValidationError:
+        return False
+    return True
+
+
+def _rpc_error(status: int, message: str) -> Response:
+    code = INVALID_PARAMS if status == 400 else INVALID_REQUEST
+    body = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
+    headers = {"Allow": "POST"} if status == 405 else None
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _replay_one(message: Message, receive: Receive) -> Receive:
+    pending = [message]
+
+    async def replay() -> Message:
+        return pending.pop() if pending else await receive()
+
+    return replay
 
 
 def build_http_app(settings: Settings, engine: SearchEngine | None = None) -> ASGIApp:
@@ -151,7 +165,13 @@ def build_http_app(settings: Settings, engine: SearchEngine | None = None) -> AS
         max_request_body_size=settings.serve_max_request_bytes,
         host=settings.serve_host,
     )
-    return GuardMiddleware(app, settings.serve_token, settings.serve_max_request_bytes)
+    return HttpGuard(
+        _mcp_edges(app),
+        token=settings.serve_token,
+        max_body_bytes=settings.serve_max_request_bytes,
+        public_paths=PUBLIC_PATHS,
+        realm="slackquery",
+    )
 
 
 def run_http(settings: Settings, host: str | None = None, port: int | None = None) -> None:

@@ -1,20 +1,44 @@
-"""The four MCP tools. Their docstrings are the contract an agent reads to pick a tool.
+"""The four MCP tools and the boundary every call crosses. Their docstrings are the contract
+an agent reads to pick a tool; the limits in them are formatted from settings.
 
-Each tool runs the engine on a worker thread (ranking is numpy and DuckDB work that would
-otherwise block the event loop), records metrics, and turns every user-facing failure into
-a one-line tool error: agents get a message they can act on, never a traceback.
+The boundary (`ToolServer.call_tool` and `ToolRunner.run`) makes every failure one short
+line an agent can act on:
+- argument validation: one line naming each bad field and what was expected, never
+  pydantic's multi-line dump with its class names and links;
+- `SlackqueryError` (bad input, spent budget, busy): its own message;
+- anything else is a bug: the traceback is logged here with a request id, and the client
+  gets only that id, never "Error executing tool" with nothing to go on.
+Every message is capped (`MAX_ERROR_CHARS`) with control characters escaped, since most
+of them quote the input back.
+
+Cost is bounded here too: at most `serve_max_in_flight` calls run at once (more get a
+`busy` error at once, never an unbounded queue), and each call gets a `Deadline` of
+`serve_request_budget_s` that the engine checks between stages.
 """
 
+import inspect
+import logging
 import time
+import unicodedata
+import uuid
 from collections.abc import Callable
 from functools import partial
-from typing import Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import anyio
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.types import CallToolResult
+from pydantic import Field, ValidationError, WithJsonSchema, WrapValidator
 
-from serving.engine import SearchEngine
+from serving.budget import Deadline
+from serving.engine import (
+    MAX_CONTEXT_MESSAGES,
+    MAX_FILTER_VALUE_CHARS,
+    MAX_SCOPE_LIMIT,
+    MAX_THREAD_LIMIT,
+    SearchEngine,
+)
 from serving.metrics import Metrics
 from serving.models import (
     MessageResponse,
@@ -23,30 +47,159 @@ from serving.models import (
     SearchResponse,
     ThreadResponse,
 )
+from slackquery.artifacts.schema import CONVERSATION_TYPES
 from slackquery.errors import SlackqueryError
+from slackquery.settings import Settings
 
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
+
+MAX_ERROR_CHARS = 300
+# Where a long message is cut: its start says what failed, its end what to do about it.
+_HEAD, _TAIL = 170, 100
+_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
-async def _run(metrics: Metrics, tool: str, mode: str, call: Callable[[], T]) -> T:
-    started = time.perf_counter()
-    try:
-        result = await anyio.to_thread.run_sync(call)
-    except SlackqueryError as error:
-        metrics.observe(tool, mode, time.perf_counter() - started, error=True)
-        raise ToolError(str(error)) from None
-    except Exception:
-        metrics.observe(tool, mode, time.perf_counter() - started, error=True)
-        raise
-    metrics.observe(tool, mode, time.perf_counter() - started, error=False)
-    artifact_id = getattr(result, "artifact_id", None)
-    if artifact_id:
-        metrics.artifact_id = artifact_id
-    return result
+def _keep_none(value: object, handler: Callable[[object], str]) -> str | None:
+    return None if value is None else handler(value)
+
+
+# An optional text argument, taken as given. The SDK JSON-decodes a string argument of any
+# parameter not annotated exactly `str` (so `cursor="null"` arrived as None and a garbage
+# cursor silently restarted at page 1); annotated `str`, with JSON null let through here.
+OptionalText = Annotated[
+    str,
+    WrapValidator(_keep_none),
+    WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "null"}], "default": None}),
+]
+# Timestamps stay within int64, the artifact's column type.
+TimestampUs = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
+
+
+def _escape(char: str) -> str:
+    if unicodedata.category(char) in ("Cc", "Cs", "Zl", "Zp") or char in _BIDI:
+        code = ord(char)
+        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    return char
+
+
+def one_line(message: str) -> str:
+    """The message on one line (control characters escaped), cut in the middle to
+    `MAX_ERROR_CHARS`."""
+    text = "".join(_escape(char) for char in message)
+    if len(text) <= MAX_ERROR_CHARS:
+        return text
+    cut = len(text) - _HEAD - _TAIL
+    return f"{text[:_HEAD]}… [{cut} characters cut] …{text[-_TAIL:]}"
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def validation_message(tool: str, error: ValidationError) -> str:
+    """One line for arguments that fail the tool's input schema: each field and what it needs."""
+    problems = []
+    for item in error.errors(include_url=False):
+        field = ".".join(str(part) for part in item["loc"]) or "arguments"
+        problem = f"{field}: {item['msg']}"
+        if item["type"] != "missing":
+            problem += f" (got {_shown(item.get('input'))})"
+        problems.append(problem)
+    return f"invalid arguments for {tool}: " + "; ".join(problems)
+
+
+def _has_surrogate(value: object) -> bool:
+    if isinstance(value, str):
+        return any("\ud800" <= char <= "\udfff" for char in value)
+    if isinstance(value, list | tuple):
+        return any(_has_surrogate(item) for item in value)
+    if isinstance(value, dict):
+        return any(_has_surrogate(key) or _has_surrogate(item) for key, item in value.items())
+    return False
+
+
+def _internal_error(tool: str) -> ToolError:
+    """Log the exception being handled with a new request id; the error that names only it."""
+    request_id = uuid.uuid4().hex[:12]
+    logger.exception("%s failed unexpectedly (request id %s)", tool, request_id)
+    return ToolError(
+        f"internal error in {tool} (request id {request_id}); the server logged the details, "
+        "please report the id"
+    )
+
+
+class ToolServer(MCPServer):
+    """The MCP server whose tool errors are always one short line (see the module doc)."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Any = None
+    ) -> CallToolResult:  # type: ignore[override]
+        broken = [key for key, value in arguments.items() if _has_surrogate(value)]
+        if broken:
+            raise ToolError(
+                one_line(f"{name}: {', '.join(broken)} is not valid Unicode (lone surrogate)")
+            )
+        try:
+            return await super().call_tool(name, arguments, context)  # type: ignore[return-value]
+        except UnexpectedToolError:  # not from a tool body (ToolRunner catches those): a bug
+            raise _internal_error(name) from None
+        except ToolError as error:
+            cause = error.__cause__
+            if isinstance(cause, ValidationError):
+                raise ToolError(one_line(validation_message(name, cause))) from None
+            raise ToolError(one_line(str(cause or error))) from None
+
+
+class ToolRunner:
+    """Runs engine calls on worker threads within the in-flight cap and the time budget."""
+
+    def __init__(
+        self, settings: Settings, metrics: Metrics, clock: Callable[[], float] = time.monotonic
+    ):
+        self.budget_s = settings.serve_request_budget_s
+        self.clock = clock
+        self.max_in_flight = settings.serve_max_in_flight
+        self.metrics = metrics
+        self.in_flight = 0
+
+    async def run(self, tool: str, mode: str, call: Callable[[Deadline], T]) -> T:
+        """`call(deadline)` on a worker thread; every failure becomes a one-line ToolError."""
+        started = time.perf_counter()
+        if self.in_flight >= self.max_in_flight:
+            self.metrics.observe(tool, mode, 0.0, error=True)
+            raise ToolError(
+                f"server busy: {self.max_in_flight} calls are running already; retry shortly"
+            )
+        self.in_flight += 1
+        deadline = Deadline(self.budget_s, self.clock)
+        try:
+            result = await anyio.to_thread.run_sync(partial(self._started, call, deadline))
+        except SlackqueryError as error:
+            self.metrics.observe(tool, mode, time.perf_counter() - started, error=True)
+            raise ToolError(one_line(str(error))) from None
+        except Exception:
+            self.metrics.observe(tool, mode, time.perf_counter() - started, error=True)
+            raise _internal_error(tool) from None
+        finally:
+            self.in_flight -= 1
+        self.metrics.observe(tool, mode, time.perf_counter() - started, error=False)
+        artifact_id = getattr(result, "artifact_id", None)
+        if artifact_id:
+            self.metrics.artifact_id = artifact_id
+        return result
+
+    @staticmethod
+    def _started(call: Callable[[Deadline], T], deadline: Deadline) -> T:
+        deadline.check("it started (it waited for a worker thread)")
+        return call(deadline)
 
 
 def register_tools(server: MCPServer, engine: SearchEngine, metrics: Metrics) -> None:
     """Add search_slack, get_slack_message, get_slack_thread and list_slack_scopes."""
+    settings = engine.settings
+    runner = ToolRunner(settings, metrics)
 
     async def search_slack(
         query: str,
@@ -54,28 +207,32 @@ def register_tools(server: MCPServer, engine: SearchEngine, metrics: Metrics) ->
         workspace_ids: list[str] | None = None,
         channel_ids: list[str] | None = None,
         author_ids: list[str] | None = None,
-        conversation_types: list[Literal["public", "private", "dm", "group_dm"]] | None = None,
-        start_ts_us: int | None = None,
-        end_ts_us: int | None = None,
+        conversation_types: list[Literal[CONVERSATION_TYPES]] | None = None,
+        start_ts_us: TimestampUs | None = None,
+        end_ts_us: TimestampUs | None = None,
         limit: int = 10,
-        cursor: str | None = None,
+        cursor: OptionalText = None,
     ) -> SearchResponse:
         """Search Slack messages. Start here for any question about what was said in Slack.
 
         mode: "hybrid" (default; best for most questions), "lexical" (exact words, error
         codes, ids, URLs, file names, quoted text), "semantic" (paraphrases, concepts).
-        query (1-2000 chars) may contain Slack search syntax: `in:#channel`, `from:@user`,
-        `before:YYYY-MM-DD`, `after:`, `on:`, `during:YYYY-MM`, `is:thread`, `has:link`
-        and "exact phrase" (must appear verbatim).
-        Filters (each list at most 100 values) narrow every arm before ranking:
-        workspace_ids (ids or slugs), channel_ids (ids or names like "#eng"), author_ids
-        (ids or names like "@priya"), conversation_types, start_ts_us/end_ts_us (inclusive,
-        microseconds since epoch UTC). Narrow with filters before raising limit.
-        limit: 1-50 results per page. cursor: the previous page's next_cursor, with the
-        same query, mode and filters.
+        query (1-{max_query_chars} chars; the first {max_query_tokens} distinct words are searched)
+        may contain Slack search syntax: `in:#channel`, `from:@user`, `before:YYYY-MM-DD`,
+        `after:`, `on:`, `during:YYYY-MM` or `during:YYYY`, `is:thread`, `has:link` and
+        "exact phrase" (must appear verbatim). Hybrid also searches up to {max_query_parts} parts
+        of a multi-part question on their own.
+        Filters (each list at most {max_filter_values} values of at most {max_filter_value_chars}
+        chars) narrow every arm before ranking: workspace_ids (ids or slugs), channel_ids (ids or
+        names like "#eng"), author_ids (ids or names like "@priya"), conversation_types,
+        start_ts_us/end_ts_us (inclusive, microseconds since epoch UTC). Narrow with filters
+        before raising limit.
+        limit: 1-{max_results} results per page. cursor: the previous page's next_cursor, with
+        the same query, mode and filters.
         Returns hits with ids, channel, author, ISO timestamp, thread id, text, permalink,
         each arm's rank/score and the fused score (ranking signals, not probabilities),
         plus next_cursor. Zero results do not prove something was never said.
+        A call that takes over {budget_s:g} s ends with an error; errors are one line.
         """
         request = SearchRequest(
             query=query,
@@ -89,7 +246,9 @@ def register_tools(server: MCPServer, engine: SearchEngine, metrics: Metrics) ->
             limit=limit,
             cursor=cursor,
         )
-        return await _run(metrics, "search_slack", mode, partial(engine.search, request))
+        return await runner.run(
+            "search_slack", mode, lambda deadline: engine.search(request, deadline=deadline)
+        )
 
     async def get_slack_message(
         document_id: str, context_before: int = 0, context_after: int = 0
@@ -98,33 +257,58 @@ def register_tools(server: MCPServer, engine: SearchEngine, metrics: Metrics) ->
 
         document_id: a search hit's document_id (`W:C:ts`) or a Slack permalink URL.
         context_before / context_after: earlier / later messages of the same channel to
-        include (each >= 0, together at most 100). Use this to see what surrounded a hit;
+        include (each >= 0, together at most {max_context}). Use this to see what surrounded a hit;
         use get_slack_thread for the replies of a thread.
         """
-        call = partial(engine.get_message, document_id, context_before, context_after)
-        return await _run(metrics, "get_slack_message", "-", call)
+        return await runner.run(
+            "get_slack_message",
+            "-",
+            lambda deadline: engine.get_message(document_id, context_before, context_after),
+        )
 
     async def get_slack_thread(thread_id: str, limit: int = 200) -> ThreadResponse:
         """Read a whole thread (root and replies) in time order.
 
         thread_id: a hit's thread_id (`W:C:thread_ts`); a message id or permalink of any
-        message in the thread also works. limit: 1-500 messages (default 200);
+        message in the thread also works. limit: 1-{max_thread} messages (default 200);
         `truncated` says when the thread has more. Expand only threads that look relevant.
         """
-        call = partial(engine.get_thread, thread_id, limit)
-        return await _run(metrics, "get_slack_thread", "-", call)
+        return await runner.run(
+            "get_slack_thread", "-", lambda deadline: engine.get_thread(thread_id, limit)
+        )
 
     async def list_slack_scopes(
-        workspace_id: str | None = None, channel_name: str | None = None, limit: int = 200
+        workspace_id: OptionalText = None, channel_name: OptionalText = None, limit: int = 200
     ) -> ScopesResponse:
         """List workspaces and channels with message counts and first/last message times.
 
         Use it to find the ids and names that search_slack filters take, or to learn
         which time range the archive covers. workspace_id: id or slug to narrow to;
-        channel_name: exact name, with or without `#` (case-insensitive). limit: 1-500.
+        channel_name: exact name, with or without `#` (case-insensitive). limit: 1-{max_scopes}.
         """
-        call = partial(engine.list_scopes, workspace_id, channel_name, limit)
-        return await _run(metrics, "list_slack_scopes", "-", call)
+        return await runner.run(
+            "list_slack_scopes",
+            "-",
+            lambda deadline: engine.list_scopes(workspace_id, channel_name, limit),
+        )
 
+    limits = tool_limits(settings)
     for tool in (search_slack, get_slack_message, get_slack_thread, list_slack_scopes):
-        server.add_tool(tool, structured_output=True)
+        description = inspect.cleandoc(tool.__doc__ or "").format(**limits)
+        server.add_tool(tool, description=description, structured_output=True)
+
+
+def tool_limits(settings: Settings) -> dict[str, float]:
+    """The numbers the tool descriptions state, from the settings and limits that enforce them."""
+    return {
+        "max_query_chars": settings.search_max_query_chars,
+        "max_query_tokens": settings.search_max_query_tokens,
+        "max_query_parts": settings.search_max_query_parts,
+        "max_filter_values": settings.search_max_filter_values,
+        "max_filter_value_chars": MAX_FILTER_VALUE_CHARS,
+        "max_results": settings.search_max_results,
+        "max_context": MAX_CONTEXT_MESSAGES,
+        "max_thread": MAX_THREAD_LIMIT,
+        "max_scopes": MAX_SCOPE_LIMIT,
+        "budget_s": settings.serve_request_budget_s,
+    }

@@ -19,6 +19,7 @@ from slackquery.settings import get_settings
 COMMAND_MODULES = (
     "sample",
     "importer",
+    "sync",
     "project",
     "embed",
     "embedding_status",

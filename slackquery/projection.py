@@ -1,12 +1,13 @@
 """Project the canonical store into search documents by running the dbt project in-process.
 
 The SQL lives in models/ (analytics engineers own it); this module only prepares the
-run: it checks the canonical store is there and speaks schema version 2, points the dbt
+run: it checks the canonical store is there and speaks its schema version, points the dbt
 profile at the settings' paths through the environment variables profiles.yml reads,
 keeps dbt's target and log folders under SLACKQUERY_HOME (never in the working tree),
 runs `dbt build` (models and their tests), and reports document counts afterwards.
 """
 
+import functools
 import os
 import time
 from collections.abc import Iterator
@@ -23,7 +24,6 @@ from slackquery.settings import Settings
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 PROFILES_DIR = PROJECT_DIR / "profiles"
-REQUIRED_SCHEMA_VERSION = 2
 DOCUMENT_KINDS = ("message", "thread_context")
 DOCUMENTS_TABLE = "search_documents"
 
@@ -61,7 +61,7 @@ def project(
 
 
 def check_canonical(path: Path) -> None:
-    """Refuse to project from a missing canonical DB or one not at schema version 2."""
+    """Refuse to project from a missing canonical DB or one of another schema version."""
     if not path.is_file():
         raise SlackqueryError(f"canonical database not found: {path} (run `slackquery import`)")
     try:
@@ -74,11 +74,11 @@ def check_canonical(path: Path) -> None:
         raise SlackqueryError(f"{path} is not a canonical database (no schema_metadata)") from error
     finally:
         connection.close()
-    if version is None or version[0] != REQUIRED_SCHEMA_VERSION:
+    if version is None or version[0] != CANONICAL_SCHEMA_VERSION:
         found = None if version is None else version[0]
         raise SlackqueryError(
             f"canonical database {path} has schema version {found}; "
-            f"projection needs {REQUIRED_SCHEMA_VERSION}"
+            f"projection needs {CANONICAL_SCHEMA_VERSION}"
         )
 
 
@@ -101,15 +101,25 @@ def document_counts(state: Path) -> dict:
     return {"documents": documents, "total": total}
 
 
+@functools.cache
+def project_vars() -> dict[str, Any]:
+    """The dbt project's vars (dbt_project.yml), the one home of the values dbt and the
+    Python code share: dbt cannot import Python, so Python reads dbt's."""
+    with (PROJECT_DIR / "dbt_project.yml").open(encoding="utf-8") as handle:
+        return dict(yaml.safe_load(handle)["vars"])
+
+
 def fts_config() -> dict[str, Any]:
     """The project's FTS configuration, from its one definition (dbt var `fts_config`).
 
     The artifact build records this next to the index it builds; serving tokenises
     queries the same way.
     """
-    project_file = PROJECT_DIR / "dbt_project.yml"
-    with project_file.open(encoding="utf-8") as handle:
-        return dict(yaml.safe_load(handle)["vars"]["fts_config"])
+    return dict(project_vars()["fts_config"])
+
+
+# The canonical schema version the importer writes and the projection reads.
+CANONICAL_SCHEMA_VERSION = int(project_vars()["canonical_schema_version"])
 
 
 def run_dbt(

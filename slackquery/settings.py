@@ -8,7 +8,7 @@ them, and a test checks the two agree.
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -51,6 +51,50 @@ class Settings(BaseSettings):
         default="1536MB",
         description="DuckDB memory limit while importing (e.g. `1536MB`, `4GB`); beyond it "
         "staged rows spill to disk, which keeps a 1M-message import under 3 GiB of RAM.",
+    )
+
+    # --- Slack Web API sync ---------------------------------------------------------------
+    slack_token: SecretStr | None = Field(
+        default=None,
+        description="Slack bot (`xoxb-`) or user (`xoxp-`) token `sync` calls the Web API with; "
+        "never printed, logged or stored in the canonical store or an artifact.",
+    )
+    slack_api_url: str = Field(
+        default="https://slack.com/api",
+        description="Base URL of the Slack Web API (`<url>/conversations.history`, ...); point "
+        "it at any server speaking the Web API, e.g. a local one in tests.",
+    )
+    slack_requests_per_minute: str = Field(
+        default="tiers",
+        description="Pacing of Web API calls: `tiers` (each method at its documented Slack "
+        "tier: history/replies 50/min, lists 20/min), `non-marketplace` (tiers, but history "
+        "and replies at 1/min with 15 messages a page, the limit of newer non-Marketplace "
+        "apps), a number N (every method at most N/min), or `0` (no pacing, local servers).",
+    )
+    slack_page_size: int = Field(
+        default=200,
+        ge=1,
+        le=999,
+        description="Messages (or list entries) asked for per page (`limit`); the "
+        "`non-marketplace` pacing caps history and replies at 15.",
+    )
+    slack_reread_days: float = Field(
+        default=7.0,
+        ge=0,
+        description="Each sync re-reads this many days of every channel (and the replies of "
+        "threads active in them) to catch edits and deletions.",
+    )
+    slack_timeout_s: float = Field(
+        default=30.0, gt=0, description="HTTP timeout of one Web API request, seconds."
+    )
+    slack_max_attempts: int = Field(
+        default=8,
+        ge=1,
+        description="Attempts per Web API request on 429, 5xx and timeouts before the sync "
+        "stops (429 waits Retry-After; others back off exponentially with jitter).",
+    )
+    slack_backoff_max_s: float = Field(
+        default=60.0, gt=0, description="Longest backoff between two attempts, seconds."
     )
 
     # --- embeddings ----------------------------------------------------------------------
@@ -129,8 +173,15 @@ class Settings(BaseSettings):
     max_count_drift: float = Field(
         default=0.5,
         ge=0,
-        description="Largest relative change in document count against the published "
-        "artifact that validation accepts (0.5 = ±50%).",
+        description="Largest relative drop in document or message count against the "
+        "published artifact that validation accepts (0.5 = down to half); growth always "
+        "passes. Set it to 1 to publish a deliberate larger drop.",
+    )
+    count_drift_min_drop: int = Field(
+        default=100,
+        ge=0,
+        description="A drop of at most this many documents (or messages) always passes the "
+        "count-drift check, however large relatively: a small archive may lose a channel.",
     )
     artifact_build_memory_limit: str = Field(
         default="2GB",
@@ -182,8 +233,42 @@ class Settings(BaseSettings):
         description="Message text longer than this is cut, with a marker, in tool responses.",
     )
     serve_max_request_bytes: int = Field(
-        default=1_048_576, ge=1024, description="Largest HTTP request body `serve` accepts."
+        default=1_048_576,
+        ge=1024,
+        description="Largest HTTP request body `serve` accepts, streamed bodies included.",
     )
+    serve_request_budget_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="Time one tool call may take, queueing included; past it the call ends "
+        "with an error at the next retrieval stage instead of running on.",
+    )
+    serve_max_in_flight: int = Field(
+        default=16,
+        ge=1,
+        le=40,
+        description="Tool calls one server runs at once (at most the 40 worker threads); "
+        "further calls get a `busy` error at once instead of waiting in a queue.",
+    )
+    search_max_query_parts: int = Field(
+        default=8,
+        ge=2,
+        description="Most parts of a multi-part question that hybrid search ranks on their "
+        "own; later parts are dropped, with a note.",
+    )
+
+    @field_validator("slack_requests_per_minute")
+    @classmethod
+    def _pacing_preset(cls, value: str) -> str:
+        """A preset name or a non-negative number of requests per minute."""
+        if value in ("tiers", "non-marketplace"):
+            return value
+        try:
+            if float(value) >= 0:
+                return value
+        except ValueError:
+            pass
+        raise ValueError("expected `tiers`, `non-marketplace`, 0 or a number of requests/min")
 
     @property
     def canonical_path(self) -> Path:

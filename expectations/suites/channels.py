@@ -7,10 +7,10 @@ import great_expectations.expectations as gxe
 import pandas as pd
 
 from expectations.suites import Artifact, matches_contract, param, signature_sql
+from slackquery.artifacts import schema
 
 TABLE = "channels"
 ID_COLUMNS = ["workspace_id", "channel_id"]
-CONVERSATION_TYPES = ["public", "private", "dm", "group_dm"]
 
 
 def build_suite() -> gx.ExpectationSuite:
@@ -25,7 +25,7 @@ def build_suite() -> gx.ExpectationSuite:
         ),
         gxe.ExpectColumnValuesToBeInSet(
             column="conversation_type",
-            value_set=CONVERSATION_TYPES,
+            value_set=list(schema.CONVERSATION_TYPES),
             description="known conversation type",
         ),
         gxe.ExpectColumnValuesToBeBetween(

@@ -14,8 +14,9 @@ import great_expectations.expectations as gxe
 import pandas as pd
 
 from expectations.suites import Artifact, param
+from slackquery.artifacts import schema
 
-TABLE = "fts_main_search_documents"
+TABLE = schema.FTS_SCHEMA
 ID_COLUMNS = ["canary"]
 FREQUENT_TERMS = 3
 ROUND_TRIP_DOCUMENTS = 3

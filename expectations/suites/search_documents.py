@@ -19,6 +19,7 @@ from expectations.suites import (
     param,
     table_facts,
 )
+from slackquery.artifacts import schema
 
 TABLE = "search_documents"
 ID_COLUMNS = ["document_id"]
@@ -74,7 +75,7 @@ def build_suite() -> gx.ExpectationSuite:
 def check_frames(artifact: Artifact) -> Iterator[pd.DataFrame]:
     """Per-document flags from one streamed query; table facts computed once."""
     indexed = (
-        "documents.document_id in (select name from fts_main_search_documents.docs)"
+        f"documents.document_id in (select name from {schema.FTS_SCHEMA}.docs)"
         if artifact.has_fts
         else "false"
     )

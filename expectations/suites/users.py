@@ -1,4 +1,4 @@
-"""`users`: one row per author of a searchable document."""
+"""`users`: one row per author of a searchable document, every author listed."""
 
 from collections.abc import Iterator
 
@@ -22,6 +22,11 @@ def build_suite() -> gx.ExpectationSuite:
         gxe.ExpectCompoundColumnsToBeUnique(
             column_list=ID_COLUMNS, description="one row per workspace and user"
         ),
+        gxe.ExpectColumnValuesToBeBetween(
+            column="unlisted_authors",
+            max_value=0,
+            description="every author of a document is listed (`from:@name` resolves them)",
+        ),
     ):
         suite.add_expectation(expectation)
     return suite
@@ -30,5 +35,18 @@ def build_suite() -> gx.ExpectationSuite:
 def check_frames(artifact: Artifact) -> Iterator[pd.DataFrame]:
     """The whole table (one row per author; small next to the documents)."""
     yield artifact.conn.execute(
-        f"select *, {signature_sql(TABLE)} as schema_signature from {TABLE}"
+        f"""
+        select *, {signature_sql(TABLE)} as schema_signature,
+            (
+                select count(*)
+                from (
+                    select distinct workspace_id, author_id from search_documents
+                    where author_id is not null
+                ) as authors
+                anti join {TABLE} as listed
+                    on authors.workspace_id = listed.workspace_id
+                    and authors.author_id = listed.user_id
+            ) as unlisted_authors
+        from {TABLE}
+        """
     ).df()

@@ -1,4 +1,4 @@
-"""`workspaces`: one row per workspace that has searchable documents."""
+"""`workspaces`: one row per workspace that has searchable documents, each listed."""
 
 from collections.abc import Iterator
 
@@ -21,6 +21,11 @@ def build_suite() -> gx.ExpectationSuite:
         gxe.ExpectColumnValuesToNotBeNull(column="workspace_id", description="ids non-null"),
         gxe.ExpectColumnValuesToBeUnique(column="workspace_id", description="ids unique"),
         gxe.ExpectColumnValuesToNotBeNull(column="workspace_slug", description="slug known"),
+        gxe.ExpectColumnValuesToBeBetween(
+            column="unlisted_workspaces",
+            max_value=0,
+            description="every document's workspace is listed",
+        ),
     ):
         suite.add_expectation(expectation)
     return suite
@@ -29,5 +34,12 @@ def build_suite() -> gx.ExpectationSuite:
 def check_frames(artifact: Artifact) -> Iterator[pd.DataFrame]:
     """The whole (small) table."""
     yield artifact.conn.execute(
-        f"select *, {signature_sql(TABLE)} as schema_signature from {TABLE}"
+        f"""
+        select *, {signature_sql(TABLE)} as schema_signature,
+            (
+                select count(distinct workspace_id) from search_documents
+                where workspace_id not in (select workspace_id from {TABLE})
+            ) as unlisted_workspaces
+        from {TABLE}
+        """
     ).df()

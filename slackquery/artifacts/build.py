@@ -16,6 +16,7 @@ import os
 import stat
 import subprocess
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -26,11 +27,44 @@ from slackquery import __version__, projection
 from slackquery.artifacts import files, fts, history, inputs, schema, validate
 from slackquery.crash import crash_point
 from slackquery.duckdb_setup import connect
+from slackquery.embedding import current
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
 
-# Columns of the state mart copied into the artifact (the contract drops the rest).
-DOCUMENT_COLUMNS = tuple(column.name for column in schema.SEARCH_DOCUMENTS)
+
+@dataclass(frozen=True)
+class Copy:
+    """One artifact table filled from one dbt mart of the state database."""
+
+    table: str
+    mart: str
+    order_by: str
+    where: str = "true"
+    # Artifact column -> the mart's name for it, where they differ.
+    renames: tuple[tuple[str, str], ...] = ()
+
+    def insert_sql(self, columns: tuple[schema.Column, ...]) -> str:
+        """`insert` of the mart's rows into `candidate.<table>`, in artifact column order."""
+        renamed = dict(self.renames)
+        select = ", ".join(renamed.get(column.name, column.name) for column in columns)
+        return (
+            f"insert into candidate.{self.table} select {select} from main.{self.mart} "
+            f"where {self.where} order by {self.order_by}"
+        )
+
+
+# The artifact tables copied from the projection's marts as they are (vectors aside).
+COPIES = (
+    Copy("search_documents", "search_documents", "document_id", where="is_active"),
+    Copy("workspaces", "search_workspaces", "workspace_id"),
+    Copy(
+        "channels",
+        "search_channels",
+        "workspace_id, channel_id",
+        renames=(("message_count", "count_messages"),),
+    ),
+    Copy("users", "search_users", "workspace_id, user_id", where="is_author"),
+)
 # DuckDB's floating-point codecs, disabled while the candidate is written (see below).
 FLOAT_CODECS = "alp,alprd,chimp,patas"
 
@@ -59,25 +93,6 @@ def new_build_id(watermark: str, at: datetime | None = None) -> str:
 
 def _sql_string(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
-
-
-def _users_select() -> str:
-    """Authors of active documents, with every name a searcher may type for them."""
-    return """
-        with authors as (
-            select workspace_id, author_id as user_id, arg_max(author_name, ts_us) as user_name
-            from main.search_documents
-            where is_active and author_id is not null
-            group by 1, 2
-        )
-        select authors.workspace_id, authors.user_id, authors.user_name,
-            search_users.username, search_users.real_name, search_users.display_name
-        from authors
-        left join main.search_users as search_users
-            on authors.workspace_id = search_users.workspace_id
-            and authors.user_id = search_users.user_id
-        order by 1, 2
-    """
 
 
 def write_candidate(
@@ -109,29 +124,19 @@ def write_candidate(
             ("artifact_metadata", None),
         ):
             conn.execute(schema.create_table_sql("candidate", table, tables[table], key))
-        conn.execute(
-            f"insert into candidate.search_documents select {', '.join(DOCUMENT_COLUMNS)} "
-            "from main.search_documents where is_active order by document_id"
-        )
+        for copy in COPIES:
+            conn.execute(copy.insert_sql(tables[copy.table]))
         # Vectors in two steps, so no hash table ever holds the vectors themselves: first
         # the state rows to copy (ids only), then one scan of the vectors probing that
         # small exact table, cast to the fixed-size array on the way. A single join lets
-        # DuckDB's filter estimates pick the vector side as the build side (1.5 GB at 1M
-        # messages), and sorting them by id would spill; serving orders them on load.
+        # DuckDB's filter estimates pick the vector side as the build side, and sorting
+        # them by id would spill; serving orders them on load.
         conn.execute(
-            """
+            f"""
             create or replace temp table artifact_vector_rows as
-            select vectors.rowid as work_row, documents.document_id
-            from main.search_documents as documents
-            inner join main.embedding_work_items as vectors
-                on documents.document_id = vectors.document_id
-                and documents.text_hash = vectors.text_hash
-            where documents.is_active
-                and documents.document_kind = 'message'
-                and vectors.generation_id = ?
-                and vectors.state = 'succeeded'
+            select work_row, document_id from ({current.CURRENT_VECTORS}) as current_vectors
             """,
-            [generation.generation_id],
+            {"generation_id": generation.generation_id},
         )
         conn.execute(
             f"""
@@ -142,29 +147,6 @@ def write_candidate(
             """
         )
         conn.execute("drop table artifact_vector_rows")
-        conn.execute(
-            """
-            insert into candidate.workspaces
-            select workspace_id, arg_max(workspace_slug, ts_us), arg_max(workspace_name, ts_us),
-                arg_max(workspace_url, ts_us)
-            from main.search_documents
-            where is_active
-            group by 1
-            order by 1
-            """
-        )
-        conn.execute(
-            """
-            insert into candidate.channels
-            select workspace_id, channel_id, arg_max(channel_name, ts_us),
-                arg_max(conversation_type, ts_us), count(*), min(ts_us), max(ts_us)
-            from main.search_documents
-            where is_active and document_kind = 'message'
-            group by 1, 2
-            order by 1, 2
-            """
-        )
-        conn.execute(f"insert into candidate.users {_users_select()}")
     finally:
         conn.execute("detach candidate")
         conn.execute("set disabled_compression_methods = ?", [disabled_before])
@@ -293,6 +275,7 @@ def build_artifact(settings: Settings) -> str:
             history.ensure_table(conn)
             history.fail_interrupted(conn)
             remove_stale_temp_files(artifact_dir)
+            inputs.require_marts(conn, [copy.mart for copy in COPIES])
             watermark = inputs.source_watermark(conn)
             generation = inputs.current_generation(settings, conn)
             inputs.check_coverage(conn, generation)

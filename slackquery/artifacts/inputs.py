@@ -7,12 +7,14 @@ it changes whenever (and only when) the artifact's content would.
 
 import hashlib
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import duckdb
 
 from slackquery.embedding import GenerationIdentity, configured_identity
+from slackquery.embedding.current import CURRENT_ITEMS, WANTED_DOCUMENTS
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
 
@@ -44,25 +46,25 @@ class Generation:
         return int(self.identity["stored_dimension"])
 
 
-def require_mart(conn: duckdb.DuckDBPyConnection) -> None:
-    """Fail clearly when the projection has not run against this state database."""
-    row = conn.execute(
-        "select count(*) from duckdb_tables() where table_name = 'search_documents' "
-        "and schema_name = 'main'"
-    ).fetchone()
-    views = conn.execute(
-        "select count(*) from duckdb_views() where view_name = 'search_documents' "
-        "and schema_name = 'main'"
-    ).fetchone()
-    if not ((row and row[0]) or (views and views[0])):
+def require_marts(conn: duckdb.DuckDBPyConnection, marts: Iterable[str]) -> None:
+    """Fail clearly when the projection has not built these marts in this state database."""
+    present = {
+        name
+        for (name,) in conn.execute(
+            "select table_name from duckdb_tables() where schema_name = 'main' "
+            "union all select view_name from duckdb_views() where schema_name = 'main'"
+        ).fetchall()
+    }
+    missing = [mart for mart in marts if mart not in present]
+    if missing:
         raise SlackqueryError(
-            "the state database has no search_documents: run `slackquery project` first"
+            f"the state database has no {', '.join(missing)}: run `slackquery project` first"
         )
 
 
 def source_watermark(conn: duckdb.DuckDBPyConnection) -> str:
     """sha256 over the mart's counts, newest payload hash and row digest."""
-    require_mart(conn)
+    require_marts(conn, ["search_documents"])
     row = conn.execute(WATERMARK_SQL).fetchone()
     assert row is not None
     payload = json.dumps([str(value) for value in row], separators=(",", ":"))
@@ -116,32 +118,32 @@ def current_generation(settings: Settings, conn: duckdb.DuckDBPyConnection) -> G
     return Generation(generation_id=row[0], identity=identity)
 
 
-COVERAGE_SQL = """
-with wanted as (
-    select document_id, document_kind, text_hash
-    from search_documents
-    where is_active
+# Each active document by kind and coverage: `not_embedded` (not wanted: thread context),
+# else the state of its current work item (`succeeded` when it has its current vector),
+# `stale_text` (items only at older texts) or `not_queued`.
+COVERAGE_SQL = f"""
+with active as (
+    select document_id, document_kind from search_documents where is_active
 ),
-vectors as (
-    select document_id, text_hash, state
-    from embedding_work_items
+wanted as ({WANTED_DOCUMENTS}),
+current_items as (select document_id, state from ({CURRENT_ITEMS}) as items),
+queued as (
+    select distinct document_id from embedding_work_items
     where generation_id = $generation_id
 ),
 classified as (
     select
-        wanted.document_kind,
+        active.document_kind,
         case
-            when wanted.document_kind <> 'message' then 'not_embedded'
-            when bool_or(vectors.state = 'succeeded' and vectors.text_hash = wanted.text_hash)
-                then 'succeeded'
-            when bool_or(vectors.text_hash = wanted.text_hash)
-                then max(vectors.state) filter (where vectors.text_hash = wanted.text_hash)
-            when count(vectors.document_id) > 0 then 'stale_text'
+            when wanted.document_id is null then 'not_embedded'
+            when current_items.state is not null then current_items.state
+            when queued.document_id is not null then 'stale_text'
             else 'not_queued'
         end as coverage
-    from wanted
-    left join vectors on wanted.document_id = vectors.document_id
-    group by wanted.document_id, wanted.document_kind
+    from active
+    left join wanted on active.document_id = wanted.document_id
+    left join current_items on active.document_id = current_items.document_id
+    left join queued on active.document_id = queued.document_id
 )
 select document_kind, coverage, count(*) from classified group by 1, 2 order by 1, 2
 """

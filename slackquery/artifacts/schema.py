@@ -1,4 +1,4 @@
-"""The artifact schema (version 1): one ordered column list per published table.
+"""The artifact schema (version 2): one ordered column list per published table.
 
 This module is the single Python statement of the artifact contract in
 docs/architecture.md. The build creates tables from it and the Great Expectations suites
@@ -7,13 +7,19 @@ compare the built file against it, so a change here changes both at once.
 
 from dataclasses import dataclass
 
-SCHEMA_VERSION = 1
+from slackquery.projection import project_vars
+
+SCHEMA_VERSION = 2
 
 # The FTS index the dbt macro builds over the artifact's documents.
 FTS_RELATION = "search_documents"
 FTS_ID_COLUMN = "document_id"
 FTS_TEXT_COLUMNS = ("text_lexical",)
-FTS_SCHEMA = "fts_main_search_documents"
+# DuckDB names an index's schema `fts_<schema>_<table>`; its tables and macros live there.
+FTS_SCHEMA = f"fts_main_{FTS_RELATION}"
+
+# The values of every `conversation_type` column (dbt var `conversation_types`).
+CONVERSATION_TYPES: tuple[str, ...] = tuple(project_vars()["conversation_types"])
 
 # The vector type is the only column type that depends on the generation.
 VECTOR_TYPE_TEMPLATE = "FLOAT[{dimension}]"
@@ -70,6 +76,7 @@ SEARCH_DOCUMENTS = _columns(
     ("is_bot", "BOOLEAN"),
     ("text_display", "VARCHAR"),
     ("text_lexical", "VARCHAR"),
+    ("has_link", "BOOLEAN"),
     ("permalink", "VARCHAR"),
     ("source_message_id", "VARCHAR"),
     ("message_ids", "VARCHAR[]"),

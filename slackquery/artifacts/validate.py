@@ -44,6 +44,8 @@ def run_checkpoint(
         str(result_path),
         "--max-count-drift",
         str(settings.max_count_drift),
+        "--count-drift-min-drop",
+        str(settings.count_drift_min_drop),
         "--chunk-rows",
         str(settings.validation_chunk_rows),
     ]

@@ -5,8 +5,9 @@ Kept free of I/O so the hot loop of the importer is just these functions, and so
 """
 
 import hashlib
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -183,4 +184,174 @@ def message_row(
         day,
         canonical.decode(),
         payload_hash(canonical),
+    )
+
+
+class UserRow(NamedTuple):
+    """One `users` row (field order = column order of the table and its stage table)."""
+
+    workspace_id: str
+    user_id: str
+    username: str | None
+    real_name: str | None
+    display_name: str | None
+    title: str | None
+    tz: str | None
+    is_bot: bool
+    is_deleted: bool
+    is_admin: bool
+    raw_json: str
+    payload_hash: str
+
+
+class ChannelRow(NamedTuple):
+    """One `channels` row; `member_ids` is a JSON list (the stage cast makes it varchar[])."""
+
+    workspace_id: str
+    channel_id: str
+    name: str
+    conversation_type: str
+    is_archived: bool
+    is_general: bool
+    created_at: datetime | None
+    creator_id: str | None
+    topic: str | None
+    purpose: str | None
+    member_ids: str
+    export_folder: str
+    raw_json: str
+    payload_hash: str
+
+
+class FileRow(NamedTuple):
+    """One staged `files` row: the table's columns plus the sharing message's ts_us."""
+
+    workspace_id: str
+    file_id: str
+    message_key: str
+    channel_id: str
+    message_ts: str
+    name: str | None
+    title: str | None
+    mimetype: str | None
+    size: int | None
+    local_object_path: str | None
+    url_private: str | None
+    is_deleted: bool
+    payload_hash: str
+    message_ts_us: int
+
+
+def raw_columns(raw: Any) -> tuple[str, str]:
+    """`(raw_json, payload_hash)` of a payload, as every canonical row stores them."""
+    canonical = canonical_json(raw)
+    return canonical.decode(), payload_hash(canonical)
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _string(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def slack_user_row(workspace_id: str, entry: dict[str, Any]) -> UserRow:
+    """The users row of a Slack user object (users.json entry or `users.list` member)."""
+    profile = entry.get("profile") if isinstance(entry.get("profile"), dict) else {}
+    raw_json, digest = raw_columns(entry)
+    return UserRow(
+        workspace_id=workspace_id,
+        user_id=entry["id"],
+        username=_text(entry.get("name")),
+        real_name=_text(entry.get("real_name")) or _text(profile.get("real_name")),
+        display_name=_text(profile.get("display_name")),
+        title=_text(profile.get("title")),
+        tz=_text(entry.get("tz")),
+        is_bot=bool(entry.get("is_bot")),
+        is_deleted=bool(entry.get("deleted")),
+        is_admin=bool(entry.get("is_admin")),
+        raw_json=raw_json,
+        payload_hash=digest,
+    )
+
+
+def slack_channel_row(
+    workspace_id: str,
+    entry: dict[str, Any],
+    *,
+    conversation_type: str,
+    folder: str,
+    handle: Callable[[str], str],
+) -> ChannelRow:
+    """The channels row of a Slack conversation object (export list entry or API object).
+
+    A DM or group DM is named by its members' handles (`handle(user_id)`), sorted.
+    """
+    channel_id = entry["id"]
+    members = [member for member in entry.get("members") or [] if isinstance(member, str)]
+    if conversation_type in ("im", "mpim"):
+        if not members and isinstance(entry.get("user"), str):
+            members = [entry["user"]]
+        handles = sorted({handle(member) for member in members})
+        name = ", ".join(handles) or str(entry.get("name") or channel_id)
+    else:
+        name = str(entry.get("name") or channel_id)
+    created = entry.get("created")
+    topic = entry.get("topic")
+    purpose = entry.get("purpose")
+    raw_json, digest = raw_columns(entry)
+    return ChannelRow(
+        workspace_id=workspace_id,
+        channel_id=channel_id,
+        name=name,
+        conversation_type=conversation_type,
+        is_archived=bool(entry.get("is_archived")),
+        is_general=bool(entry.get("is_general")),
+        created_at=datetime.fromtimestamp(created, UTC)
+        if isinstance(created, int | float)
+        else None,
+        creator_id=_string(entry.get("creator")),
+        topic=topic.get("value") or None if isinstance(topic, dict) else None,
+        purpose=purpose.get("value") or None if isinstance(purpose, dict) else None,
+        member_ids=orjson.dumps(members).decode(),
+        export_folder=folder,
+        raw_json=raw_json,
+        payload_hash=digest,
+    )
+
+
+def file_row(
+    file: dict[str, Any],
+    *,
+    workspace_id: str,
+    message_key: str,
+    channel_id: str,
+    ts: str,
+    ts_us: int,
+    local_paths: dict[str, str],
+) -> FileRow | None:
+    """The staged files row of one file object a message shares (None without an id).
+
+    `local_paths` maps file ids to the copies an export holds (slackdump layouts).
+    """
+    file_id = file.get("id")
+    if not isinstance(file_id, str):
+        return None
+    size = file.get("size")
+    return FileRow(
+        workspace_id=workspace_id,
+        file_id=file_id,
+        message_key=message_key,
+        channel_id=channel_id,
+        message_ts=ts,
+        name=_string(file.get("name")),
+        title=_string(file.get("title")),
+        mimetype=_string(file.get("mimetype")),
+        size=size if isinstance(size, int) else None,
+        local_object_path=local_paths.get(file_id),
+        url_private=_string(file.get("url_private")),
+        is_deleted=file.get("mode") == "tombstone",
+        payload_hash=payload_hash(canonical_json(file)),
+        message_ts_us=ts_us,
     )

@@ -118,3 +118,33 @@ create table if not exists files (
     last_changed_at timestamptz not null,
     primary key (workspace_id, file_id)
 );
+
+-- Written by `slackquery sync`, always in the same transaction as the messages they cover,
+-- so a killed sync resumes exactly where its last commit left it.
+create table if not exists sync_channels (
+    workspace_id varchar not null,
+    channel_id varchar not null,
+    synced_through_ts varchar,         -- history is complete up to this ts (last finished pass)
+    pass_oldest_ts varchar,            -- the pass in progress reads (oldest, latest) ...
+    pass_latest_ts varchar,
+    pass_cursor varchar,               -- ... from this history cursor (null: from the newest)
+    pass_history_done boolean,         -- history read; the pass ends once its threads are read
+    updated_at timestamptz not null,
+    primary key (workspace_id, channel_id)
+);
+
+create table if not exists sync_threads (  -- threads whose replies the pass still has to read
+    workspace_id varchar not null,
+    channel_id varchar not null,
+    thread_ts varchar not null,
+    reply_cursor varchar,              -- next conversations.replies cursor (null: first page)
+    primary key (workspace_id, channel_id, thread_ts)
+);
+
+create table if not exists sync_seen (  -- what the pass in progress has read so far
+    workspace_id varchar not null,
+    channel_id varchar not null,
+    scope varchar not null,            -- `history`, or the thread_ts of a thread being read
+    ts varchar not null,
+    primary key (workspace_id, channel_id, scope, ts)
+);

@@ -6,6 +6,7 @@ runs inside the caller's single transaction, so a failed import leaves no trace.
 """
 
 import contextlib
+from collections.abc import Iterator
 from datetime import UTC, date, datetime
 from importlib import resources
 from pathlib import Path
@@ -14,58 +15,17 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from slackquery.canonical.rows import MESSAGE_COLUMNS
+from slackquery.artifacts.files import exclusive_lock
+from slackquery.canonical.rows import MESSAGE_COLUMNS, ChannelRow, FileRow, UserRow
 from slackquery.errors import SlackqueryError
+from slackquery.projection import CANONICAL_SCHEMA_VERSION
+from slackquery.settings import Settings
 
-SCHEMA_VERSION = 2
-
-CHANNEL_COLUMNS = (
-    "workspace_id",
-    "channel_id",
-    "name",
-    "conversation_type",
-    "is_archived",
-    "is_general",
-    "created_at",
-    "creator_id",
-    "topic",
-    "purpose",
-    "member_ids",
-    "export_folder",
-    "raw_json",
-    "payload_hash",
-)
-USER_COLUMNS = (
-    "workspace_id",
-    "user_id",
-    "username",
-    "real_name",
-    "display_name",
-    "title",
-    "tz",
-    "is_bot",
-    "is_deleted",
-    "is_admin",
-    "raw_json",
-    "payload_hash",
-)
-FILE_COLUMNS = (
-    "workspace_id",
-    "file_id",
-    "message_key",
-    "channel_id",
-    "message_ts",
-    "name",
-    "title",
-    "mimetype",
-    "size",
-    "local_object_path",
-    "url_private",
-    "is_deleted",
-    "payload_hash",
-)
+CHANNEL_COLUMNS = ChannelRow._fields
+USER_COLUMNS = UserRow._fields
 # Staged file rows carry the message's ts_us so duplicates resolve to the first share.
-FILE_STAGE_COLUMNS = (*FILE_COLUMNS, "message_ts_us")
+FILE_STAGE_COLUMNS = FileRow._fields
+FILE_COLUMNS = tuple(column for column in FILE_STAGE_COLUMNS if column != "message_ts_us")
 
 # Per table: key columns, and the columns whose change counts as an update besides
 # payload_hash (derived values that the raw payload does not capture).
@@ -117,12 +77,12 @@ def install_schema(connection: duckdb.DuckDBPyConnection, installed_at: datetime
     versions = connection.execute("select max(schema_version) from schema_metadata").fetchone()
     if versions is None or versions[0] is None:
         connection.execute(
-            "insert into schema_metadata values (?, ?)", [SCHEMA_VERSION, installed_at]
+            "insert into schema_metadata values (?, ?)", [CANONICAL_SCHEMA_VERSION, installed_at]
         )
-    elif versions[0] != SCHEMA_VERSION:
+    elif versions[0] != CANONICAL_SCHEMA_VERSION:
         raise SlackqueryError(
             f"canonical store has schema version {versions[0]}; this importer writes "
-            f"version {SCHEMA_VERSION}"
+            f"version {CANONICAL_SCHEMA_VERSION}"
         )
 
 
@@ -202,18 +162,31 @@ def merge_table(
     run_id: str,
     now: datetime,
 ) -> dict[str, int]:
-    """Merge `stage_<table>` into `table`: update changed rows, insert new ones; count all."""
+    """Merge `stage_<table>` into `table`: update changed rows, insert new ones; count all.
+
+    This is the one rule for how a stored row changes, for every writer (import and sync):
+    a row changes when its payload hash or a derived column differs. `now` is when the
+    staged rows were observed (an import's start, a sync page's request); a message
+    tombstoned after that moment is never brought back by them, so a stale page cannot
+    resurrect a deletion that a newer read recorded.
+    """
     keys, extra_compare = MERGE_RULES[table]
     join = " and ".join(f"target.{key} = stage.{key}" for key in keys)
     changed = " or ".join(
         f"target.{column} is distinct from stage.{column}"
         for column in ("payload_hash", *extra_compare)
     )
+    if table == "messages":
+        changed = (
+            f"({changed}) and not (target.is_deleted and not stage.is_deleted "
+            "and target.last_changed_at > $now)"
+        )
     staged = _scalar(connection, f"select count(*) from stage_{table}")
     updated = _scalar(
         connection,
         f"select count(*) from stage_{table} as stage inner join {table} as target "
         f"on {join} where {changed}",
+        {"now": now} if table == "messages" else None,
     )
     existing = _scalar(
         connection,
@@ -326,6 +299,30 @@ def tombstone_files(
         "where stage.workspace_id = files.workspace_id and stage.file_id = files.file_id)",
         {"workspace_id": workspace_id, "run_id": run_id, "now": now},
     )
+
+
+class StoreBusy(SlackqueryError):
+    """Another import or sync holds the canonical store's writer lock."""
+
+
+@contextlib.contextmanager
+def writer_lock(settings: Settings) -> Iterator[None]:
+    """The one lock every writer of the canonical store holds: `import` and `sync`.
+
+    DuckDB alone would refuse a second writer with a file-lock error mid-run; the flock
+    refuses it up front with a message that says who holds it (and the kernel releases it
+    when its holder dies, so a killed run never blocks the next).
+    """
+    path = settings.canonical_path
+    lock = exclusive_lock(path.with_name(path.name + ".lock"), "another import or sync")
+    try:
+        lock.__enter__()
+    except SlackqueryError as error:
+        raise StoreBusy(str(error)) from error
+    try:
+        yield
+    finally:
+        lock.__exit__(None, None, None)
 
 
 def drop_stage_tables(connection: duckdb.DuckDBPyConnection) -> None:

@@ -3,11 +3,29 @@
 import argparse
 import json
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from serving.arms import arm_names
 from slackquery.errors import SlackqueryError
 from slackquery.evaluation import MODES
-from slackquery.evaluation.grid import AXES, DEFAULT_POINT, STANDARD_GRID, parse_grid
+from slackquery.evaluation.compare import (
+    Comparison,
+    Side,
+    compare_sides,
+    comparison_table,
+    decide,
+    decisions_table,
+    moved_queries_table,
+    parse_side,
+)
+from slackquery.evaluation.grid import (
+    DEFAULT_POINT,
+    FIXED_AXES,
+    STANDARD_GRID,
+    GridPoint,
+    parse_grid,
+)
 from slackquery.evaluation.queries import load_queries, select_split
 from slackquery.evaluation.report import (
     Evaluation,
@@ -34,12 +52,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "second run embeds nothing); without it, the published artifact of SLACKQUERY_HOME "
         "is evaluated. See docs/evaluation.md.",
     )
-    parser.add_argument("queries", type=Path, metavar="QUERIES.yaml", help="judged query file")
+    parser.add_argument(
+        "queries",
+        type=Path,
+        nargs="*",
+        metavar="QUERIES.yaml",
+        help="judged query files; several are several query sets, compared per set and pooled",
+    )
     parser.add_argument(
         "--corpus",
         type=Path,
+        action="append",
         metavar="PATH",
-        help="corpus to build and evaluate (Beacon .jsonl, or a Slack export ZIP/folder)",
+        help="corpus to build and evaluate (Beacon .jsonl, or a Slack export ZIP/folder): once "
+        "for all query files, or once per query file in the same order",
     )
     parser.add_argument(
         "--split",
@@ -56,10 +82,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--grid",
         metavar="SPEC",
-        help="hybrid fusion grid: inline `rrf_k=10,60;use_context_arm=on,off` (each axis "
+        help="hybrid fusion grid: inline `rrf_k=10,60;arm.context=on,off` (each axis "
         "varied alone from the default; prefix `product:` for all combinations), a YAML "
-        f"file, or `standard` for the built-in sweep. Axes: {', '.join(AXES)} (weights as "
-        f"L:S:C[:A[:N]]). standard = {STANDARD_GRID}",
+        f"file, or `standard` for the built-in sweep. Axes: {', '.join(FIXED_AXES)}; and for "
+        f"each arm ({', '.join(arm_names())}): arm.ARM=on|off, weight.ARM=W and "
+        f"weight.ROUTE.ARM=W (routes: exact, conceptual, mixed). standard = {STANDARD_GRID}",
     )
     parser.add_argument(
         "--json",
@@ -72,6 +99,34 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="OUT.md",
         help="write the Markdown report here, with OUT.png (plot) and OUT.jsonl (per-query "
         "rows) beside it (default: SLACKQUERY_HOME/eval/reports/<QUERIES stem>.md)",
+    )
+    parser.add_argument(
+        "--compare",
+        nargs=2,
+        action="append",
+        metavar=("A", "B"),
+        help="paired comparison of B against A (repeatable): per-query deltas and bootstrap "
+        "95%% intervals "
+        "of the difference in R@10, MRR@20 and nDCG@10, per query set and pooled. A side is "
+        "[ROWS.jsonl#][MODE][:CONFIG]: a mode, a hybrid configuration in the grid's syntax "
+        "(`rrf_k=60;arm.context=off`, `default`), or rows saved by an earlier --rows run",
+    )
+    parser.add_argument(
+        "--baseline",
+        metavar="SIDE",
+        help="with --grid: compare every grid configuration against this side",
+    )
+    parser.add_argument(
+        "--rows",
+        type=Path,
+        metavar="OUT.jsonl",
+        help="write every query set's per-query rows to one file (input for a later --compare)",
+    )
+    parser.add_argument(
+        "--compare-report",
+        type=Path,
+        metavar="OUT.md",
+        help="write the comparisons, with every query that moved, as Markdown",
     )
     parser.set_defaults(handler=run)
 
@@ -101,40 +156,193 @@ def default_report_path(settings: Settings, queries: Path) -> Path:
     return settings.home / "eval" / "reports" / f"{queries.stem}.md"
 
 
+def query_sets(queries: Sequence[Path], corpora: Sequence[Path] | None) -> list[tuple]:
+    """(name, query file, corpus) per query set; one corpus serves every file."""
+    corpora = list(corpora or [])
+    if len(corpora) not in (0, 1, len(queries)):
+        raise SlackqueryError(
+            f"--corpus: give one corpus, or one per query file ({len(queries)}), not {len(corpora)}"
+        )
+    if len(corpora) == 1:
+        corpora *= len(queries)
+    for corpus in corpora:
+        if not corpus.exists():
+            raise SlackqueryError(f"{corpus}: corpus not found")
+    names: list[str] = []
+    for path in queries:
+        name = path.stem
+        names.append(name if name not in names else f"{name}-{len(names) + 1}")
+    return [
+        (name, path, corpora[index] if corpora else None)
+        for index, (name, path) in enumerate(zip(names, queries, strict=True))
+    ]
+
+
+def comparisons_wanted(args: argparse.Namespace, grid: list[GridPoint]) -> list[tuple[Side, Side]]:
+    """(A, B) pairs: the --compare pair, or every grid point against --baseline."""
+    if args.baseline and not args.grid:
+        raise SlackqueryError("--baseline compares a grid: give --grid as well")
+    if args.baseline and args.compare:
+        raise SlackqueryError("use --compare or --grid with --baseline, not both")
+    if args.compare:
+        return [(parse_side(a), parse_side(b)) for a, b in args.compare]
+    if args.baseline:
+        baseline = parse_side(args.baseline)
+        return [
+            (baseline, Side(f"hybrid:{point.name}", "hybrid", point))
+            for point in grid
+            if (baseline.mode, baseline.point.name) != ("hybrid", point.name)
+        ]
+    return []
+
+
+def report_path(
+    args: argparse.Namespace, settings: Settings, name: str, path: Path, several: bool
+) -> Path:
+    """Where one query set's report goes: --report (suffixed per set when several)."""
+    if args.report is None:
+        return default_report_path(settings, path)
+    if several:
+        return args.report.with_name(f"{args.report.stem}-{name}{args.report.suffix}")
+    return args.report
+
+
+def comparison_text(comparison: Comparison, *, moved: bool) -> str:
+    """A comparison's interval table and decision, and optionally every query that moved."""
+    decision = decide(comparison)
+    verdict = "B beats A" if decision.keep else "keep A"
+    parts = [
+        f"## {comparison.b} against {comparison.a} (B - A)",
+        "",
+        comparison_table(comparison),
+        "",
+        f"Rule: {verdict} ({'; '.join(decision.reasons)}).",
+    ]
+    if moved:
+        parts += ["", moved_queries_table(comparison)]
+    return "\n".join(parts)
+
+
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Validate every input, run the evaluation, then print and write its outputs."""
     # The runner pulls in the whole pipeline (dbt, Prefect, the embedder); importing it
     # here keeps every other subcommand's start-up free of that cost.
     from slackquery.evaluation.runner import evaluate
 
-    queries = select_split(load_queries(args.queries), args.split)
+    sets = query_sets(args.queries, args.corpus)
     modes = parse_modes(args.modes)
     grid = parse_grid(args.grid) if args.grid else [DEFAULT_POINT]
-    if args.corpus is not None and not args.corpus.exists():
-        raise SlackqueryError(f"{args.corpus}: corpus not found")
+    pairs = comparisons_wanted(args, grid)
+    for side in (side for pair in pairs for side in pair if side.rows_file is None):
+        if side.mode not in modes:
+            modes.append(side.mode)
+        if side.mode == "hybrid" and side.point.name not in {p.name for p in grid}:
+            grid.append(side.point)
+    if not sets and not all(side.rows_file for pair in pairs for side in pair):
+        raise SlackqueryError("give a judged query file (QUERIES.yaml)")
+    several = len(sets) > 1
 
     def progress(message: str) -> None:
         print(f"eval: {message}", file=sys.stderr, flush=True)
 
-    evaluation = evaluate(
-        settings,
-        queries,
-        queries_file=str(args.queries),
-        split=args.split,
-        modes=modes,
-        grid=grid,
-        corpus=args.corpus,
-        progress=progress,
-    )
-    report = args.report if args.report is not None else default_report_path(settings, args.queries)
-    written = write_report(evaluation, report)
-    progress("wrote " + ", ".join(str(path) for path in written.values()))
+    evaluations: dict[str, Evaluation] = {}
+    prepared: set[Path] = set()
+    for name, path, corpus in sets:
+        queries = select_split(load_queries(path), args.split)
+        evaluation = evaluate(
+            settings,
+            queries,
+            queries_file=str(path),
+            split=args.split,
+            modes=[mode for mode in MODES if mode in modes],
+            grid=grid,
+            corpus=corpus,
+            prepare=corpus is not None and corpus.resolve() not in prepared,
+            progress=progress,
+        )
+        if corpus is not None:
+            prepared.add(corpus.resolve())
+        written = write_report(evaluation, report_path(args, settings, name, path, several))
+        progress("wrote " + ", ".join(str(p) for p in written.values()))
+        evaluations[name] = evaluation
+    runs = {name: tagged_rows(name, evaluation) for name, evaluation in evaluations.items()}
+    if args.rows:
+        args.rows.parent.mkdir(parents=True, exist_ok=True)
+        lines = [json.dumps(row, ensure_ascii=False) for rows in runs.values() for row in rows]
+        args.rows.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        progress(f"wrote {args.rows}")
+    comparisons = [compare_sides(a, b, runs) for a, b in pairs]
+    if args.compare_report:
+        texts = [
+            decisions_table(comparisons),
+            *(comparison_text(c, moved=True) for c in comparisons),
+        ]
+        args.compare_report.parent.mkdir(parents=True, exist_ok=True)
+        args.compare_report.write_text("\n\n".join(texts) + "\n", encoding="utf-8")
+        progress(f"wrote {args.compare_report}")
     if args.json == "-":
-        json.dump(to_json(evaluation), sys.stdout, indent=2, default=str, ensure_ascii=False)
+        json.dump(
+            json_document(evaluations, comparisons),
+            sys.stdout,
+            indent=2,
+            default=str,
+            ensure_ascii=False,
+        )
         sys.stdout.write("\n")
-    else:
-        if args.json:
-            write_json(evaluation, Path(args.json))
-            progress(f"wrote {args.json}")
-        print(summary_text(evaluation))
+        return 0
+    if args.json:
+        if several or comparisons:
+            Path(args.json).write_text(
+                json.dumps(
+                    json_document(evaluations, comparisons),
+                    indent=2,
+                    default=str,
+                    ensure_ascii=False,
+                )
+                + "\n",
+                encoding="utf-8",
+            )
+        else:
+            write_json(next(iter(evaluations.values())), Path(args.json))
+        progress(f"wrote {args.json}")
+    for name, evaluation in evaluations.items():
+        if several:
+            print(f"# {name}\n")
+        print(summary_text(evaluation) + ("\n" if several else ""))
+    for comparison in comparisons:
+        print("\n" + comparison_text(comparison, moved=False))
+    if len(comparisons) > 1:
+        print("\n" + decisions_table(comparisons))
     return 0
+
+
+def tagged_rows(name: str, evaluation: Evaluation) -> list[dict]:
+    """Every per-query row of one query set, tagged with the set, mode and configuration."""
+    return [
+        {"query_set": name, "mode": group.mode, "config": group.config, **row}
+        for group in evaluation.groups
+        for row in group.rows
+    ]
+
+
+def json_document(evaluations: Mapping[str, Evaluation], comparisons: Sequence[Comparison]) -> dict:
+    """One query set without comparisons keeps `to_json`'s layout; otherwise sets and
+    comparisons side by side."""
+    if len(evaluations) == 1 and not comparisons:
+        return to_json(next(iter(evaluations.values())))
+    return {
+        "sets": {name: to_json(evaluation) for name, evaluation in evaluations.items()},
+        "comparisons": [
+            {
+                "a": comparison.a,
+                "b": comparison.b,
+                "keep_b": decide(comparison).keep,
+                "reasons": list(decide(comparison).reasons),
+                "intervals": {
+                    name: {metric: vars(interval) for metric, interval in by_metric.items()}
+                    for name, by_metric in comparison.intervals.items()
+                },
+            }
+            for comparison in comparisons
+        ],
+    }

@@ -63,11 +63,7 @@ def render(report: dict[str, Any]) -> str:
         f"{report['source_format']} in {report['duration_s']} s "
         f"({report['messages_per_s']} messages/s)",
     ]
-    for table, counts in report["counts"].items():
-        lines.append(
-            f"  {table:<9} inserted {counts['inserted']:>9,}  updated {counts['updated']:>9,}  "
-            f"unchanged {counts['unchanged']:>9,}  tombstoned {counts['tombstoned']:>9,}"
-        )
+    lines.extend(render_counts(report["counts"]))
     if report["messages_skipped"]:
         lines.append(f"  skipped {report['messages_skipped']:,} message(s)")
     if not report["changed"]:
@@ -84,3 +80,12 @@ def render(report: dict[str, Any]) -> str:
         if report["warning_count"] > 20:
             lines.append(f"  … {report['warning_count'] - 20:,} more (see --json)")
     return "\n".join(lines)
+
+
+def render_counts(counts: dict[str, dict[str, int]]) -> list[str]:
+    """One line per table: inserted / updated / unchanged / tombstoned (import and sync)."""
+    return [
+        f"  {table:<9} inserted {row['inserted']:>9,}  updated {row['updated']:>9,}  "
+        f"unchanged {row['unchanged']:>9,}  tombstoned {row['tombstoned']:>9,}"
+        for table, row in counts.items()
+    ]

@@ -33,13 +33,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--seed", type=int, default=7, help="random seed for the background chatter (default: 7)"
     )
+    parser.add_argument(
+        "--judged-set",
+        action="store_true",
+        help="also plant the large judged question set (about 450 more messages; questions "
+        "in <zip stem>.judged.yaml, worded apart from the messages; use --messages 20000 "
+        "or more, see docs/evaluation.md)",
+    )
     add_json_flag(parser)
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Generate the sample and report what was written."""
-    summary = generate_sample(args.out, messages=args.messages, seed=args.seed)
+    summary = generate_sample(
+        args.out, messages=args.messages, seed=args.seed, judged_set=args.judged_set
+    )
     kinds = summary["conversations"]
     text = "\n".join(
         [
@@ -54,5 +63,11 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             f"{summary['planted_facts']} planted facts in {summary['queries_path']}",
         ]
     )
+    if "judged_path" in summary:
+        text += (
+            f"\n  judged set {summary['judged_answerable']} answerable + "
+            f"{summary['judged_unanswerable']} unanswerable questions about "
+            f"{summary['judged_facts']} facts in {summary['judged_path']}"
+        )
     emit(args, summary, text)
     return 0

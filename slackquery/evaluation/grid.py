@@ -4,7 +4,7 @@ A grid answers "which fusion setting helps, and by how much" with evidence, so t
 is always part of it and each configuration is named by what it changes. The spec is
 either inline or a YAML file:
 
-- inline: `rrf_k=10,30,60;use_context_arm=on,off` — axes separated by `;`, values by `,`.
+- inline: `rrf_k=10,30,60;arm.context=on,off` — axes separated by `;`, values by `,`.
   By default the grid is a *sweep*: each axis varies alone while every other setting keeps
   its default (one row per value, plus the default once). Prefix `product:` for the full
   cross product of all axes.
@@ -12,12 +12,10 @@ either inline or a YAML file:
 - `standard`: the built-in sweep documented in docs/evaluation.md (`STANDARD_GRID`).
 
 Axes: `rrf_k`, `candidate_window`, `max_per_thread` (integers >= 1), `answer_cue_boost`
-(a number >= 0; 0 is off), `use_context_arm`,
-`use_aspect_arm`, `use_author_arm`, `route_aware` (on/off, true/false), `context_target`
-(best, root, thread), `weights` (`L:S:C`, `L:S:C:A` or `L:S:C:A:N`: the lexical, semantic,
-context and optionally aspect and named-author weights used for every route; omitted ones
-keep each route's value) and `weights.exact`, `weights.conceptual`, `weights.mixed` (one
-route's weights).
+(a number >= 0; 0 is off), `route_aware` (on/off, true/false), `context_target` (best, root,
+thread), and, for every arm of the registry (serving/arms.py), by its name: `arm.<arm>`
+(on/off: whether it runs), `weight.<arm>` (its weight for every route) and
+`weight.<route>.<arm>` (its weight for one route: exact, conceptual or mixed).
 """
 
 from __future__ import annotations
@@ -30,30 +28,33 @@ from typing import Any
 
 import yaml
 
-from serving.fusion import CONTEXT_TARGETS
+from serving.arms import ARMS, CONTEXT_TARGETS, ROUTES, arm_names
 from slackquery.errors import SlackqueryError
 
 INT_AXES = ("rrf_k", "candidate_window", "max_per_thread")
 FLOAT_AXES = ("answer_cue_boost",)
-BOOL_AXES = ("use_context_arm", "use_aspect_arm", "use_author_arm", "route_aware")
+BOOL_AXES = ("route_aware",)
 CHOICE_AXES = {"context_target": CONTEXT_TARGETS}
-ROUTES = ("exact", "conceptual", "mixed")
-WEIGHT_AXES = ("weights", *(f"weights.{route}" for route in ROUTES))
-AXES = (*INT_AXES, *FLOAT_AXES, *BOOL_AXES, *CHOICE_AXES, *WEIGHT_AXES)
+FIXED_AXES = (*INT_AXES, *FLOAT_AXES, *BOOL_AXES, *CHOICE_AXES)
+# Axes derived from the arm registry, each mapped to the arm it concerns.
+ARM_AXES = {f"arm.{name}": name for name in arm_names(ARMS)}
+WEIGHT_AXES = {
+    **{f"weight.{name}": (ROUTES, name) for name in arm_names(ARMS)},
+    **{f"weight.{route}.{name}": ((route,), name) for route in ROUTES for name in arm_names(ARMS)},
+}
+AXES = (*FIXED_AXES, *ARM_AXES, *WEIGHT_AXES)
 MAX_CONFIGS = 200
 
 STANDARD_GRID = (
-    "rrf_k=10,20,30,60;candidate_window=30,50,100,200;use_context_arm=on,off;"
-    "answer_cue_boost=0,0.1,0.5,1;use_aspect_arm=on,off;use_author_arm=on,off;"
+    "rrf_k=10,20,30,60;candidate_window=30,50,100,200;arm.context=on,off;"
+    "answer_cue_boost=0,0.1,0.5,1;arm.aspects=on,off;arm.authors=on,off;"
     "context_target=best,root,thread;route_aware=on,off;"
-    "weights.conceptual=0.7:1.5:0.65:1.5:0.5,0.5:1.5:0.5:1.5:0.5,0.25:1.5:0.25:0.5:0.25,"
-    "1:1:0.65:1:0.5"
+    "weight.conceptual.lexical=0.5,1;weight.conceptual.context=0.5,0.65;"
+    "weight.conceptual.aspects=1,1.5;weight.conceptual.authors=0.5"
 )
 
 _TRUE = {"on", "true", "yes", "1"}
 _FALSE = {"off", "false", "no", "0"}
-
-Weights = tuple[float, ...]
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,23 @@ def parse_grid(spec: str) -> list[GridPoint]:
             mode, spec = "product", spec.removeprefix("product:")
         axes = _parse_inline(spec)
     return expand(axes, mode=mode)
+
+
+def parse_config(spec: str) -> GridPoint:
+    """One configuration in the grid's syntax: `default`, or axes with one value each
+    (`rrf_k=60;arm.context=off`), all applied together."""
+    spec = spec.strip()
+    if spec in ("", DEFAULT_POINT.name):
+        return DEFAULT_POINT
+    axes = _parse_inline(spec)
+    several = [name for name, values in axes.items() if len(values) != 1]
+    if several:
+        raise SlackqueryError(
+            f"configuration {spec!r}: give one value per axis (axis {several[0]!r} has "
+            f"{len(axes[several[0]])}); use --grid for several"
+        )
+    overrides = {name: values[0] for name, values in axes.items()}
+    return GridPoint(_name(overrides), overrides)
 
 
 def expand(axes: Mapping[str, list[Any]], *, mode: str = "sweep") -> list[GridPoint]:
@@ -148,7 +166,11 @@ def _read_grid_file(path: Path) -> tuple[str, dict[str, list[Any]]]:
 
 def _add_axis(axes: dict[str, list[Any]], name: str, values: list[Any]) -> None:
     if name not in AXES:
-        raise SlackqueryError(f"--grid: unknown axis {name!r} (known: {', '.join(AXES)})")
+        raise SlackqueryError(
+            f"--grid: unknown axis {name!r} (known: {', '.join(FIXED_AXES)}; and arm.<arm>, "
+            "weight.<arm>, "
+            f"weight.<route>.<arm> for arms {', '.join(arm_names(ARMS))})"
+        )
     if name in axes:
         raise SlackqueryError(f"--grid: axis {name!r} given twice")
     axes[name] = list(dict.fromkeys(_parse_value(name, value) for value in values))
@@ -163,7 +185,7 @@ def _parse_value(axis: str, value: Any) -> Any:
         if number < 1:
             raise SlackqueryError(f"--grid: {axis} values must be integers >= 1, got {value!r}")
         return number
-    if axis in FLOAT_AXES:
+    if axis in FLOAT_AXES or axis in WEIGHT_AXES:
         try:
             amount = float(str(value))
         except ValueError:
@@ -171,37 +193,19 @@ def _parse_value(axis: str, value: Any) -> Any:
         if not amount >= 0:
             raise SlackqueryError(f"--grid: {axis} values must be numbers >= 0, got {value!r}")
         return amount
-    if axis in BOOL_AXES:
+    if axis in BOOL_AXES or axis in ARM_AXES:
         if isinstance(value, bool):
             return value
         text = str(value).lower()
         if text in _TRUE | _FALSE:
             return text in _TRUE
         raise SlackqueryError(f"--grid: {axis} values must be on or off, got {value!r}")
-    if axis in CHOICE_AXES:
-        text = str(value).lower()
-        if text not in CHOICE_AXES[axis]:
-            raise SlackqueryError(
-                f"--grid: {axis} values must be one of {', '.join(CHOICE_AXES[axis])}, "
-                f"got {value!r}"
-            )
-        return text
-    return parse_weights(axis, value)
-
-
-def parse_weights(axis: str, value: Any) -> Weights:
-    """`L:S:C[:A[:N]]` (or a list of 3-5 items) as non-negative floats, not all zero."""
-    parts = value if isinstance(value, list) else str(value).split(":")
-    try:
-        weights = tuple(float(part) for part in parts)
-    except (TypeError, ValueError):
-        weights = ()
-    if not 3 <= len(weights) <= 5 or min(weights) < 0 or max(weights) == 0:
+    text = str(value).lower()  # the one axis left: a choice
+    if text not in CHOICE_AXES[axis]:
         raise SlackqueryError(
-            f"--grid: {axis} values must be lexical:semantic:context[:aspects[:authors]] "
-            f"weights, three to five non-negative numbers, got {value!r}"
+            f"--grid: {axis} values must be one of {', '.join(CHOICE_AXES[axis])}, got {value!r}"
         )
-    return weights
+    return text
 
 
 def _name(overrides: Mapping[str, Any]) -> str:
@@ -211,8 +215,6 @@ def _name(overrides: Mapping[str, Any]) -> str:
 def _format(value: Any) -> str:
     if isinstance(value, bool):
         return "on" if value else "off"
-    if isinstance(value, tuple):
-        return ":".join(f"{weight:g}" for weight in value)
     if isinstance(value, float):
         return f"{value:g}"
     return str(value)

@@ -20,7 +20,7 @@ from typing import Any
 import duckdb
 
 from serving.engine import SearchEngine
-from serving.fusion import ARMS, FusionConfig
+from serving.fusion import FusionConfig
 from serving.models import SearchRequest
 from slackquery.artifacts.build import build_artifact
 from slackquery.artifacts.publish import current_artifact, publish
@@ -29,12 +29,10 @@ from slackquery.embedding.work import embed_pending
 from slackquery.errors import SlackqueryError
 from slackquery.evaluation import MODES
 from slackquery.evaluation.grid import (
-    BOOL_AXES,
-    CHOICE_AXES,
+    ARM_AXES,
     DEFAULT_POINT,
-    FLOAT_AXES,
-    INT_AXES,
-    ROUTES,
+    FIXED_AXES,
+    WEIGHT_AXES,
     GridPoint,
 )
 from slackquery.evaluation.metrics import MRR_K, RECALL_KS, QueryRun, query_row
@@ -101,19 +99,22 @@ def prepare_corpus(
 def fusion_config(point: GridPoint, base: FusionConfig | None = None) -> FusionConfig:
     """The `FusionConfig` for one grid point: the default with the point's overrides."""
     base = base or FusionConfig()
+    overrides = point.overrides
     changes: dict[str, Any] = {
-        axis: value
-        for axis, value in point.overrides.items()
-        if axis in (*INT_AXES, *FLOAT_AXES, *BOOL_AXES, *CHOICE_AXES)
+        axis: value for axis, value in overrides.items() if axis in FIXED_AXES
     }
+    switched = {ARM_AXES[axis]: on for axis, on in overrides.items() if axis in ARM_AXES}
+    disabled = {arm for arm in base.disabled_arms if switched.get(arm, False) is False}
+    disabled |= {arm for arm, on in switched.items() if not on}
     weights = {route: dict(arms) for route, arms in base.route_weights.items()}
-    if "weights" in point.overrides:
-        for route in weights:
-            weights[route].update(zip(ARMS, point.overrides["weights"], strict=False))
-    for route in ROUTES:
-        if f"weights.{route}" in point.overrides:
-            weights[route].update(zip(ARMS, point.overrides[f"weights.{route}"], strict=False))
-    return dataclasses.replace(base, route_weights=weights, **changes)
+    for axis, weight in overrides.items():
+        if axis in WEIGHT_AXES:
+            routes, arm = WEIGHT_AXES[axis]
+            for route in routes:
+                weights.setdefault(route, {})[arm] = weight
+    return dataclasses.replace(
+        base, route_weights=weights, disabled_arms=frozenset(disabled), **changes
+    )
 
 
 def artifact_facts(artifact: Path) -> tuple[dict[str, Any], set[str]]:
@@ -198,6 +199,7 @@ def evaluate(
     modes: Sequence[str] = MODES,
     grid: Sequence[GridPoint] = (DEFAULT_POINT,),
     corpus: Path | None = None,
+    prepare: bool = True,
     progress: Progress = _quiet,
 ) -> Evaluation:
     """Evaluate `queries` in every mode (and, for hybrid, every grid point).
@@ -206,7 +208,8 @@ def evaluate(
     the artifact and embeds the query text (the engine caches query vectors per text), and
     its `embed` timing is kept per query. So every reported latency is a warm search that
     no mode pays more for by running first, and the query-embedding cost is reported
-    beside it instead of being hidden.
+    beside it instead of being hidden. With `prepare=False` a corpus's home is used as its
+    last preparation left it (several query sets over one corpus prepare it once).
     """
     if not queries:
         raise SlackqueryError(f"{queries_file}: no queries in split {split!r}")
@@ -215,7 +218,8 @@ def evaluate(
         raise SlackqueryError(f"modes must be a subset of {', '.join(MODES)}, got {list(modes)}")
     if corpus is not None:
         settings = corpus_settings(settings, corpus)
-        prepare_corpus(settings, corpus, progress=progress)
+        if prepare:
+            prepare_corpus(settings, corpus, progress=progress)
     artifact = current_artifact(settings)
     if artifact is None:
         raise SlackqueryError(

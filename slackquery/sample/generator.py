@@ -31,7 +31,8 @@ import orjson
 import yaml
 
 from slackquery.errors import SlackqueryError
-from slackquery.sample import planted, vocab
+from slackquery.sample import judged, planted, vocab
+from slackquery.sample.judged import build_judged_set
 from slackquery.sample.text import TextGenerator, weighted_table, zipf_table
 from slackquery.sample.workspace import (
     BASE_CONVERSATIONS,
@@ -200,8 +201,11 @@ class _ConversationWriter:
         seed: int,
         text_context: tuple,
         stats: _Stats,
+        planted_messages: tuple[planted.PlantedMessage, ...] = planted.MESSAGES,
     ) -> None:
         self.conversation = conversation
+        self.planted_messages = planted_messages
+        self.planted_by_key = {item.key: item for item in planted_messages}
         self.background = background
         self.days = days
         self.stats = stats
@@ -445,7 +449,7 @@ class _ConversationWriter:
         if item.edited_after_s:
             message["edited"] = {"user": user, "ts": _ts(item.ts_us + item.edited_after_s * 10**6)}
         if item.parent:
-            parent = planted.BY_KEY[item.parent]
+            parent = self.planted_by_key[item.parent]
             message["thread_ts"] = parent.ts
             message["parent_user_id"] = USER_BY_NAME[parent.author].id
             if item.broadcast:
@@ -484,7 +488,7 @@ class _ConversationWriter:
         """Yield (member name, messages) per day with activity, in date order."""
         conversation = self.conversation
         mine = sorted(
-            (item for item in planted.MESSAGES if item.channel == conversation.name),
+            (item for item in self.planted_messages if item.channel == conversation.name),
             key=lambda item: item.ts_us,
         )
         planted_threads: dict[str, list[planted.PlantedMessage]] = {}
@@ -578,13 +582,15 @@ def _integration_logs() -> list[dict]:
     ]
 
 
-def generate_sample(out: Path, *, messages: int, seed: int = 7) -> dict:
+def generate_sample(out: Path, *, messages: int, seed: int = 7, judged_set: bool = False) -> dict:
     """Write the sample export ZIP and its judged query file; return a summary.
 
     `messages` is the exact number of message objects in the export (planted ones
     included). The query file is written next to the ZIP as `<stem>.queries.yaml`.
-    Both are written to temporary names and renamed, so a failed run leaves no
-    half-written file behind.
+    With `judged_set`, the facts of `slackquery.sample.judged` are planted as well and
+    their questions go to `<stem>.judged.yaml`; without it the export is exactly the
+    plain sample. Files are written to temporary names and renamed, so a failed run
+    leaves no half-written file behind.
     """
     if messages < MIN_MESSAGES or messages > MAX_MESSAGES:
         raise SlackqueryError(
@@ -599,11 +605,17 @@ def generate_sample(out: Path, *, messages: int, seed: int = 7) -> dict:
         raise SlackqueryError(f"--out {out} is a directory")
     out.parent.mkdir(parents=True, exist_ok=True)
     queries_path = out.with_name(f"{out.stem}.queries.yaml")
+    judged_questions = build_judged_set(seed) if judged_set else None
+    all_planted = planted.MESSAGES + (judged_questions.messages if judged_questions else ())
+    if len(all_planted) >= messages:
+        raise SlackqueryError(
+            f"--messages must exceed the {len(all_planted)} planted messages, got {messages}"
+        )
 
     days = timeline_days(messages)
     conversations = BASE_CONVERSATIONS + project_conversations(messages)
     shares = _allocate(
-        messages - len(planted.MESSAGES), [conversation.weight for conversation in conversations]
+        messages - len(all_planted), [conversation.weight for conversation in conversations]
     )
     channel_links = [
         (conversation.id, conversation.name)
@@ -637,7 +649,9 @@ def generate_sample(out: Path, *, messages: int, seed: int = 7) -> dict:
                     _write(archive, name, content)
                     continue
                 conversation, share = content
-                writer = _ConversationWriter(conversation, share, days, seed, text_context, stats)
+                writer = _ConversationWriter(
+                    conversation, share, days, seed, text_context, stats, all_planted
+                )
                 for member, day_messages in writer.day_files():
                     _write(archive, member, day_messages)
                     stats.day_files += 1
@@ -648,12 +662,19 @@ def generate_sample(out: Path, *, messages: int, seed: int = 7) -> dict:
     last = date.fromordinal(719163 + (stats.last_day or 0))
     request_time = f"{(last + timedelta(days=1)).isoformat()}T10:00:00+00:00"
     document = planted.query_document(request_time)
-    partial_queries = queries_path.with_name(f".{queries_path.name}.partial")
-    partial_queries.write_text(
-        yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=100),
-        encoding="utf-8",
-    )
-    os.replace(partial_queries, queries_path)
+    _write_yaml(queries_path, document)
+    extra: dict = {}
+    if judged_questions is not None:
+        judged_path = out.with_name(f"{out.stem}.judged.yaml")
+        judged_document = judged.query_document(judged_questions, request_time)
+        _write_yaml(judged_path, judged_document)
+        answerable = sum(1 for entry in judged_document["queries"] if entry["answerable"])
+        extra = {
+            "judged_path": str(judged_path),
+            "judged_facts": len(judged_questions.facts),
+            "judged_answerable": answerable,
+            "judged_unanswerable": len(judged_document["queries"]) - answerable,
+        }
 
     kinds = Counter(conversation.kind for conversation in conversations)
     if stats.messages != messages:  # a bug in the allocation, never a user error
@@ -665,13 +686,13 @@ def generate_sample(out: Path, *, messages: int, seed: int = 7) -> dict:
         "team_id": TEAM_ID,
         "team_domain": TEAM_DOMAIN,
         "messages": stats.messages,
-        "threads": stats.threads + len({m.parent for m in planted.MESSAGES if m.parent}),
-        "replies": stats.replies + sum(1 for m in planted.MESSAGES if m.parent),
-        "broadcasts": stats.broadcasts + sum(1 for m in planted.MESSAGES if m.broadcast),
+        "threads": stats.threads + len({m.parent for m in all_planted if m.parent}),
+        "replies": stats.replies + sum(1 for m in all_planted if m.parent),
+        "broadcasts": stats.broadcasts + sum(1 for m in all_planted if m.broadcast),
         "bot_messages": stats.bot_messages,
         "system_messages": stats.system_messages,
         "files": stats.files,
-        "edited": stats.edited + sum(1 for m in planted.MESSAGES if m.edited_after_s),
+        "edited": stats.edited + sum(1 for m in all_planted if m.edited_after_s),
         "day_files": stats.day_files,
         "users": len(USERS),
         "conversations": {
@@ -684,7 +705,17 @@ def generate_sample(out: Path, *, messages: int, seed: int = 7) -> dict:
         "first_date": date.fromordinal(719163 + (stats.first_day or 0)).isoformat(),
         "last_date": last.isoformat(),
         "planted_facts": len({fact for q in planted.QUERIES for fact in q.fact_ids}),
-        "planted_messages": len(planted.MESSAGES),
+        "planted_messages": len(all_planted),
         "queries": len(document["queries"]),
         "zip_bytes": out.stat().st_size,
+        **extra,
     }
+
+
+def _write_yaml(path: Path, document: dict) -> None:
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(
+        yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=100),
+        encoding="utf-8",
+    )
+    os.replace(partial, path)

@@ -1,4 +1,4 @@
-"""A synthetic state database: the `search_documents` mart and embedding tables, in SQL.
+"""A synthetic state database: the search marts and embedding tables, in SQL.
 
 Tests and `benchmarks/artifact_bench.py` build their state with this instead of running
 import → dbt → embed, so the artifact part is exercised on its own contract. Everything
@@ -88,7 +88,8 @@ create table search_documents (
     thread_id varchar, thread_root_id varchar,
     is_thread_parent boolean, is_thread_reply boolean, is_thread_broadcast boolean,
     is_bot boolean,
-    text_display varchar, text_lexical varchar, text_embedding varchar, text_hash varchar,
+    text_display varchar, text_lexical varchar, has_link boolean,
+    text_embedding varchar, text_hash varchar,
     permalink varchar, source_message_id varchar, message_ids varchar[], metadata_json json,
     is_active boolean, payload_hash varchar
 )
@@ -150,6 +151,7 @@ select
     author_id = 'U0',
     case when is_tombstone then '' else words end,
     case when is_tombstone then '' else words || ' ' || author_id end,
+    false,
     '#channel-' || channel_id || ' user ' || author_id || ': ' || words,
     sha256('#channel-' || channel_id || ' user ' || author_id || ': ' || words),
     'https://' || lower(workspace_id) || '-corp.slack.com/archives/' || channel_id || '/p'
@@ -188,7 +190,7 @@ select
     root.ts, root.ts_us, root.posted_at,
     threads.thread_id, root.document_id,
     false, false, false, false,
-    threads.body, threads.body, threads.body, sha256(threads.body),
+    threads.body, threads.body, false, threads.body, sha256(threads.body),
     root.permalink, root.source_message_id, threads.message_ids,
     json_object('message_count', len(threads.message_ids)),
     true, threads.payload_hash
@@ -196,7 +198,8 @@ from threads
 inner join members as root on threads.root_id = root.document_id
 """
 
-USERS_SQL = """
+# The name marts, in the shape `models/marts/search/` gives them: every author a member.
+NAME_MARTS_SQL = """
 create table search_users as
 select distinct
     workspace_id || ':' || author_id as user_key,
@@ -207,9 +210,22 @@ select distinct
     author_name as real_name,
     null::varchar as display_name,
     author_id = 'U0' as is_bot,
-    false as is_deleted
+    false as is_deleted,
+    bool_or(is_active) over (partition by workspace_id, author_id) as is_author
 from search_documents
-where document_kind = 'message'
+where document_kind = 'message';
+create table search_workspaces as
+select distinct workspace_id, workspace_slug, workspace_name, workspace_url
+from search_documents
+where is_active;
+create table search_channels as
+select
+    workspace_id || ':' || channel_id as channel_key, workspace_id, channel_id,
+    any_value(channel_name) as channel_name, any_value(conversation_type) as conversation_type,
+    count(*) as count_messages, min(ts_us) as first_ts_us, max(ts_us) as last_ts_us
+from search_documents
+where is_active and document_kind = 'message'
+group by 1, 2, 3;
 """
 
 VECTORS_SQL = """
@@ -255,7 +271,8 @@ def synthesize_state(
     try:
         conn.execute("set enable_progress_bar = false")
         conn.execute("drop table if exists search_documents")
-        conn.execute("drop table if exists search_users")
+        for mart in ("search_users", "search_workspaces", "search_channels"):
+            conn.execute(f"drop table if exists {mart}")
         conn.execute("drop table if exists embedding_work_items")
         conn.execute("drop table if exists embedding_generations")
         conn.execute(SEARCH_DOCUMENTS_DDL)
@@ -274,7 +291,7 @@ def synthesize_state(
             },
         )
         conn.execute(THREADS_SQL)
-        conn.execute(USERS_SQL)
+        conn.execute(NAME_MARTS_SQL)
         conn.execute(
             "insert into embedding_generations values (?, ?, ?, now())",
             [identity.generation_id, _identity_json(identity), identity.config_hash],

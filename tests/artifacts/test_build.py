@@ -18,7 +18,7 @@ from slackquery.cli import main
 from slackquery.duckdb_setup import connect
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
-from tests.artifacts.conftest import identity_for
+from tests.artifacts.conftest import apply_env, identity_for
 from tests.artifacts.synthetic import synthesize_state
 
 
@@ -244,3 +244,16 @@ def test_rollback_retention_and_refusals(state_settings: Settings, tmp_path: Pat
     assert not files.manifest_file(settings.artifact_path, first).exists()
     with pytest.raises(SlackqueryError, match="no artifact file"):
         rollback(settings, first)
+
+
+def test_a_small_workspace_that_grows_builds_and_publishes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = apply_env(monkeypatch, tmp_path / "home")
+    synthesize_state(settings.state_path, identity_for(settings), messages=20)
+    publish(settings, build_artifact(settings))
+    # A newer export with twice the messages: growth is never count drift.
+    synthesize_state(settings.state_path, identity_for(settings), messages=40)
+    grown = build_artifact(settings)
+    publish(settings, grown)
+    assert current_artifact(settings) == files.artifact_file(settings.artifact_path, grown)

@@ -8,6 +8,7 @@ import pytest
 
 from slackquery.canonical.importer import import_source, slug_from_path
 from slackquery.cli import main
+from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
 from tests.canonical.conftest import default_members, msg, query, snapshot, write_export
 
@@ -259,3 +260,41 @@ def test_report_summarises_the_whole_store(settings: Settings, export_zip: Path)
 
 def _utc_date(ts_us: int) -> str:
     return dt.datetime.fromtimestamp(ts_us / 1_000_000, dt.UTC).date().isoformat()
+
+
+def _without_team_ids() -> dict:
+    members = default_members()
+    members["users.json"] = [
+        {key: value for key, value in user.items() if key != "team_id"}
+        | {"profile": {k: v for k, v in user["profile"].items() if k != "team"}}
+        for user in members["users.json"]
+    ]
+    return members
+
+
+def test_renamed_export_without_team_id_is_refused(settings: Settings, tmp_path: Path) -> None:
+    first = import_source(settings, write_export(tmp_path / "v1.zip", _without_team_ids()))
+    assert first["workspace"]["workspace_id"] == "v1"
+    before = snapshot(settings.canonical_path)
+    renamed = write_export(tmp_path / "v2.zip", _without_team_ids())
+    with pytest.raises(SlackqueryError, match=r"--workspace-slug v1") as refusal:
+        import_source(settings, renamed)
+    assert "v2.zip" in str(refusal.value) and "'v2'" in str(refusal.value)
+    assert snapshot(settings.canonical_path) == before
+    again = import_source(settings, renamed, workspace_slug="v1")
+    assert again["changed"] is False
+    assert query(settings.canonical_path, "select count(*) from messages") == [(10,)]
+
+
+def test_exports_named_by_slack_still_match_without_team_id(
+    settings: Settings, tmp_path: Path
+) -> None:
+    members = _without_team_ids()
+    import_source(settings, write_export(tmp_path / "Acme Slack export Jan 2.zip", members))
+    members["general/2024-01-05.json"] = [msg("1704456000.000001", "new day")]
+    report = import_source(
+        settings, write_export(tmp_path / "Acme Slack export Jan 5.zip", members)
+    )
+    assert report["workspace"]["workspace_id"] == "acme"
+    assert report["counts"]["messages"]["inserted"] == 1
+    assert query(settings.canonical_path, "select count(*) from workspaces") == [(1,)]

@@ -9,11 +9,11 @@ from slackquery.evaluation.grid import STANDARD_GRID, parse_grid
 
 
 def test_sweep_varies_one_axis_at_a_time_with_the_default_first() -> None:
-    points = parse_grid("rrf_k=10,60;use_context_arm=off")
-    assert [p.name for p in points] == ["default", "rrf_k=10", "rrf_k=60", "use_context_arm=off"]
+    points = parse_grid("rrf_k=10,60;arm.context=off")
+    assert [p.name for p in points] == ["default", "rrf_k=10", "rrf_k=60", "arm.context=off"]
     assert points[0].is_default
     assert points[1].overrides == {"rrf_k": 10}
-    assert points[3].overrides == {"use_context_arm": False}
+    assert points[3].overrides == {"arm.context": False}
 
 
 def test_answer_cue_boost_axis_takes_numbers() -> None:
@@ -34,25 +34,25 @@ def test_product_crosses_axes() -> None:
     assert points[-1].overrides == {"rrf_k": 60, "route_aware": False}
 
 
-def test_weights_are_triples_or_quadruples() -> None:
-    [_, point] = parse_grid("weights.conceptual=0.5:1.5:0.25")
-    assert point.overrides == {"weights.conceptual": (0.5, 1.5, 0.25)}
-    assert point.name == "weights.conceptual=0.5:1.5:0.25"
-    [_, with_aspects] = parse_grid("weights=1:1:0:0.5")
-    assert with_aspects.overrides == {"weights": (1.0, 1.0, 0.0, 0.5)}
+def test_weights_are_named_by_arm_and_route() -> None:
+    [_, point] = parse_grid("weight.conceptual.lexical=0.5")
+    assert point.overrides == {"weight.conceptual.lexical": 0.5}
+    assert point.name == "weight.conceptual.lexical=0.5"
+    [_, everywhere] = parse_grid("weight.semantic=2")
+    assert everywhere.overrides == {"weight.semantic": 2.0}
 
 
 def test_grid_file(tmp_path: Path) -> None:
     path = tmp_path / "grid.yaml"
     path.write_text(
-        "mode: product\naxes:\n  candidate_window: [50, 100]\n  weights: ['1:1:0']\n",
+        "mode: product\naxes:\n  candidate_window: [50, 100]\n  weight.context: [0]\n",
         encoding="utf-8",
     )
     names = [p.name for p in parse_grid(str(path))]
     assert names == [
         "default",
-        "candidate_window=50 weights=1:1:0",
-        "candidate_window=100 weights=1:1:0",
+        "candidate_window=50 weight.context=0",
+        "candidate_window=100 weight.context=0",
     ]
 
 
@@ -69,7 +69,7 @@ def test_context_target_axis() -> None:
 def test_standard_grid_is_a_sweep() -> None:
     points = parse_grid("standard")
     assert points == parse_grid(STANDARD_GRID)
-    assert len(points) == 1 + 4 + 4 + 4 + 2 + 2 + 2 + 3 + 2 + 4
+    assert len(points) == 1 + 4 + 4 + 2 + 4 + 2 + 2 + 3 + 2 + 2 + 2 + 2 + 1
 
 
 @pytest.mark.parametrize(
@@ -84,8 +84,10 @@ def test_standard_grid_is_a_sweep() -> None:
         ("answer_cue_boost=-0.5", "numbers >= 0"),
         ("answer_cue_boost=lots", "numbers >= 0"),
         ("context_target=middle", "one of best, root, thread"),
-        ("weights=1:1", "three to five non-negative numbers"),
-        ("weights=0:0:0", "three to five non-negative numbers"),
+        ("weights=1:1:0", "unknown axis 'weights'"),
+        ("weight.lexical=-1", "numbers >= 0"),
+        ("weight.conceptual.nothing=1", "unknown axis"),
+        ("arm.lexical=maybe", "on or off"),
         ("rrf_k=1;rrf_k=2", "given twice"),
         (
             "product:"

@@ -48,28 +48,26 @@ def test_corpus_home_is_dedicated_and_keeps_embedding_settings(settings: Setting
 def test_fusion_config_changes_only_the_named_axes() -> None:
     base = runner.FusionConfig()
     config = runner.fusion_config(
-        GridPoint("x", {"rrf_k": 10, "use_context_arm": False, "answer_cue_boost": 0.0}), base
+        GridPoint("x", {"rrf_k": 10, "arm.context": False, "answer_cue_boost": 0.0}), base
     )
-    assert (config.rrf_k, config.use_context_arm, config.answer_cue_boost) == (10, False, 0.0)
+    assert (config.rrf_k, config.disabled_arms, config.answer_cue_boost) == (
+        10,
+        frozenset({"context"}),
+        0.0,
+    )
     assert config.route_weights == base.route_weights
     assert config.candidate_window == base.candidate_window
 
-    everywhere = runner.fusion_config(GridPoint("w", {"weights": (1.0, 2.0, 0.0)}), base)
+    everywhere = runner.fusion_config(GridPoint("w", {"weight.semantic": 2.0}), base)
     for route in ("exact", "conceptual", "mixed"):
-        # Three weights: the aspect and named-author arms keep the route's own weights.
-        expected = {**base.weights(route), "lexical": 1.0, "semantic": 2.0, "context": 0.0}
-        assert everywhere.weights(route) == expected
+        assert everywhere.weights(route) == {**base.weights(route), "semantic": 2.0}
 
-    one = runner.fusion_config(GridPoint("e", {"weights.exact": (3.0, 0.5, 0.5, 0.0)}), base)
-    assert one.weights("exact") == {
-        "lexical": 3.0,
-        "semantic": 0.5,
-        "context": 0.5,
-        "aspects": 0.0,
-        "authors": base.weights("exact")["authors"],
-    }
+    one = runner.fusion_config(GridPoint("e", {"weight.exact.aspects": 0.0}), base)
+    assert one.weights("exact") == {**base.weights("exact"), "aspects": 0.0}
     assert one.weights("mixed") == base.weights("mixed")
-    assert base.weights("exact") != one.weights("exact")  # the default was not mutated
+
+    back_on = runner.fusion_config(GridPoint("on", {"arm.context": True}), config)
+    assert back_on.disabled_arms == frozenset()
 
 
 def test_request_carries_filters_as_names_and_bounds() -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from expectations.checkpoint import main, validate_artifact
+from expectations.suites.artifact_metadata import DRIFT_RULE
 from slackquery.artifacts import files
 from slackquery.artifacts.build import build_artifact
 from slackquery.duckdb_setup import connect
@@ -85,6 +86,14 @@ DAMAGE: dict[str, tuple[str, set[tuple[str, str]]]] = {
             ("search_documents", "every message document has exactly one vector"),
         },
     ),
+    "unlisted_author": (
+        "delete from users where user_id = (select min(user_id) from users)",
+        {("users", "every author of a document is listed (`from:@name` resolves them)")},
+    ),
+    "unlisted_workspace": (
+        "delete from workspaces where workspace_id = (select min(workspace_id) from workspaces)",
+        {("workspaces", "every document's workspace is listed")},
+    ),
     "wrong_count": (
         "update artifact_metadata set document_count = document_count + 1",
         {
@@ -114,10 +123,32 @@ def test_count_drift_against_previous_and_cli_exit_status(
     )
     result = validate_artifact(artifact, previous=previous, max_count_drift=0.5)
     assert _failed(result) == {
-        ("artifact_metadata", "document count within max_count_drift of the published artifact"),
-        ("artifact_metadata", "message count within max_count_drift of the published artifact"),
+        ("artifact_metadata", f"document count {DRIFT_RULE}"),
+        ("artifact_metadata", f"message count {DRIFT_RULE}"),
     }
+    assert "SLACKQUERY_MAX_COUNT_DRIFT=1" in DRIFT_RULE
+    assert validate_artifact(artifact, previous=previous, max_count_drift=1)["success"]
     output = tmp_path / "result.json"
     assert main([str(artifact), "--previous", str(previous), "--output", str(output)]) == 1
     assert main([str(artifact), "--output", str(output)]) == 0
     assert files.read_json(output)["success"]
+
+
+@pytest.mark.parametrize(
+    ("previous_documents", "previous_messages"),
+    [
+        (20, 20),  # the candidate (65 documents, 59 messages) has grown from a small archive
+        (160, 150),  # more than half gone, but fewer than count_drift_min_drop (100)
+    ],
+)
+def test_growth_and_small_absolute_drops_pass(
+    artifact: Path, tmp_path: Path, previous_documents: int, previous_messages: int
+) -> None:
+    previous = _damaged(
+        artifact,
+        tmp_path,
+        f"update artifact_metadata set document_count = {previous_documents}, "
+        f"message_count = {previous_messages}",
+    )
+    result = validate_artifact(artifact, previous=previous, max_count_drift=0.5)
+    assert result["success"], result["failures"]

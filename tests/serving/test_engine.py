@@ -2,7 +2,7 @@
 
 import pytest
 
-import serving.engine
+import serving.arms
 from serving.engine import SearchEngine
 from serving.fusion import FusionConfig
 from serving.models import SearchRequest
@@ -324,7 +324,7 @@ def test_multi_part_question_searches_each_part(
     assert part_winners & {message_id(28), message_id(29)}
 
     # At scale the parts rank only among the whole question's best matches by cosine.
-    monkeypatch.setattr(serving.engine, "ASPECT_POOL", 5)
+    monkeypatch.setattr(serving.arms, "ASPECT_POOL", 5)
     pooled = search(engine, question)
     assert pooled.notes == response.notes
     with_parts = [hit for hit in pooled.results if hit.aspects is not None]
@@ -333,7 +333,9 @@ def test_multi_part_question_searches_each_part(
 
     assert "aspects" not in search(engine, "why is everything slow when the nightly jobs").weights
     assert "aspects" not in search(engine, question, mode="semantic").weights
-    off = engine.search(SearchRequest(query=question), FusionConfig(use_aspect_arm=False))
+    off = engine.search(
+        SearchRequest(query=question), FusionConfig(disabled_arms=frozenset({"aspects"}))
+    )
     assert "aspects" not in off.weights
 
 
@@ -349,7 +351,9 @@ def test_question_naming_a_person_adds_their_messages(engine: SearchEngine) -> N
 
     assert "authors" not in search(engine, "what about the mobile rate limits").weights
     assert "authors" not in search(engine, question, author_ids=["@zoe.muller"]).weights
-    off = engine.search(SearchRequest(query=question), FusionConfig(use_author_arm=False))
+    off = engine.search(
+        SearchRequest(query=question), FusionConfig(disabled_arms=frozenset({"authors"}))
+    )
     assert "authors" not in off.weights
 
 

@@ -2,6 +2,7 @@
 
 import os
 import sys
+import threading
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,9 +15,14 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from mcp.server.mcpserver.exceptions import ToolError
 
+from serving.budget import BudgetExceeded, Deadline
 from serving.engine import SearchEngine
+from serving.metrics import Metrics
+from serving.models import SearchRequest
 from serving.server import build_http_app
+from serving.tools import ToolRunner
 from slackquery.artifacts.publish import publish
 from slackquery.settings import Settings
 from tests.loopback import serve
@@ -232,6 +238,15 @@ def test_health_readiness_auth_and_body_cap(settings: Settings, pipeline: Pipeli
         )
         assert big.status_code == 413
 
+        def chunks() -> Iterator[bytes]:  # no Content-Length: chunked transfer encoding
+            for _ in range(32):
+                yield b"x" * 65536
+
+        streamed = httpx.post(
+            f"{url}/mcp", content=chunks(), headers={"Authorization": "Bearer s3cret-token-value"}
+        )
+        assert streamed.status_code == 413 and "over 1048576 bytes" in streamed.text
+
         async def body(client: Client) -> Any:
             return await call(client, "list_slack_scopes")
 
@@ -255,3 +270,161 @@ def test_stdio_transport(published: Settings) -> None:
     assert tools == TOOLS
     assert found["results"][0]["channel_name"] == "support"
     assert found["results"][0]["semantic"] is not None
+
+
+def test_hostile_inputs_get_one_short_line_each(served: str) -> None:
+    cases = [
+        ("search_slack", {"query": "deploy", "cursor": "null"}, "not a cursor"),
+        ("search_slack", {"query": "deploy", "cursor": "abc.dé"}, "not a cursor"),
+        ("search_slack", {"query": "deploy", "limit": "abc"}, "limit: Input should be"),
+        ("search_slack", {"query": "deploy", "mode": "sql"}, "mode: Input should be"),
+        ("search_slack", {"query": "deploy", "start_ts_us": 2**64}, "start_ts_us"),
+        ("search_slack", {"query": "deploy", "channel_ids": ["c" * 100_097]}, "characters"),
+        ("search_slack", {"query": "x\x00" * 1500}, "maximum is 2000"),
+        ("search_slack", {"query": "is:\x00" + "y" * 1500}, "is:\\x00yyy"),
+        ("search_slack", {}, "query: Field required"),
+        ("list_slack_scopes", {"workspace_id": "null"}, "unknown workspace"),
+        ("get_slack_message", {"document_id": "https://acme＃.slack.com/archives/C1/p1234567890"},
+         "not a Slack message permalink"),
+        ("get_slack_thread", {"thread_id": "https://[::1/archives/C1/p1234567890"},
+         "not a Slack message permalink"),
+        ("get_slack_message", {"document_id": "https://[zzz]/archives/C1/p1234567890"},
+         "not a Slack message permalink"),
+        ("no_such_tool", {}, "Unknown tool"),
+    ]  # fmt: skip
+
+    async def body(client: Client) -> None:
+        for tool, arguments, expected in cases:
+            error = await call(client, tool, **arguments)
+            assert isinstance(error, str) and expected in error, (tool, error[:400])
+            line = error.removeprefix("ERROR: ")
+            assert len(line) <= 300 and line.isprintable(), line
+            for marker in ("Error executing tool", "pydantic", "validation error", "Traceback"):
+                assert marker not in line
+        for query in ("deploy after:9999-12-31", "deploy on:9999-12-31", "deploy during:9999"):
+            found = await call(client, "search_slack", query=query, mode="lexical")
+            assert found["results"] == [], query
+        error = await call(client, "search_slack", query="deploy during:0000-01")
+        assert "out of range" in error
+
+    run_client(served, body)
+
+
+def test_an_unexpected_failure_names_a_request_id_that_the_log_has(
+    engine: SearchEngine, published: Settings, monkeypatch: pytest.MonkeyPatch, caplog: Any
+) -> None:
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("disk on fire at /secret/path.duckdb")
+
+    monkeypatch.setattr(engine, "get_thread", broken)  # simulates a fault inside the engine
+    with http_server(published, engine) as url:
+
+        async def body(client: Client) -> str:
+            return await call(client, "get_slack_thread", thread_id=ERR_ROOT)
+
+        error = run_client(url, body)
+    assert error.startswith("ERROR: internal error in get_slack_thread (request id ")
+    assert "secret" not in error and "fire" not in error
+    request_id = error.split("request id ")[1].split(")")[0]
+    logged = [record for record in caplog.records if request_id in record.getMessage()]
+    assert logged and logged[0].exc_info is not None
+
+
+def test_tool_descriptions_state_the_enforced_limits(published: Settings) -> None:
+    narrow = published.model_copy(
+        update={"search_max_results": 7, "search_max_query_chars": 123, "search_max_query_parts": 3}
+    )
+    engine = SearchEngine(narrow)
+    try:
+        with http_server(narrow, engine) as url:
+
+            async def body(client: Client) -> tuple[dict[str, str], Any, Any, Any]:
+                tools = {
+                    tool.name: tool.description or "" for tool in (await client.list_tools()).tools
+                }
+                over = await call(client, "search_slack", query="deploy", mode="lexical", limit=8)
+                at = await call(client, "search_slack", query="deploy", mode="lexical", limit=7)
+                long = await call(client, "search_slack", query="d" * 124, mode="lexical", limit=5)
+                return tools, over, at, long
+
+            tools, over, at, long = run_client(url, body)
+    finally:
+        engine.close()
+    search = tools["search_slack"]
+    assert "1-7 results" in search and "1-123 chars" in search and "up to 3 parts" in search
+    assert "{" not in "".join(tools.values())
+    assert "between 1 and 7" in over and isinstance(at, dict) and "maximum is 123" in long
+    assert (
+        "1-500 messages" in tools["get_slack_thread"]
+        and "at most 100" in tools["get_slack_message"]
+    )
+
+
+def test_calls_over_the_in_flight_cap_are_busy_at_once(
+    published: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    single = published.model_copy(update={"serve_max_in_flight": 1})
+    engine = SearchEngine(single)
+    entered, release = threading.Event(), threading.Event()
+    original = engine.get_thread
+
+    def stalled(*args: Any) -> Any:  # simulates one slow call holding the only slot
+        entered.set()
+        release.wait(30)
+        return original(*args)
+
+    monkeypatch.setattr(engine, "get_thread", stalled)
+    with http_server(single, engine) as url:
+
+        async def body(client: Client) -> tuple[Any, Any, Any]:
+            first: list[Any] = []
+
+            async def slow_call() -> None:
+                first.append(await call(client, "get_slack_thread", thread_id=ERR_ROOT))
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(slow_call)
+                await anyio.to_thread.run_sync(entered.wait, 30)
+                busy = await call(client, "list_slack_scopes")
+                release.set()
+            return first[0], busy, await call(client, "list_slack_scopes")
+
+        slow, busy, later = run_client(url, body)
+    engine.close()
+    assert len(slow["messages"]) == 5
+    assert busy.startswith("ERROR: server busy: 1 calls are running already")
+    assert later["scopes"]
+
+
+def test_a_call_past_its_budget_ends_with_a_clear_error(settings: Settings) -> None:
+    now = [100.0]
+    budgeted = settings.model_copy(update={"serve_request_budget_s": 2.0})
+    runner = ToolRunner(budgeted, Metrics(), clock=lambda: now[0])
+
+    def ranking(deadline: Deadline) -> None:
+        now[0] += 2.5  # the first stage took 2.5 s
+        deadline.check("ranking")
+
+    with pytest.raises(ToolError, match=r"ran past its 2 s time budget before ranking"):
+        anyio.run(runner.run, "search_slack", "hybrid", ranking)
+    assert runner.in_flight == 0
+
+
+def test_search_checks_its_deadline_before_each_arm(engine: SearchEngine) -> None:
+    readings = iter([0.0, 0.0])  # made, first arm's check; every later reading is 99 s on
+
+    def clock() -> float:
+        return next(readings, 99.0)
+
+    request = SearchRequest(query="database migration", mode="hybrid")
+    with pytest.raises(BudgetExceeded, match=r"time budget before the \w+ arm"):
+        engine.search(request, deadline=Deadline(5.0, clock))
+    assert engine.search(request, deadline=Deadline(5.0)).results
+
+
+def test_long_lists_of_question_parts_are_capped_with_a_note(engine: SearchEngine) -> None:
+    question = ", ".join(f"what about deploy step {index}" for index in range(20))
+    found = engine.search(SearchRequest(query=question, mode="hybrid", limit=3))
+    assert "only the first 8 question parts were searched on their own (12 dropped)" in found.notes
+    searched = next(note for note in found.notes if note.startswith("searched each part: "))
+    assert searched.count(" | ") == 7

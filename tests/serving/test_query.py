@@ -3,7 +3,14 @@
 import pytest
 
 from serving.artifact import fold_name
-from serving.query import answer_types, content_tokens, holds_answer_type, query_aspects
+from serving.query import (
+    answer_types,
+    content_tokens,
+    holds_answer_type,
+    parse_query,
+    query_aspects,
+)
+from slackquery.errors import SlackqueryError
 
 
 def test_stop_words_are_dropped_from_the_bm25_query() -> None:
@@ -46,8 +53,12 @@ def test_names_fold_accents_and_case() -> None:
     assert fold_name("Zoë Müller") == "zoe muller"
 
 
+def parts(text: str) -> list[str]:
+    return query_aspects(text, max_parts=8).parts
+
+
 def test_multi_part_questions_split_into_parts() -> None:
-    assert query_aspects(
+    assert parts(
         "Catch me up on Sep 14-18: what changed about the database, how was migration "
         "checked, and what happened to QR format v2?"
     ) == [
@@ -55,14 +66,63 @@ def test_multi_part_questions_split_into_parts() -> None:
         "how was migration checked",
         "what happened to QR format v2",
     ]
-    assert query_aspects("Where is the API repository and what health endpoint is used?") == [
+    assert parts("Where is the API repository and what health endpoint is used?") == [
         "Where is the API repository",
         "what health endpoint is used",
     ]
     # A part without a content word is no part: one question remains, so no split.
-    assert query_aspects("What database was selected for the prototype, and why?") == []
-    assert query_aspects("Which command fixed the local 28P01 Postgres failure?") == []
-    assert query_aspects("ERR-42") == []
+    assert parts("What database was selected for the prototype, and why?") == []
+    assert parts("Which command fixed the local 28P01 Postgres failure?") == []
+    assert parts("ERR-42") == []
+
+
+def test_question_parts_are_capped_with_a_note() -> None:
+    listed = ", ".join(f"topic{index}" for index in range(150))
+    aspects = query_aspects(listed, max_parts=8)
+    assert aspects.parts == [f"topic{index}" for index in range(8)]
+    assert aspects.dropped == 142
+    assert aspects.note() == (
+        "only the first 8 question parts were searched on their own (142 dropped)"
+    )
+    assert query_aspects("deploy, rollback", max_parts=8).note() is None
+
+
+DAY_US = 86_400_000_000
+LAST_DAY_US = 253_402_214_400_000_000  # 9999-12-31T00:00:00Z
+
+
+@pytest.mark.parametrize(
+    ("query", "start", "end"),
+    [
+        ("x after:9999-12-31", LAST_DAY_US + DAY_US, None),
+        ("x on:9999-12-31", LAST_DAY_US, LAST_DAY_US + DAY_US - 1),
+        ("x during:9999", LAST_DAY_US - 364 * DAY_US, LAST_DAY_US + DAY_US - 1),
+        ("x during:9999-12", LAST_DAY_US - 30 * DAY_US, LAST_DAY_US + DAY_US - 1),
+        ("x before:0001-01-01", None, -62_135_596_800_000_000 - 1),
+        ("x during:2024-02", 1_706_745_600_000_000, 1_709_251_200_000_000 - 1),
+        ("x on:2024-03-01", 1_709_251_200_000_000, 1_709_337_600_000_000 - 1),
+    ],
+)
+def test_date_operators_hold_at_the_calendar_edges(
+    query: str, start: int | None, end: int | None
+) -> None:
+    parsed = parse_query(query)
+    assert (parsed.start_ts_us, parsed.end_ts_us) == (start, end)
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ("x during:0000-01", "out of range"),
+        ("x during:0000", "out of range"),
+        ("x on:0000-01-01", "not a date"),
+        ("x during:2024-13", "not a month"),
+        ("x after:10000-01-01", "not a date"),
+    ],
+)
+def test_dates_outside_the_calendar_are_clear_errors(query: str, message: str) -> None:
+    with pytest.raises(SlackqueryError, match=message):
+        parse_query(query)
 
 
 @pytest.mark.parametrize(

@@ -7,15 +7,10 @@ import serving.lexical
 import serving.semantic
 from serving.artifact import DISPLAY_COLUMNS
 from serving.engine import SearchEngine
-from serving.fusion import (
-    ArmRanking,
-    FusedHit,
-    boost_answer_cues,
-    fuse,
-    top_candidates,
-    top_rows,
-)
+from serving.fusion import fuse
 from serving.models import SearchRequest
+from serving.ranking import ArmRanking, FusedHit, top_candidates, top_rows
+from serving.stages import boost_answer_cues
 
 
 def reference_fuse(
@@ -175,7 +170,7 @@ def test_vector_scores_equal_the_plain_product(
     monkeypatch: pytest.MonkeyPatch, share: float
 ) -> None:
     # Small gather blocks, so a subset spans several of them and a partial last one.
-    monkeypatch.setattr(serving.semantic, "_GATHER_ROWS", 16)
+    monkeypatch.setattr(serving.semantic, "_GATHER_BYTES", 16 * 24 * 4)
     rng = np.random.default_rng(3)
     matrix = rng.standard_normal((2000, 24)).astype(np.float32)
     query = rng.standard_normal(24).astype(np.float32)

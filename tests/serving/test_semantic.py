@@ -5,7 +5,14 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from serving.semantic import QueryEmbedder
+from serving.semantic import (
+    RESCORE_DEPTH,
+    Int8Codes,
+    QueryEmbedder,
+    dot_scores,
+    vector_scores,
+    vector_scores_many,
+)
 from slackquery.embedding.base import GenerationIdentity
 from slackquery.errors import SlackqueryError
 
@@ -74,3 +81,71 @@ def test_bad_vectors_and_generations_are_errors() -> None:
         embedder_for(RecordingEmbedder(zero_for="b")).embed_many(["a", "b"], generation, 8)
     with pytest.raises(SlackqueryError, match="generation mismatch"):
         embedder_for(RecordingEmbedder()).embed("a", "another-generation", 8)
+
+
+def unit_rows(rng: np.random.Generator, count: int, dimension: int) -> np.ndarray:
+    rows = rng.standard_normal((count, dimension)).astype(np.float32)
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def clustered(seed: int, count: int = 6000, dimension: int = 96) -> np.ndarray:
+    """Unit vectors around a few topics, the shape real embeddings have (ties unlikely)."""
+    rng = np.random.default_rng(seed)
+    topics = unit_rows(rng, 12, dimension)
+    rows = topics[rng.integers(0, 12, count)] + 0.6 * unit_rows(rng, count, dimension)
+    return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
+
+
+def test_int8_codes_estimate_cosines_closely() -> None:
+    matrix = clustered(0, count=20_000)  # several quantisation blocks
+    codes = Int8Codes.of(matrix)
+    np.testing.assert_array_equal(codes.scales, np.abs(matrix).max(axis=0) / 127)
+    assert codes.codes.dtype == np.int8 and codes.codes.shape == matrix.shape
+    query = unit_rows(np.random.default_rng(1), 1, matrix.shape[1])
+    query_codes, factor = codes.quantise_queries(query)
+    estimate = (codes.codes.astype(np.int32) @ query_codes[0].astype(np.int32)) * factor[0]
+    assert np.abs(estimate - matrix @ query[0]).max() < 0.01
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_quantised_scan_keeps_the_exact_top_and_its_scores(seed: int) -> None:
+    matrix = clustered(seed)
+    codes = Int8Codes.of(matrix)
+    rng = np.random.default_rng(100 + seed)
+    query = matrix[int(rng.integers(0, matrix.shape[0]))] + 0.3 * unit_rows(rng, 1, 96)[0]
+    query /= np.linalg.norm(query)
+    exact = dot_scores(matrix, query)
+    for positions in (None, np.sort(rng.choice(6000, 700, replace=False)), np.arange(0, 6000, 2)):
+        wanted = exact if positions is None else exact[positions]
+        scores = vector_scores(matrix, query, positions, codes)
+        assert scores.shape == wanted.shape
+        top = np.argsort(-wanted, kind="stable")[:100]
+        assert set(np.argsort(-scores, kind="stable")[:100]) == set(top)
+        # The re-scored best carry exact cosines, the rest estimates close to them.
+        np.testing.assert_array_equal(scores[top], wanted[top])
+        assert np.abs(scores - wanted).max() < 0.01
+        assert np.count_nonzero(scores == wanted) >= RESCORE_DEPTH
+
+
+def test_quantised_many_equals_one_at_a_time() -> None:
+    matrix = clustered(7)
+    codes = Int8Codes.of(matrix)
+    queries = matrix[[3, 500, 4000]]
+    for positions in (None, np.arange(100, 1900)):
+        many = vector_scores_many(matrix, queries, positions, codes)
+        for query, scores in zip(queries, many, strict=True):
+            np.testing.assert_array_equal(scores, vector_scores(matrix, query, positions, codes))
+
+
+def test_sets_within_the_rescore_depth_are_scored_exactly() -> None:
+    matrix = clustered(3, count=RESCORE_DEPTH + 50)
+    codes = Int8Codes.of(matrix)
+    query = matrix[0]
+    positions = np.arange(0, RESCORE_DEPTH)
+    np.testing.assert_array_equal(
+        vector_scores(matrix, query, positions, codes), vector_scores(matrix, query, positions)
+    )
+    np.testing.assert_array_equal(
+        vector_scores_many(matrix, matrix[:2], positions, codes),
+        vector_scores_many(matrix, matrix[:2], positions),
+    )

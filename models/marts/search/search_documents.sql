@@ -166,9 +166,9 @@ messages_in_context as (
         alone matches nothing a searcher types). The root joins before the
         incremental comparison, so an edited or deleted root changes its
         replies' text_hash and they are re-embedded. A message whose thread
-        root is another message is a reply; saying so with is_thread_reply in
-        this ON clause (a left-side-only condition) made DuckDB plan a nested
-        loop join: minutes instead of a second at 1M messages. -#}
+        root is another message is a reply. Keep is_thread_reply out of this
+        ON clause: a condition on the left side only makes DuckDB plan a
+        nested loop join. -#}
     select
         messages_placed.*,
         {{ document_embedding_text(
@@ -403,6 +403,17 @@ documents as (
     union all
     select * from thread_documents
 
+),
+
+documents_with_links as (
+
+    select
+        documents.*,
+        coalesce(
+            regexp_matches(documents.text_lexical, 'https?://'), false
+        ) as has_link
+    from documents
+
 )
 
-select * from documents
+select * from documents_with_links

@@ -2,8 +2,8 @@
     Not served. A few documents holding the identifiers users search for
     verbatim, indexed with the project's FTS configuration by the same macro
     the artifact build calls; data-tests/marts/search check that each
-    identifier finds its document. If the tokenizer setting ever drops digits
-    again, `dbt build` fails here.
+    identifier finds its document. A tokenizer setting that drops digits
+    fails `dbt build` here.
 #}
 {{
     config(

@@ -1,0 +1,93 @@
+"""Prefect flows `sync` and `sync-and-reconcile`: keep search current from the Slack Web API.
+
+Reads the Slack Web API (`SLACKQUERY_SLACK_API_URL`, token `SLACKQUERY_SLACK_TOKEN`).
+Writes the canonical store only, under the writer lock `import` takes, one page per
+transaction with its checkpoint (`slackquery.canonical.sync_store`). Safe to re-run at any
+point, including after a SIGKILL: the next run resumes every conversation from its last
+commit, and a run that finds the lock held (an import, or a sync still going) is skipped.
+`sync-and-reconcile` then runs the `reconcile` flow, so the deployment that calls it
+every 15 minutes publishes what the sync brought in.
+
+Retries: a sync that gave up on 429s, 5xx or timeouts is retried (it resumes, so a retry
+costs only the page in flight); token, scope and input errors fail at once.
+"""
+
+import logging
+from datetime import date
+from typing import Any
+
+from prefect import Task, flow, get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+from prefect.client.schemas.objects import TaskRun
+from prefect.exceptions import MissingContextError
+from prefect.states import State
+
+from flows.reconcile import reconcile
+from slackquery.canonical.store import StoreBusy
+from slackquery.settings import get_settings
+from slackquery.slack.client import SlackTransientError
+from slackquery.slack.sync import CONVERSATION_TYPES, SyncRequest, sync
+
+
+def retry_transient(task: Task[..., Any], task_run: TaskRun, state: State[Any]) -> bool:
+    """Retry a sync that gave up on rate limits, server errors or timeouts; nothing else."""
+    try:
+        state.result()
+    except SlackTransientError:
+        return True
+    except Exception:
+        return False
+    return False
+
+
+def _logger() -> logging.Logger | logging.LoggerAdapter:
+    """The run's logger inside Prefect, a plain one when a task body runs bare (`.fn()`)."""
+    try:
+        return get_run_logger()
+    except MissingContextError:
+        return logging.getLogger("slackquery.sync")
+
+
+@task(
+    cache_policy=NO_CACHE,
+    persist_result=False,
+    retries=3,
+    retry_delay_seconds=[60, 300, 900],
+    retry_condition_fn=retry_transient,
+)
+def sync_workspace(types: list[str], channels: list[str], since: date | None) -> dict[str, Any]:
+    """One sync run; `{"status": "skipped"}` when another writer holds the store."""
+    request = SyncRequest(types=tuple(types), channels=tuple(channels), since=since)
+    try:
+        result = sync(get_settings(), request)
+    except StoreBusy as error:
+        _logger().warning("%s; skipping this run", error)
+        return {"status": "skipped", "reason": str(error)}
+    _logger().info(
+        "synced %s conversations with %s requests: %s",
+        result["conversations"],
+        result["request_count"],
+        result["counts"]["messages"],
+    )
+    return {"status": "synced", **result}
+
+
+@flow(name="sync", log_prints=False)
+def sync_flow(
+    types: list[str] | None = None,
+    channels: list[str] | None = None,
+    since: date | None = None,
+) -> dict[str, Any]:
+    """Bring the canonical store up to date from the Slack Web API, once."""
+    return sync_workspace(list(types or CONVERSATION_TYPES), list(channels or []), since)
+
+
+@flow(name="sync-and-reconcile", log_prints=False)
+def sync_and_reconcile(
+    types: list[str] | None = None,
+    channels: list[str] | None = None,
+    full_refresh: bool = False,
+) -> dict[str, Any]:
+    """Sync, then reconcile (project, embed, build, validate, publish) what it brought in."""
+    synced = sync_workspace(list(types or CONVERSATION_TYPES), list(channels or []), None)
+    return {"sync": synced, "reconcile": reconcile(full_refresh=full_refresh)}

@@ -1,0 +1,215 @@
+"""The retrieval arms: one small unit per way of finding candidates, and their registry.
+
+Every arm has the same signature: it reads the shared `QueryContext` (parsed query,
+filters and eligible rows, query vectors, artifact) and returns a ranking of artifact rows,
+or None when it has nothing to say about this query. `ARMS` is the one registry: fusion
+weights (serving/fusion.py), the evaluation grid's axes (slackquery/evaluation/grid.py) and
+the per-arm signals of every search hit (serving/models.py) are derived from it by name.
+Adding an arm means writing its `rank` function and registering an `Arm`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from serving.context import QueryContext
+from serving.ranking import ArmRanking, top_candidates
+from serving.semantic import best_indices, vector_scores_many
+
+ROUTES = ("exact", "conceptual", "mixed")
+# How a thread-context hit becomes a message for fusion (see `thread_votes`).
+CONTEXT_TARGETS = ("best", "root", "thread")
+# The parts of a multi-part question are ranked among the whole question's best matches by
+# cosine, not over every vector: a part's answer is about the question too, and at 1M
+# vectors one more pass for two parts costs ~165 ms (this pool: a few ms). Corpora with at
+# most this many eligible vectors (Beacon, the sample workspace) rank parts over all.
+ASPECT_POOL = 10_000
+
+
+@dataclass(frozen=True, eq=False)
+class Arm:
+    """One registered arm: its name, ranking function, default weight per route, the
+    description of its per-hit signal (an MCP output field), and the modes it runs in."""
+
+    name: str
+    rank: Callable[[QueryContext], ArmRanking | None]
+    weights: Mapping[str, float]
+    signal: str
+    modes: tuple[str, ...] = ("hybrid",)
+
+
+def rank_lexical(ctx: QueryContext) -> ArmRanking | None:
+    """BM25 over messages."""
+    if not ctx.terms.known:
+        return None
+    rows, scores = ctx.lexical_candidates(ctx.artifact.is_message)
+    return top_candidates(rows, scores, ctx.window)
+
+
+def rank_semantic(ctx: QueryContext) -> ArmRanking:
+    """Cosine of the question with every eligible message vector."""
+    rows, scores = ctx.cosines
+    return top_candidates(rows, scores, ctx.window)
+
+
+def rank_context(ctx: QueryContext) -> ArmRanking | None:
+    """BM25 over thread-context documents, each matching thread voting for a message."""
+    if not ctx.terms.known:
+        return None
+    rows, scores = ctx.lexical_candidates(ctx.artifact.is_context)
+    return thread_votes(ctx, top_candidates(rows, scores, ctx.window))
+
+
+def thread_votes(ctx: QueryContext, threads: ArmRanking) -> ArmRanking:
+    """Turn ranked thread-context hits into a ranking of messages.
+
+    `root`: each thread votes for its first eligible message (the root). `thread`: every
+    eligible message of the thread shares the thread's rank. `best`: the thread votes for
+    its eligible message most similar to the query (cosine; root when no vector).
+    Cost: the members of at most `candidate_window` threads, never the corpus.
+    """
+    artifact, target = ctx.artifact, ctx.fusion.context_target
+    groups: list[tuple[int, float, np.ndarray]] = []
+    for rank, (thread_row, score) in enumerate(
+        zip(threads.rows.tolist(), threads.scores.tolist(), strict=True), start=1
+    ):
+        members = artifact.context_members.get(thread_row)
+        if members is None or members.size == 0:
+            continue
+        passing = ctx.eligible(members, kind=artifact.is_message)
+        if passing.any():
+            groups.append((rank, score, members[passing]))
+    cosines = _member_cosines(ctx, groups) if target == "best" and groups else None
+    mapped_rows: list[int] = []
+    mapped_ranks: list[int] = []
+    mapped_scores: list[float] = []
+    seen: set[int] = set()
+    offset = 0
+    for rank, score, members in groups:
+        if target == "thread":
+            chosen = members.tolist()
+        elif cosines is not None:
+            chosen = [int(members[int(np.argmax(cosines[offset : offset + members.size]))])]
+        else:
+            chosen = [int(members[0])]
+        offset += members.size
+        for row in chosen:
+            if row not in seen:
+                seen.add(row)
+                mapped_rows.append(row)
+                mapped_ranks.append(rank)
+                mapped_scores.append(score)
+    return ArmRanking(
+        np.array(mapped_rows, dtype=np.int64),
+        np.array(mapped_scores, np.float32),
+        np.array(mapped_ranks, dtype=np.int64),
+    )
+
+
+def _member_cosines(ctx: QueryContext, groups: list[tuple[int, float, np.ndarray]]) -> np.ndarray:
+    """Cosine with the question of every member of every thread, in group order, from one
+    matrix product; members without a vector score -inf, so a thread without any vectors
+    falls back to its root."""
+    artifact = ctx.artifact
+    everything = np.concatenate([members for _, _, members in groups])
+    cosines = np.full(everything.size, -np.inf, dtype=np.float32)
+    has_vector = artifact.has_vector[everything]
+    if has_vector.any():
+        positions = np.searchsorted(artifact.vector_rows, everything[has_vector])
+        cosines[has_vector] = artifact.vectors[positions] @ ctx.query_vector
+    return cosines
+
+
+def rank_aspects(ctx: QueryContext) -> ArmRanking | None:
+    """Rank messages by cosine with each part of a multi-part question, then interleave the
+    parts: a message's rank is its best rank in any part's list, so each part's top hits
+    compete near the top, not only the part the whole question's vector leans to. One pass
+    over the pool's vectors for all parts."""
+    if not ctx.aspects:
+        return None
+    rows, scores = ctx.cosines
+    positions = ctx.vector_positions
+    pool = best_indices(scores, ASPECT_POOL)
+    if pool is not None:
+        positions = pool if positions is None else positions[pool]
+        rows = rows[pool]
+    best: dict[int, tuple[int, float]] = {}
+    part_vectors = ctx.query_vectors[1:]
+    artifact = ctx.artifact
+    for part_scores in vector_scores_many(
+        artifact.vectors, part_vectors, positions, artifact.vector_codes
+    ):
+        ranking = top_candidates(rows, part_scores, ctx.window)
+        for rank, (row, score) in enumerate(
+            zip(ranking.rows.tolist(), ranking.scores.tolist(), strict=True), start=1
+        ):
+            if row not in best or rank < best[row][0]:
+                best[row] = (rank, score)
+    ordered = sorted(best.items(), key=lambda item: (item[1][0], -item[1][1], item[0]))
+    ctx.notes.append("searched each part: " + " | ".join(ctx.aspects))
+    return ArmRanking(
+        np.array([row for row, _ in ordered], dtype=np.int64),
+        np.array([score for _, (_, score) in ordered], dtype=np.float32),
+        np.array([rank for _, (rank, _) in ordered], dtype=np.int64),
+    )
+
+
+def rank_authors(ctx: QueryContext) -> ArmRanking | None:
+    """Messages by the people the question names, by cosine: a hint, never a filter."""
+    if ctx.filters.author_ids:
+        return None
+    named = ctx.artifact.authors_named_in(ctx.text)
+    if not named.size:
+        return None
+    rows, scores = ctx.cosines
+    by_named = np.isin(ctx.artifact.author_codes[rows], named)
+    return top_candidates(rows[by_named], scores[by_named], ctx.window)
+
+
+# Default weights per route. `exact`, `mixed`: the original design's lexical, semantic and
+# context weights. `conceptual` (natural-language questions, most of what people and agents
+# ask): the semantic arm is the strongest arm on such questions, so the others are
+# tie-breakers there. Decided with the evaluation harness: docs/evaluation.md.
+ARMS: tuple[Arm, ...] = (
+    Arm(
+        "lexical",
+        rank_lexical,
+        {"exact": 1.8, "conceptual": 0.25, "mixed": 1.0},
+        "BM25 arm rank/score, if it found this.",
+        modes=("lexical", "hybrid"),
+    ),
+    Arm(
+        "semantic",
+        rank_semantic,
+        {"exact": 0.5, "conceptual": 1.5, "mixed": 1.0},
+        "Embedding arm rank/score, if it found this.",
+        modes=("semantic", "hybrid"),
+    ),
+    Arm(
+        "context",
+        rank_context,
+        {"exact": 0.65, "conceptual": 0.25, "mixed": 0.65},
+        "Thread-context arm rank/score: the thread as a whole matched.",
+    ),
+    Arm(
+        "aspects",
+        rank_aspects,
+        {"exact": 0.5, "conceptual": 0.5, "mixed": 1.0},
+        "Question-part arm rank/cosine: best rank for one part of a multi-part question "
+        "(hybrid only).",
+    ),
+    Arm(
+        "authors",
+        rank_authors,
+        {"exact": 0.5, "conceptual": 0.25, "mixed": 0.5},
+        "Named-author arm rank/cosine: written by someone the question names (hybrid only).",
+    ),
+)
+
+
+def arm_names(arms: tuple[Arm, ...] = ARMS) -> tuple[str, ...]:
+    """The registered arms' names, in registry order."""
+    return tuple(arm.name for arm in arms)

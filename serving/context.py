@@ -1,0 +1,131 @@
+"""The shared per-query context every retrieval arm and stage reads.
+
+The engine validates a request, resolves its filters and builds one `QueryContext`; the
+arms (serving/arms.py) and the stages after fusion (serving/stages.py) only read it. Work
+that several arms need (the query vectors, cosine over the eligible
+vectors) is computed once, on first use, so an arm never reaches into another arm's
+results and an arm that does not run costs nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from serving.query import query_aspects
+from serving.semantic import vector_scores
+
+if TYPE_CHECKING:
+    from serving.artifact import Filters, LoadedArtifact
+    from serving.fusion import FusionConfig
+    from serving.lexical import QueryTerms
+    from serving.semantic import QueryEmbedder
+
+
+@dataclass
+class QueryContext:
+    """One search: its parsed text, filters, visible rows, and lazily shared work.
+
+    `mask` marks the rows (of any kind) the query may rank: its filters and quoted phrases
+    (None: every row). Arms apply it before ranking, so windows, scores and counts are
+    those of the eligible rows only, never a post-filter.
+    """
+
+    text: str
+    mode: str
+    route: str
+    fusion: FusionConfig
+    artifact: LoadedArtifact
+    filters: Filters
+    mask: np.ndarray | None
+    terms: QueryTerms
+    embedder: QueryEmbedder
+    active_arms: frozenset[str]
+    max_query_parts: int
+    notes: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    _open: list[float] = field(default_factory=list, repr=False)
+
+    @property
+    def window(self) -> int:
+        """How many candidates each arm hands to fusion."""
+        return self.fusion.candidate_window
+
+    @contextmanager
+    def timed(self, name: str) -> Iterator[None]:
+        """Add the block's wall time to `timings[name]`, minus blocks timed inside it
+        (an arm that triggers the query embedding does not count the model's time)."""
+        self._open.append(0.0)
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            elapsed = (time.perf_counter() - started) * 1000
+            inner = self._open.pop()
+            self.timings[name] = self.timings.get(name, 0.0) + elapsed - inner
+            if self._open:
+                self._open[-1] += elapsed
+
+    def eligible(self, rows: np.ndarray, *, kind: np.ndarray) -> np.ndarray:
+        """Which of `rows` are of the given kind (an artifact row flag) and pass the mask."""
+        keep = kind[rows]
+        if self.mask is not None:
+            keep &= self.mask[rows]
+        return keep
+
+    def lexical_candidates(self, kind: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Eligible rows of the given kind matching a known query term with their BM25
+        scores: at least the window's best, read without scoring every match
+        (`BM25Index.candidates`)."""
+        eligible = kind if self.mask is None else kind & self.mask
+        return self.artifact.bm25.candidates(self.terms.known, self.window, eligible)
+
+    @cached_property
+    def aspects(self) -> list[str]:
+        """The parts of a multi-part question (at most `max_query_parts`, a note says when
+        more were dropped), when the question-part arm runs."""
+        if "aspects" not in self.active_arms:
+            return []
+        aspects = query_aspects(self.text, self.max_query_parts)
+        note = aspects.note()
+        if note:
+            self.notes.append(note)
+        return aspects.parts
+
+    @cached_property
+    def query_vectors(self) -> np.ndarray:
+        """The question's vector, then one per part; the model embeds them in one batch."""
+        with self.timed("embed"):
+            return self.embedder.embed_many(
+                [self.text, *self.aspects], self.artifact.generation_id, self.artifact.dimension
+            )
+
+    @property
+    def query_vector(self) -> np.ndarray:
+        """The whole question's vector."""
+        return self.query_vectors[0]
+
+    @cached_property
+    def vector_positions(self) -> np.ndarray | None:
+        """Matrix positions of the message vectors the query may rank (None: all)."""
+        artifact = self.artifact
+        if self.mask is None:
+            return artifact.searchable_vectors
+        vector_rows = artifact.vector_rows
+        return np.flatnonzero(self.mask[vector_rows] & artifact.is_message[vector_rows])
+
+    @cached_property
+    def cosines(self) -> tuple[np.ndarray, np.ndarray]:
+        """Eligible message rows and their cosine with the question, in matrix order."""
+        artifact, positions = self.artifact, self.vector_positions
+        scores = vector_scores(
+            artifact.vectors, self.query_vector, positions, artifact.vector_codes
+        )
+        rows = artifact.vector_rows if positions is None else artifact.vector_rows[positions]
+        return rows, scores

@@ -1,0 +1,224 @@
+"""Slack export loader: the standard ZIP/folder layout and slackdump's (local file copies).
+
+Both layouts are `users.json`, the conversation lists and `<folder>/YYYY-MM-DD.json` day
+files; slackdump adds `__uploads/<file id>/<name>` or `<folder>/attachments/<id>-<name>`
+copies, which make the run's source format `slackdump_export`. The lists are read and
+checked before the transaction starts (`__init__`); `stage` then streams the day files.
+"""
+
+import re
+from collections import Counter
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from slackquery.canonical.authors import Authors
+from slackquery.canonical.rows import (
+    slack_channel_row,
+)
+from slackquery.canonical.sources import CONVERSATION_LISTS, DAY_FILE, USER_LISTS, ExportReader
+from slackquery.canonical.staging import Staged, Staging, Warnings
+from slackquery.errors import SlackqueryError
+from slackquery.settings import Settings
+
+CONVERSATION_TYPES = {
+    "channels.json": "public_channel",
+    "groups.json": "private_channel",
+    "dms.json": "im",
+    "mpims.json": "mpim",
+}
+
+
+class SlackExportLoader:
+    """Stages a Slack export (standard or slackdump layout)."""
+
+    def __init__(self, settings: Settings, path: Path, slug_hint: str, warnings: Warnings) -> None:
+        self.settings = settings
+        self.warnings = warnings
+        self.reader = ExportReader(path)
+        try:
+            self._plan(slug_hint)
+        except BaseException:
+            self.reader.close()
+            raise
+
+    def _plan(self, slug_hint: str) -> None:
+        """Read the lists and index the members; all checks that need no database."""
+        reader = self.reader
+        members = set(reader.members)
+        user_list = next((name for name in USER_LISTS if name in members), None)
+        if user_list is None:
+            raise SlackqueryError(
+                f"{reader.path.name}: missing users.json (or org_users.json) in the export"
+            )
+        if not any(name in members for name in CONVERSATION_LISTS):
+            raise SlackqueryError(
+                f"{reader.path.name}: no conversation list in the export (expected "
+                "channels.json, groups.json, dms.json or mpims.json)"
+            )
+        self.users = self._load_users(user_list)
+        teams = Counter(
+            team
+            for user in self.users.values()
+            for team in (user.get("team_id"), (user.get("profile") or {}).get("team"))
+            if isinstance(team, str) and team
+        )
+        self.workspace_id_derived = not teams
+        self.workspace_id = teams.most_common(1)[0][0] if teams else slug_hint
+        self.conversations: dict[str, dict[str, Any]] = {}  # channel_id -> entry
+        self.folders: dict[str, str] = {}  # folder name -> channel_id
+        for list_name in CONVERSATION_LISTS:
+            if list_name in members:
+                self._load_conversations(list_name, CONVERSATION_TYPES[list_name])
+        self._index_members()
+        self.source_format = "slackdump_export" if self.local_paths else "slack_export"
+        stem = reader.path.name if reader.path.is_dir() else reader.path.stem
+        match = re.match(r"^(.*?)\s+slack\s+export", stem, re.IGNORECASE)
+        self.team_name_hint = match.group(1).strip() if match else None
+
+    def _index_members(self) -> None:
+        """Find the day files of listed conversations and slackdump's local file copies."""
+        reader = self.reader
+        self.day_files: list[tuple[str, str, str]] = []  # (channel_id, member, day)
+        self.local_paths: dict[str, str] = {}
+        unknown_folders: Counter[str] = Counter()
+        for member in reader.members:
+            parts = member.split("/")
+            if len(parts) == 3 and parts[0] == "__uploads":
+                self.local_paths.setdefault(parts[1], member)
+                continue
+            if len(parts) == 3 and parts[1] == "attachments" and "-" in parts[2]:
+                self.local_paths.setdefault(parts[2].split("-", 1)[0], member)
+                continue
+            if len(parts) != 2:
+                continue
+            match = DAY_FILE.match(parts[1])
+            if match is None:
+                continue
+            try:
+                date.fromisoformat(match.group(1))
+            except ValueError:
+                self.warnings.add(reader.describe(member), "not a valid date: day file skipped")
+                continue
+            channel_id = self.folders.get(parts[0])
+            if channel_id is None:
+                unknown_folders[parts[0]] += 1
+                continue
+            self.day_files.append((channel_id, member, match.group(1)))
+        for folder, count in sorted(unknown_folders.items()):
+            self.warnings.add(
+                reader.describe(folder + "/"),
+                f"unknown conversation {folder!r} (not in any conversation list): "
+                f"{count} day file(s) skipped",
+            )
+        if not self.day_files:
+            raise SlackqueryError(
+                f"{reader.path.name}: the export has no messages "
+                "(no <conversation>/YYYY-MM-DD.json day files of a listed conversation)"
+            )
+
+    def _load_list(self, member: str) -> list[Any]:
+        value = self.reader.load_json(member)
+        if not isinstance(value, list):
+            raise SlackqueryError(
+                f"{self.reader.describe(member)}: expected a JSON list, got {type(value).__name__}"
+            )
+        return value
+
+    def _load_users(self, member: str) -> dict[str, dict[str, Any]]:
+        users: dict[str, dict[str, Any]] = {}
+        for entry in self._load_list(member):
+            user_id = entry.get("id") if isinstance(entry, dict) else None
+            if not isinstance(user_id, str):
+                self.warnings.add(self.reader.describe(member), "user entry without an id skipped")
+            elif user_id in users:
+                self.warnings.add(self.reader.describe(member), f"duplicate user {user_id} skipped")
+            else:
+                users[user_id] = entry
+        return users
+
+    def _load_conversations(self, member: str, conversation_type: str) -> None:
+        for entry in self._load_list(member):
+            channel_id = entry.get("id") if isinstance(entry, dict) else None
+            if not isinstance(channel_id, str):
+                self.warnings.add(
+                    self.reader.describe(member), "conversation entry without an id skipped"
+                )
+                continue
+            if channel_id in self.conversations:
+                self.warnings.add(
+                    self.reader.describe(member), f"duplicate conversation {channel_id} skipped"
+                )
+                continue
+            name = entry.get("name")
+            folder = channel_id if conversation_type == "im" or not name else str(name)
+            self.conversations[channel_id] = {
+                "entry": entry,
+                "type": conversation_type,
+                "folder": folder,
+                "list": member,
+            }
+            self.folders.setdefault(folder, channel_id)
+        for channel_id in self.conversations:
+            self.folders.setdefault(channel_id, channel_id)
+
+    def handle(self, user_id: str) -> str:
+        """A user's handle (`name`), else the id: how DMs are named."""
+        user = self.users.get(user_id)
+        name = user.get("name") if user else None
+        return name if isinstance(name, str) and name else user_id
+
+    def stage(self, connection: duckdb.DuckDBPyConnection) -> Staged:
+        """Stream every day file into the stage tables; return coverage and counts."""
+        try:
+            return self._stage(connection)
+        finally:
+            self.reader.close()
+
+    def _stage(self, connection: duckdb.DuckDBPyConnection) -> Staged:
+        staging = Staging(connection, self.warnings, self.workspace_id, self.settings)
+        authors = Authors(self.users, self.warnings)
+        seen: set[str] = set()
+        self.day_files.sort(key=lambda item: (item[1].split("/")[0], item[2]))
+        for channel_id, member, day in self.day_files:
+            where = self.reader.describe(member)
+            day_messages = self.reader.load_json(member)
+            if not isinstance(day_messages, list):
+                raise SlackqueryError(
+                    f"{where}: a day file must be a JSON list of messages, "
+                    f"got {type(day_messages).__name__}"
+                )
+            staging.days.append(day)
+            for message in day_messages:
+                ts_us = staging.valid_ts_us(where, message)
+                if ts_us is not None:
+                    staging.add_slack_message(
+                        message,
+                        authors=authors,
+                        channel_id=channel_id,
+                        ts_us=ts_us,
+                        day=day,
+                        where=where,
+                        seen=seen,
+                        local_paths=self.local_paths,
+                    )
+        authors.warn_unknown()
+        channels = [
+            slack_channel_row(
+                self.workspace_id,
+                info["entry"],
+                conversation_type=info["type"],
+                folder=info["folder"],
+                handle=self.handle,
+            )
+            for info in self.conversations.values()
+        ]
+        return staging.finish(
+            source_format=self.source_format,
+            users=authors.rows(self.workspace_id),
+            channels=channels,
+            team_name_hint=self.team_name_hint,
+            workspace_id_derived=self.workspace_id_derived,
+        )

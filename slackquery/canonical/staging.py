@@ -1,0 +1,253 @@
+"""What every input format's loader shares: warnings, the batched stage writer, the tail.
+
+A loader (one module per format in `slackquery/canonical/formats/`) reads its input,
+turns it into canonical rows with the builders in `rows`, and hands them to a `Staging`;
+`Staging.finish` writes the stage tables the merge reads and describes what was staged.
+"""
+
+from dataclasses import dataclass, field
+from datetime import date
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+import orjson
+
+from slackquery.canonical import store
+from slackquery.canonical.rows import (
+    MESSAGE_COLUMNS,
+    SORTED,
+    ChannelRow,
+    FileRow,
+    UserRow,
+    file_row,
+    message_files,
+    message_row,
+    ts_to_us,
+)
+from slackquery.settings import Settings
+
+if TYPE_CHECKING:
+    from slackquery.canonical.authors import Authors
+
+MAX_LISTED_WARNINGS = 1000
+STAGE_BATCH_ROWS = 50_000
+
+
+@dataclass
+class Warnings:
+    """Skipped or doubtful input, counted in the report (the list is capped, the count not)."""
+
+    items: list[dict[str, str]] = field(default_factory=list)
+    count: int = 0
+
+    def add(self, where: str, problem: str) -> None:
+        """Record one warning."""
+        self.count += 1
+        if len(self.items) < MAX_LISTED_WARNINGS:
+            self.items.append({"file": where, "problem": problem})
+
+
+@dataclass
+class Staged:
+    """What a loader produced for the merge: identity, coverage and row counts.
+
+    `workspace_id_derived` is true when the workspace id is the slug taken from the file
+    name because the input carries no Slack team id (the merge then checks that the
+    slug does not silently start a second copy of a stored workspace).
+    """
+
+    workspace_id: str
+    team_name_hint: str | None
+    source_format: str
+    covered_channels: list[str]
+    first_day: date | None
+    last_day: date | None
+    messages_staged: int = 0
+    messages_skipped: int = 0
+    workspace_id_derived: bool = False
+
+
+class StageBuffer:
+    """Accumulates stage rows and flushes them to DuckDB in batches (bounded memory)."""
+
+    def __init__(
+        self, connection: duckdb.DuckDBPyConnection, table: str, columns: tuple[str, ...]
+    ) -> None:
+        self.connection = connection
+        self.table = table
+        self.columns = columns
+        self.rows: list[tuple[Any, ...]] = []
+        self.total = 0
+
+    def append(self, row: tuple[Any, ...]) -> None:
+        """Add one row; flush when the batch is full."""
+        self.rows.append(row)
+        if len(self.rows) >= STAGE_BATCH_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the batch to `stage_<table>`."""
+        store.stage_frame(self.connection, self.table, self.columns, self.rows)
+        self.total += len(self.rows)
+        self.rows = []
+
+
+class Staging:
+    """One loader's output on its way to the stage tables: messages, files, skips, days."""
+
+    def __init__(
+        self,
+        connection: duckdb.DuckDBPyConnection,
+        warnings: Warnings,
+        workspace_id: str,
+        settings: Settings,
+    ) -> None:
+        self.connection = connection
+        self.workspace_id = workspace_id
+        self.warnings = warnings
+        self.max_message_bytes = settings.max_message_bytes
+        self.messages = StageBuffer(connection, "messages", MESSAGE_COLUMNS)
+        self.files: list[FileRow] = []
+        self.skipped = 0
+        self.skipped_keys: list[str] = []
+        self.days: list[str] = []
+
+    def skip(self, where: str, problem: str) -> None:
+        """Count one skipped input message, with the warning that says why."""
+        self.warnings.add(where, problem)
+        self.skipped += 1
+
+    def oversize(self, where: str, label: str, key: str, canonical: bytes) -> bool:
+        """Skip (and remember, so it is not tombstoned) a message over the size limit."""
+        if len(canonical) <= self.max_message_bytes:
+            return False
+        self.skip(
+            where,
+            f"message {label} is {len(canonical):,} bytes (limit "
+            f"{self.max_message_bytes:,}, settings.max_message_bytes): skipped",
+        )
+        self.skipped_keys.append(key)
+        return True
+
+    def valid_ts_us(self, where: str, message: Any) -> int | None:
+        """The message's ts in µs, or None (skipped with a warning) when it has none."""
+        ts = message.get("ts") if isinstance(message, dict) else None
+        try:
+            ts_us = ts_to_us(ts) if isinstance(ts, str) else None
+        except ValueError:
+            ts_us = None
+        if ts_us is None:
+            if isinstance(message, dict):
+                self.skip(where, f"message without a valid ts ({ts!r}) skipped")
+            else:
+                self.skip(where, "entry that is not a JSON object skipped")
+        return ts_us
+
+    def add_slack_message(
+        self,
+        message: dict[str, Any],
+        *,
+        authors: "Authors",
+        channel_id: str,
+        ts_us: int,
+        day: str,
+        where: str,
+        seen: set[str] | None = None,
+        local_paths: dict[str, str] | None = None,
+    ) -> None:
+        """Stage a Slack message object: size limit, duplicates (when `seen`), its author."""
+        ts = message["ts"]
+        key = f"{self.workspace_id}:{channel_id}:{ts}"
+        canonical = orjson.dumps(message, option=SORTED)
+        if self.oversize(where, f"ts={ts}", key, canonical):
+            return
+        if seen is not None:
+            if key in seen:
+                self.skip(where, f"duplicate message ts={ts} skipped")
+                return
+            seen.add(key)
+        authors.note(message, where)
+        self.add_message(
+            message,
+            channel_id=channel_id,
+            ts=ts,
+            ts_us=ts_us,
+            day=day,
+            canonical=canonical,
+            bot_user_ids=authors.bot_user_ids,
+            local_paths=local_paths,
+        )
+
+    def add_message(
+        self,
+        message: dict[str, Any],
+        *,
+        channel_id: str,
+        ts: str,
+        ts_us: int,
+        day: str,
+        canonical: bytes,
+        source_message_id: str | None = None,
+        bot_user_ids: frozenset[str] | set[str] = frozenset(),
+        local_paths: dict[str, str] | None = None,
+    ) -> None:
+        """Stage one message and the files it shares."""
+        for file in message_files(message):
+            row = file_row(
+                file,
+                workspace_id=self.workspace_id,
+                message_key=f"{self.workspace_id}:{channel_id}:{ts}",
+                channel_id=channel_id,
+                ts=ts,
+                ts_us=ts_us,
+                local_paths=local_paths or {},
+            )
+            if row is not None:
+                self.files.append(row)
+        self.messages.append(
+            message_row(
+                message,
+                workspace_id=self.workspace_id,
+                channel_id=channel_id,
+                ts=ts,
+                ts_us=ts_us,
+                day=day,
+                canonical=canonical,
+                source_message_id=source_message_id,
+                bot_user_ids=bot_user_ids,
+            )
+        )
+
+    def flush(self) -> None:
+        """Write the staged messages and files."""
+        self.messages.flush()
+        store.stage_frame(self.connection, "files", store.FILE_STAGE_COLUMNS, self.files)
+        self.files = []
+
+    def finish(
+        self,
+        *,
+        source_format: str,
+        users: list[UserRow],
+        channels: list[ChannelRow],
+        team_name_hint: str | None = None,
+        workspace_id_derived: bool = False,
+    ) -> Staged:
+        """Write every remaining stage table and describe what was staged."""
+        self.flush()
+        store.stage_frame(self.connection, "users", store.USER_COLUMNS, users)
+        store.stage_frame(self.connection, "channels", store.CHANNEL_COLUMNS, channels)
+        store.stage_values(self.connection, "skipped_keys", self.skipped_keys)
+        covered = [row.channel_id for row in channels]
+        store.stage_values(self.connection, "covered", covered)
+        return Staged(
+            workspace_id=self.workspace_id,
+            team_name_hint=team_name_hint,
+            source_format=source_format,
+            covered_channels=covered,
+            first_day=date.fromisoformat(min(self.days)) if self.days else None,
+            last_day=date.fromisoformat(max(self.days)) if self.days else None,
+            messages_staged=self.messages.total,
+            messages_skipped=self.skipped,
+            workspace_id_derived=workspace_id_derived,
+        )

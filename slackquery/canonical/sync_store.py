@@ -1,0 +1,343 @@
+"""The canonical store as `sync` writes it: one transaction per page, checkpoint included.
+
+Every page of `conversations.history` or `conversations.replies` is staged and merged by
+the importer's own rules (`store.merge_table`), and the same transaction records what the
+pass has seen and where it goes on (`sync_channels`, `sync_threads`, `sync_seen`). A sync
+killed at any instant therefore resumes from its last commit: nothing is duplicated,
+nothing half-written is visible, and only the page in flight is fetched again.
+
+A pass over a channel reads the history between two bounds; when it and the threads it
+queued are read, the messages in those bounds that no page returned are tombstoned.
+"""
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+from slackquery.canonical import store
+from slackquery.canonical.authors import Authors
+from slackquery.canonical.rows import MESSAGE_COLUMNS, ChannelRow, UserRow, ts_to_us
+from slackquery.canonical.staging import Staging, Warnings
+from slackquery.crash import crash_point
+from slackquery.settings import Settings
+
+HISTORY = "history"
+TABLES = ("users", "channels", "messages", "files")
+
+
+@dataclass(frozen=True)
+class ChannelPass:
+    """A channel's checkpoint: where the pass in progress stands (None: no pass open)."""
+
+    synced_through_ts: str | None
+    oldest_ts: str | None
+    latest_ts: str | None
+    cursor: str | None
+    history_done: bool
+
+    @property
+    def open(self) -> bool:
+        """Whether a pass is in progress (begun and not finished)."""
+        return self.latest_ts is not None
+
+
+def _zero_counts() -> dict[str, dict[str, int]]:
+    return {
+        table: {"inserted": 0, "updated": 0, "unchanged": 0, "tombstoned": 0} for table in TABLES
+    }
+
+
+class SyncStore:
+    """The writing connection of one sync run, with its running counts."""
+
+    def __init__(self, settings: Settings, run_id: str, warnings: Warnings) -> None:
+        self.settings = settings
+        self.run_id = run_id
+        self.warnings = warnings
+        self.counts = _zero_counts()
+        self.pages_written = 0
+        self.connection = store.open_store(settings.canonical_path, settings.import_memory_limit)
+        self.connection.begin()
+        store.install_schema(self.connection, datetime.now(UTC))
+        self.connection.commit()
+        store.create_stage_tables(self.connection)
+
+    def close(self) -> None:
+        """Drop the stage tables and close the connection."""
+        store.drop_stage_tables(self.connection)
+        self.connection.close()
+
+    def _merge(self, table: str, columns: tuple[str, ...], now: datetime) -> None:
+        counts = store.merge_table(self.connection, table, columns, run_id=self.run_id, now=now)
+        for kind, value in counts.items():
+            self.counts[table][kind] += value
+
+    def _clear_stage(self) -> None:
+        for table in ("users", "channels", "messages", "files"):
+            self.connection.execute(f"delete from stage_{table}")
+
+    def write_directory(
+        self, users: list[UserRow], channels: list[ChannelRow], now: datetime
+    ) -> None:
+        """Merge the workspace's users and channels (names, membership, archival) at once."""
+        self.connection.begin()
+        self._clear_stage()
+        store.stage_frame(self.connection, "users", store.USER_COLUMNS, users)
+        store.stage_frame(self.connection, "channels", store.CHANNEL_COLUMNS, channels)
+        self._merge("users", store.USER_COLUMNS, now)
+        self._merge("channels", store.CHANNEL_COLUMNS, now)
+        self.connection.commit()
+
+    def channel_pass(self, workspace_id: str, channel_id: str) -> ChannelPass:
+        """The channel's checkpoint (an empty one for a channel never synced)."""
+        row = self.connection.execute(
+            "select synced_through_ts, pass_oldest_ts, pass_latest_ts, pass_cursor, "
+            "coalesce(pass_history_done, false) from sync_channels "
+            "where workspace_id = ? and channel_id = ?",
+            [workspace_id, channel_id],
+        ).fetchone()
+        return ChannelPass(*row) if row else ChannelPass(None, None, None, None, False)
+
+    def begin_pass(
+        self,
+        workspace_id: str,
+        channel_id: str,
+        *,
+        oldest_ts: str,
+        latest_ts: str,
+        active_since_us: int,
+        now: datetime,
+    ) -> None:
+        """Open a pass over (oldest, latest) and queue the store's recently active threads."""
+        self.connection.begin()
+        self.connection.execute(
+            "insert into sync_channels values ($w, $c, null, $oldest, $latest, null, false, $now) "
+            "on conflict do update set pass_oldest_ts = excluded.pass_oldest_ts, "
+            "pass_latest_ts = excluded.pass_latest_ts, pass_cursor = null, "
+            "pass_history_done = false, updated_at = excluded.updated_at",
+            {
+                "w": workspace_id,
+                "c": channel_id,
+                "oldest": oldest_ts,
+                "latest": latest_ts,
+                "now": now,
+            },
+        )
+        self.connection.execute(
+            "insert into sync_threads "
+            "select workspace_id, channel_id, thread_ts, null from messages "
+            "where workspace_id = $w and channel_id = $c and is_thread_reply and not is_deleted "
+            "group by 1, 2, 3 having max(ts_us) >= $since on conflict do nothing",
+            {"w": workspace_id, "c": channel_id, "since": active_since_us},
+        )
+        self.connection.commit()
+
+    def stored_thread_heads(
+        self, workspace_id: str, channel_id: str, thread_ts: list[str]
+    ) -> dict[str, tuple[str | None, int | None]]:
+        """(latest_reply, reply_count) of the stored parents of these threads."""
+        if not thread_ts:
+            return {}
+        rows = self.connection.execute(
+            "select ts, raw_json->>'latest_reply', reply_count from messages "
+            "where workspace_id = ? and channel_id = ? and ts in (select unnest(?)) "
+            "and not is_deleted",
+            [workspace_id, channel_id, thread_ts],
+        ).fetchall()
+        return {ts: (latest, count) for ts, latest, count in rows}
+
+    def pending_threads(self, workspace_id: str, channel_id: str) -> list[tuple[str, str | None]]:
+        """(thread_ts, reply cursor) of the threads the pass still has to read, oldest first."""
+        return self.connection.execute(
+            "select thread_ts, reply_cursor from sync_threads where workspace_id = ? "
+            "and channel_id = ? order by thread_ts",
+            [workspace_id, channel_id],
+        ).fetchall()
+
+    def write_page(
+        self,
+        workspace_id: str,
+        channel_id: str,
+        messages: list[Any],
+        *,
+        authors: Authors,
+        scope: str,
+        next_cursor: str | None,
+        observed_at: datetime,
+        queue_threads: list[str] = (),  # type: ignore[assignment]
+        where: str,
+    ) -> None:
+        """Merge one page and move its checkpoint, in one transaction."""
+        self.connection.begin()
+        self._clear_stage()
+        seen = self._stage_messages(workspace_id, channel_id, messages, authors, where)
+        store.stage_frame(
+            self.connection, "users", store.USER_COLUMNS, authors.new_rows(workspace_id)
+        )
+        store.mark_thread_parents(self.connection)
+        store.dedupe_stage_files(self.connection)
+        self._merge("users", store.USER_COLUMNS, observed_at)
+        self._merge("messages", MESSAGE_COLUMNS, observed_at)
+        self._merge("files", store.FILE_COLUMNS, observed_at)
+        self._record_seen(workspace_id, channel_id, scope, seen)
+        self._move_checkpoint(
+            workspace_id, channel_id, scope, next_cursor, queue_threads, observed_at
+        )
+        self.pages_written += 1
+        crash_point(f"sync_before_page_commit_{self.pages_written}")
+        self.connection.commit()
+
+    def _stage_messages(
+        self,
+        workspace_id: str,
+        channel_id: str,
+        messages: list[Any],
+        authors: Authors,
+        where: str,
+    ) -> list[str]:
+        """Stage a page's messages with the importer's checks; return every valid ts."""
+        staging = Staging(self.connection, self.warnings, workspace_id, self.settings)
+        seen: list[str] = []
+        for message in messages:
+            ts_us = staging.valid_ts_us(where, message)
+            if ts_us is None:
+                continue
+            seen.append(message["ts"])
+            day = datetime.fromtimestamp(ts_us // 1_000_000, UTC).date().isoformat()
+            staging.add_slack_message(
+                message, authors=authors, channel_id=channel_id, ts_us=ts_us, day=day, where=where
+            )
+        staging.flush()
+        return seen
+
+    def _record_seen(self, workspace_id: str, channel_id: str, scope: str, seen: list[str]) -> None:
+        if seen:
+            self.connection.execute(
+                "insert into sync_seen select $w, $c, $scope, unnest($ts) on conflict do nothing",
+                {"w": workspace_id, "c": channel_id, "scope": scope, "ts": seen},
+            )
+
+    def _move_checkpoint(
+        self,
+        workspace_id: str,
+        channel_id: str,
+        scope: str,
+        next_cursor: str | None,
+        queue_threads: list[str],
+        now: datetime,
+    ) -> None:
+        keys = {"w": workspace_id, "c": channel_id}
+        if scope == HISTORY:
+            self.connection.execute(
+                "update sync_channels set pass_cursor = $cursor, "
+                "pass_history_done = $done, updated_at = $now "
+                "where workspace_id = $w and channel_id = $c",
+                {**keys, "cursor": next_cursor, "done": next_cursor is None, "now": now},
+            )
+        elif next_cursor is not None:
+            self.connection.execute(
+                "update sync_threads set reply_cursor = $cursor "
+                "where workspace_id = $w and channel_id = $c and thread_ts = $t",
+                {**keys, "cursor": next_cursor, "t": scope},
+            )
+        else:
+            self._finish_thread(workspace_id, channel_id, scope, now)
+        if queue_threads:
+            self.connection.execute(
+                "insert into sync_threads select $w, $c, unnest($t), null on conflict do nothing",
+                {**keys, "t": list(queue_threads)},
+            )
+
+    def _finish_thread(
+        self, workspace_id: str, channel_id: str, thread_ts: str, now: datetime
+    ) -> None:
+        """The whole thread was read: its stored replies that no page returned are gone."""
+        keys = {"w": workspace_id, "c": channel_id, "t": thread_ts}
+        self._tombstone(
+            "channel_id = $c and thread_ts = $t and is_thread_reply "
+            "and ts not in (select ts from sync_seen where workspace_id = $w "
+            "and channel_id = $c and scope = $t)",
+            keys,
+            now,
+        )
+        self.connection.execute(
+            "delete from sync_threads where workspace_id = $w and channel_id = $c "
+            "and thread_ts = $t",
+            keys,
+        )
+        self.connection.execute(
+            "delete from sync_seen where workspace_id = $w and channel_id = $c and scope = $t",
+            keys,
+        )
+
+    def drop_thread(self, workspace_id: str, channel_id: str, thread_ts: str) -> None:
+        """Forget a queued thread Slack no longer has (`thread_not_found`)."""
+        self.connection.execute(
+            "delete from sync_threads where workspace_id = ? and channel_id = ? and thread_ts = ?",
+            [workspace_id, channel_id, thread_ts],
+        )
+
+    def finish_pass(self, workspace_id: str, channel_id: str, now: datetime) -> None:
+        """Close the pass: tombstone what history no longer returns; advance the checkpoint."""
+        current = self.channel_pass(workspace_id, channel_id)
+        assert current.oldest_ts is not None and current.latest_ts is not None
+        keys = {"w": workspace_id, "c": channel_id}
+        self.connection.begin()
+        self._tombstone(
+            "channel_id = $c and ts_us > $oldest and ts_us < $latest "
+            "and (not is_thread_reply or is_thread_broadcast) "
+            "and ts not in (select ts from sync_seen where workspace_id = $w "
+            "and channel_id = $c and scope = 'history')",
+            {
+                **keys,
+                "oldest": ts_to_us(current.oldest_ts),
+                "latest": ts_to_us(current.latest_ts),
+            },
+            now,
+        )
+        self.connection.execute(
+            "update sync_channels set synced_through_ts = pass_latest_ts, pass_oldest_ts = null, "
+            "pass_latest_ts = null, pass_cursor = null, pass_history_done = null, "
+            "updated_at = $now where workspace_id = $w and channel_id = $c",
+            {**keys, "now": now},
+        )
+        self.connection.execute(
+            "delete from sync_seen where workspace_id = $w and channel_id = $c "
+            "and scope = 'history'",
+            keys,
+        )
+        crash_point("sync_before_pass_commit")
+        self.connection.commit()
+
+    def _tombstone(self, condition: str, parameters: dict[str, Any], moment: datetime) -> None:
+        """Mark matching live messages deleted (and the files only they shared)."""
+        tombstoned = self.connection.execute(
+            "update messages set is_deleted = true, latest_run_id = $run_id, "
+            f"last_changed_at = $now where workspace_id = $w and not is_deleted and {condition}",
+            {**parameters, "run_id": self.run_id, "now": moment},
+        ).fetchone()
+        self.counts["messages"]["tombstoned"] += int(tombstoned[0]) if tombstoned else 0
+        self.connection.execute("delete from stage_files")
+        self.counts["files"]["tombstoned"] += store.tombstone_files(
+            self.connection, workspace_id=parameters["w"], run_id=self.run_id, now=moment
+        )
+
+    def record_run(
+        self, *, workspace_id: str, source: str, started_at: datetime, summary: dict[str, Any]
+    ) -> None:
+        """The run's row in `import_runs` (source format `slack_api`), with its counts."""
+        self.connection.execute(
+            "insert into import_runs values ($run_id, $w, $source, 'slack_api', $started, "
+            "$completed, 'succeeded', $counts, $warnings)",
+            {
+                "run_id": self.run_id,
+                "w": workspace_id,
+                "source": source,
+                "started": started_at,
+                "completed": datetime.now(UTC),
+                "counts": orjson.dumps(summary).decode(),
+                "warnings": orjson.dumps(self.warnings.items).decode(),
+            },
+        )

@@ -1,0 +1,141 @@
+"""`slackquery sync`: bring the canonical store up to date from the Slack Web API."""
+
+import argparse
+import sys
+from datetime import date
+from typing import Any
+
+from slackquery.commands import add_json_flag, emit
+from slackquery.commands.importer import render_counts
+from slackquery.settings import Settings
+from slackquery.slack.plan import plan
+from slackquery.slack.sync import CONVERSATION_TYPES, Progress, SyncRequest, sync
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the `sync` subcommand."""
+    parser = subparsers.add_parser(
+        "sync",
+        help="sync the canonical store from the Slack Web API (paced, resumable)",
+        description="Read users, conversations, members, history and thread replies from the "
+        "Slack Web API (SLACKQUERY_SLACK_API_URL, token SLACKQUERY_SLACK_TOKEN) into the "
+        "canonical store, at the pace SLACKQUERY_SLACK_REQUESTS_PER_MINUTE sets. Every page is "
+        "committed with its checkpoint, so a killed run resumes where it stopped; each run "
+        "re-reads the last SLACKQUERY_SLACK_REREAD_DAYS days to catch edits and deletions. "
+        "Takes the same lock as `import`.",
+    )
+    parser.add_argument(
+        "--channels",
+        help="comma-separated conversations to sync, by id (C…) or name (#general); default all",
+    )
+    parser.add_argument(
+        "--types",
+        default=",".join(CONVERSATION_TYPES),
+        help="comma-separated conversation types: public, private, mpim, im (default: all)",
+    )
+    parser.add_argument(
+        "--since", type=date.fromisoformat, help="first sync: only history from YYYY-MM-DD on"
+    )
+    parser.add_argument(
+        "--plan",
+        action="store_true",
+        help="print what each pacing preset means for a full sync (requests, minutes) and exit",
+    )
+    parser.add_argument(
+        "--messages",
+        type=int,
+        default=100_000,
+        help="with --plan: the workspace size to plan for (default 100,000 messages)",
+    )
+    add_json_flag(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    """Sync (or plan) and print the summary."""
+    if args.plan:
+        result = plan(settings, args.messages)
+        emit(args, result, render_plan(result))
+        return 0
+    request = SyncRequest(
+        types=tuple(kind.strip() for kind in args.types.split(",") if kind.strip()),
+        channels=tuple(name.strip() for name in (args.channels or "").split(",") if name.strip()),
+        since=args.since,
+    )
+    with _ProgressBar(enabled=not args.json and sys.stderr.isatty()) as progress:
+        result = sync(settings, request, progress=progress)
+    emit(args, result, render(result))
+    return 0
+
+
+class _ProgressBar:
+    """A rich bar on stderr: conversations done of total, and the ETA the pacing implies."""
+
+    def __init__(self, *, enabled: bool) -> None:
+        self.enabled = enabled
+        self.bar: Any = None
+
+    def __enter__(self) -> Progress:
+        if not self.enabled:
+            return Progress()
+        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
+        from rich.progress import Progress as Bar
+
+        self.bar = Bar(
+            TextColumn("sync"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("conversations, ETA ≥ {task.fields[eta]} at this pace"),
+            transient=True,
+        )
+        self.bar.start()
+        task = self.bar.add_task("sync", total=None, eta="?")
+
+        def update(done: int, total: int, eta_s: float) -> None:
+            self.bar.update(task, completed=done, total=total, eta=f"{eta_s / 60:.1f} min")
+
+        return Progress(update)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def render(result: dict[str, Any]) -> str:
+    """The human-readable summary."""
+    lines = [
+        f"sync run {result['run_id']}: {result['conversations']} conversation(s) of "
+        f"{result['workspace_id']} in {result['duration_s']} s, "
+        f"{result['request_count']:,} requests ({result['pacing']} pacing), "
+        f"{result['rate_limit_wait_s']} s waiting on rate limits",
+    ]
+    lines.extend(render_counts(result["counts"]))
+    lines.append(
+        "  requests: " + ", ".join(f"{method} {n:,}" for method, n in result["requests"].items())
+    )
+    for skipped in result["skipped"]:
+        lines.append(f"  skipped {skipped['channel_id']}: {skipped['error']}")
+    if result["warning_count"]:
+        lines.append(f"warnings: {result['warning_count']:,}")
+        lines.extend(f"  {item['file']}: {item['problem']}" for item in result["warnings"][:20])
+    return "\n".join(lines)
+
+
+def render_plan(result: dict[str, Any]) -> str:
+    """One block per pacing preset: requests per method and minutes."""
+    shape = result["shape"]
+    lines = [
+        f"full sync of {result['messages']:,} messages, shaped like the store "
+        f"({shape['from_store_messages']:,} messages, {shape['conversations']} conversations, "
+        f"~{shape['threads']:,} threads at this size):"
+    ]
+    for preset in result["presets"]:
+        lines.append(
+            f"  {preset['preset']:<16} {preset['request_count']:>9,} requests, "
+            f"{preset['minutes_at_least']:>9,} to {preset['minutes_at_most']:,} min "
+            f"(history pages of {preset['history_page_size']})"
+        )
+        lines.append(
+            "      " + ", ".join(f"{method} {n:,}" for method, n in preset["requests"].items())
+        )
+    return "\n".join(lines)

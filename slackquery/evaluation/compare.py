@@ -1,0 +1,357 @@
+"""Paired comparison of two retrieval configurations: per-query deltas and bootstrap intervals.
+
+Twenty judged queries cannot tell a 0.02 improvement from noise, and a mean over a handful
+of queries hides which ones moved. So a comparison pairs the two configurations query by
+query (the same question under A and under B), takes the difference of each per-query
+metric, and resamples those differences with replacement (the paired bootstrap,
+Efron & Tibshirani ch. 16; Sakai 2006 for IR) to get a 95% interval of the mean
+difference. Pooled over several query sets the resampling is stratified: each set is
+resampled within itself at its own size, so a pooled interval never mixes one set's
+queries into another's, and each query weighs the same in the pooled mean.
+
+The rule for defaults (docs/evaluation.md) is `decide`: a candidate stays only if it beats
+the simpler configuration on the pooled sets with the interval's lower bound above zero,
+and is not worse on any set by more than one query's worth.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from slackquery.errors import SlackqueryError
+from slackquery.evaluation import MODES
+from slackquery.evaluation.grid import GridPoint, parse_config
+from slackquery.evaluation.metrics import MRR_K, NDCG_K
+
+# Per-query row key and display name of each compared metric.
+METRICS = (
+    ("recall@10", "R@10"),
+    (f"rr@{MRR_K}", f"MRR@{MRR_K}"),
+    (f"ndcg@{NDCG_K}", f"nDCG@{NDCG_K}"),
+)
+# The metrics the rule decides on; nDCG is reported beside them.
+DECIDING = ("recall@10", f"rr@{MRR_K}")
+RESAMPLES = 10_000
+CONFIDENCE = 0.95
+SEED = 20261201
+POOLED = "pooled"
+
+
+@dataclass(frozen=True)
+class Interval:
+    """Mean paired difference (B - A) and its bootstrap confidence interval."""
+
+    mean: float
+    low: float
+    high: float
+    queries: int
+
+
+@dataclass(frozen=True)
+class QueryDelta:
+    """One query's metric under A and under B."""
+
+    query_set: str
+    query_id: str
+    metric: str
+    a: float
+    b: float
+
+    @property
+    def delta(self) -> float:
+        """B minus A."""
+        return self.b - self.a
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A against B on one or more query sets: intervals per set and pooled, per metric."""
+
+    a: str
+    b: str
+    intervals: Mapping[str, Mapping[str, Interval]]  # query set (or POOLED) -> metric -> interval
+    deltas: tuple[QueryDelta, ...]
+
+    @property
+    def sets(self) -> list[str]:
+        """The query sets compared, without the pooled entry."""
+        return [name for name in self.intervals if name != POOLED]
+
+
+def bootstrap_interval(
+    strata: Sequence[Sequence[float]],
+    *,
+    resamples: int = RESAMPLES,
+    confidence: float = CONFIDENCE,
+    seed: int = SEED,
+) -> Interval:
+    """Percentile bootstrap interval of the mean of paired differences, stratified.
+
+    `strata` holds one list of per-query differences per query set (one list for a single
+    set). Each resample draws every stratum's own size from that stratum with replacement;
+    the statistic is the mean over all drawn queries. Seeded, so the same input always
+    gives the same interval.
+    """
+    # numpy is imported here, not at the top: the eval command imports this module, and
+    # every other subcommand's start-up should not pay for it.
+    import numpy as np
+
+    groups = [np.asarray(stratum, dtype=float) for stratum in strata if len(stratum)]
+    if not groups:
+        raise ValueError("a bootstrap interval needs at least one difference")
+    if not 0 < confidence < 1:
+        raise ValueError("confidence must be between 0 and 1")
+    rng = np.random.default_rng(seed)
+    total = sum(len(group) for group in groups)
+    sums = np.zeros(resamples)
+    for group in groups:
+        picks = rng.integers(0, len(group), size=(resamples, len(group)))
+        sums += group[picks].sum(axis=1)
+    means = sums / total
+    tail = (1 - confidence) / 2 * 100
+    low, high = np.percentile(means, [tail, 100 - tail])
+    mean = float(sum(group.sum() for group in groups) / total)
+    return Interval(mean, float(low), float(high), total)
+
+
+def paired_deltas(
+    query_set: str,
+    rows_a: Sequence[Mapping],
+    rows_b: Sequence[Mapping],
+) -> list[QueryDelta]:
+    """Per-query metric pairs of the answerable queries that both runs hold.
+
+    The two runs must cover the same answerable queries: a comparison over different
+    questions is not paired, so a mismatch is an error rather than a silent intersection.
+    """
+    a = {row["query_id"]: row for row in rows_a if row["answerable"]}
+    b = {row["query_id"]: row for row in rows_b if row["answerable"]}
+    if set(a) != set(b):
+        only = sorted(set(a) ^ set(b))
+        raise SlackqueryError(
+            f"{query_set}: the two runs judge different queries ({', '.join(only[:5])} ...)"
+        )
+    return [
+        QueryDelta(
+            query_set, query_id, metric, float(a[query_id][metric]), float(b[query_id][metric])
+        )
+        for query_id in a
+        for metric, _ in METRICS
+    ]
+
+
+def compare(
+    a: str,
+    b: str,
+    runs: Mapping[str, tuple[Sequence[Mapping], Sequence[Mapping]]],
+    *,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+) -> Comparison:
+    """Compare B against A on every query set of `runs` (set -> (rows of A, rows of B)),
+    and pooled over them when there are several."""
+    deltas = [
+        delta
+        for name, (rows_a, rows_b) in runs.items()
+        for delta in paired_deltas(name, rows_a, rows_b)
+    ]
+    intervals: dict[str, dict[str, Interval]] = {}
+    names = list(runs)
+    for metric, _ in METRICS:
+        per_set = {
+            name: [d.delta for d in deltas if d.query_set == name and d.metric == metric]
+            for name in names
+        }
+        for name in names:
+            if per_set[name]:
+                intervals.setdefault(name, {})[metric] = bootstrap_interval(
+                    [per_set[name]], resamples=resamples, seed=seed
+                )
+        if len(names) > 1:
+            intervals.setdefault(POOLED, {})[metric] = bootstrap_interval(
+                list(per_set.values()), resamples=resamples, seed=seed
+            )
+    return Comparison(a, b, intervals, tuple(deltas))
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the rule says about B (the candidate) against A (the simpler configuration)."""
+
+    keep: bool
+    reasons: tuple[str, ...]
+
+
+def decide(comparison: Comparison) -> Decision:
+    """The rule for defaults: keep B over A only if, on Recall@10 or MRR@20, the pooled
+    interval's lower bound is above zero, on neither of them the pooled interval lies
+    wholly below zero, and on no query set either of them falls by more than one query's
+    worth (1 / answerable queries of that set: the most one query can move a mean)."""
+    pooled = comparison.intervals.get(POOLED) or comparison.intervals[comparison.sets[0]]
+    names = dict(METRICS)
+    failures = []
+    better = [metric for metric in DECIDING if pooled[metric].low > 0]
+    if not better:
+        failures.append("no pooled interval of R@10 or MRR@20 lies above zero")
+    for metric in DECIDING:
+        if pooled[metric].high < 0:
+            failures.append(f"pooled {names[metric]} is worse (interval below zero)")
+        for name in comparison.sets:
+            interval = comparison.intervals[name][metric]
+            if interval.mean < -1 / interval.queries - 1e-12:
+                failures.append(
+                    f"{name}: {names[metric]} falls by {-interval.mean:.3f}, more than one "
+                    f"query's worth ({1 / interval.queries:.3f})"
+                )
+    if failures:
+        return Decision(keep=False, reasons=tuple(failures))
+    won = " and ".join(names[metric] for metric in better)
+    return Decision(keep=True, reasons=(f"pooled {won} interval above zero",))
+
+
+def comparison_table(comparison: Comparison) -> str:
+    """One row per query set (and pooled): mean difference and interval per metric."""
+    from slackquery.evaluation.report import markdown_table
+
+    headers = ["Query set", "Queries", *(f"Δ {label} [95% CI]" for _, label in METRICS)]
+    rows = []
+    for name, by_metric in comparison.intervals.items():
+        first = next(iter(by_metric.values()))
+        rows.append(
+            [
+                name,
+                str(first.queries),
+                *(_interval_text(by_metric[metric]) for metric, _ in METRICS),
+            ]
+        )
+    return markdown_table(headers, rows)
+
+
+def moved_queries_table(comparison: Comparison) -> str:
+    """The queries whose Recall@10 or reciprocal rank changed, with both values."""
+    from slackquery.evaluation.report import markdown_table
+
+    by_query: dict[tuple[str, str], dict[str, QueryDelta]] = {}
+    for delta in comparison.deltas:
+        by_query.setdefault((delta.query_set, delta.query_id), {})[delta.metric] = delta
+    rows = []
+    for (name, query_id), metrics in by_query.items():
+        if any(abs(metrics[m].delta) > 1e-12 for m in DECIDING):
+            rows.append(
+                [
+                    name,
+                    query_id,
+                    *(f"{metrics[m].a:.2f} -> {metrics[m].b:.2f}" for m, _ in METRICS),
+                ]
+            )
+    if not rows:
+        return "(no query moved on R@10 or MRR@20)"
+    return markdown_table(["Query set", "Query", *(label for _, label in METRICS)], rows)
+
+
+def _interval_text(interval: Interval) -> str:
+    return f"{interval.mean:+.3f} [{interval.low:+.3f}, {interval.high:+.3f}]"
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of a comparison: a retrieval mode under a fusion configuration, from this
+    run or from the per-query rows an earlier run saved with `--rows`."""
+
+    text: str
+    mode: str
+    point: GridPoint
+    rows_file: Path | None = None
+
+
+def parse_side(text: str) -> Side:
+    """`[ROWS.jsonl#][MODE][:CONFIG]`: a mode (`lexical`, `semantic`, `hybrid`), a hybrid
+    configuration in the grid's syntax (`rrf_k=60;arm.context=off`, or `default`),
+    or both (`hybrid:rrf_k=60`); a bare configuration means hybrid. With a rows file the
+    side's rows are read from it instead of being run."""
+    rows_file = None
+    rest = text.strip()
+    if "#" in rest or rest.endswith(".jsonl"):
+        path, _, rest = rest.partition("#")
+        rows_file = Path(path)
+    mode, _, config = rest.partition(":")
+    if mode not in MODES:  # a bare configuration, or nothing
+        mode, config = "hybrid", rest
+    point = parse_config(config)
+    if mode != "hybrid" and not point.is_default:
+        raise SlackqueryError(f"--compare {text!r}: only hybrid takes a fusion configuration")
+    return Side(text, mode, point, rows_file)
+
+
+def side_rows(side: Side, runs: Mapping[str, Sequence[Mapping]]) -> dict[str, list[Mapping]]:
+    """The side's per-query rows per query set, from `runs` (rows of this run, each with
+    `query_set`, `mode` and `config`) or from its rows file."""
+    rows = runs if side.rows_file is None else {"file": read_rows(side.rows_file)}
+    chosen: dict[str, list[Mapping]] = {}
+    for row in (row for batch in rows.values() for row in batch):
+        if row["mode"] == side.mode and row["config"] == side.point.name:
+            chosen.setdefault(row["query_set"], []).append(row)
+    if not chosen:
+        where = side.rows_file or "this run"
+        raise SlackqueryError(f"--compare {side.text!r}: no rows for it in {where}")
+    return chosen
+
+
+def read_rows(path: Path) -> list[dict]:
+    """Per-query rows written by `slackquery eval --rows`."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as error:
+        raise SlackqueryError(f"{path}: cannot read rows ({error})") from None
+    rows = [json.loads(line) for line in lines if line.strip()]
+    if any("query_set" not in row for row in rows):
+        raise SlackqueryError(f"{path}: rows without `query_set`; write them with --rows")
+    return rows
+
+
+def compare_sides(
+    a: Side, b: Side, runs: Mapping[str, Sequence[Mapping]], **options: int
+) -> Comparison:
+    """Compare side B against side A on every query set both hold."""
+    rows_a, rows_b = side_rows(a, runs), side_rows(b, runs)
+    if set(rows_a) != set(rows_b):
+        raise SlackqueryError(
+            f"--compare: {a.text!r} covers query sets {sorted(rows_a)}, {b.text!r} {sorted(rows_b)}"
+        )
+    pairs = {name: (rows_a[name], rows_b[name]) for name in rows_a}
+    return compare(a.text, b.text, pairs, **options)
+
+
+def decisions_table(comparisons: Sequence[Comparison]) -> str:
+    """One row per comparison: pooled (or single-set) intervals of the deciding metrics,
+    each set's mean differences, and the rule's verdict."""
+    from slackquery.evaluation.report import markdown_table
+
+    names = dict(METRICS)
+    rows = []
+    for comparison in comparisons:
+        overall = comparison.intervals.get(POOLED) or comparison.intervals[comparison.sets[0]]
+        per_set = "; ".join(
+            f"{name} " + " / ".join(f"{comparison.intervals[name][m].mean:+.3f}" for m in DECIDING)
+            for name in comparison.sets
+        )
+        rows.append(
+            [
+                comparison.a,
+                comparison.b,
+                *(_interval_text(overall[metric]) for metric in DECIDING),
+                per_set,
+                "B" if decide(comparison).keep else "A",
+            ]
+        )
+    headers = [
+        "A (simpler)",
+        "B",
+        *(f"pooled Δ {names[m]} [95% CI]" for m in DECIDING),
+        "per set Δ " + " / ".join(names[m] for m in DECIDING),
+        "rule keeps",
+    ]
+    return markdown_table(headers, rows)

@@ -1,0 +1,127 @@
+"""`sync --plan`: how many Web API requests, and how many minutes, a first full sync takes.
+
+The workspace's shape (conversations, top-level messages per conversation, replies per
+thread, members) is read from the canonical store when it holds one, and scaled to the
+number of messages asked about; each pacing preset then gives requests per method and
+the minutes they need at its pace. Methods are paced independently and the sync
+interleaves them, so a run takes at least the slowest method's minutes and at most their sum.
+"""
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+
+from slackquery.errors import SlackqueryError
+from slackquery.settings import Settings
+from slackquery.slack.pacing import METHOD_TIERS, PRESETS, pacing_from_setting
+
+SHAPE_SQL = """
+with live as (
+    select channel_id, thread_ts, ts, is_thread_reply, is_thread_broadcast
+    from messages where not is_deleted
+)
+select
+    (select count(*) from live),
+    (select list(n order by channel_id) from (
+        select channel_id, count(*) as n from live
+        where not is_thread_reply or is_thread_broadcast group by 1)),
+    (select list(n order by thread_ts) from (
+        select thread_ts, count(*) as n from live where is_thread_reply group by 1)),
+    (select count(*) from channels),
+    (select list(coalesce(len(member_ids), 0)) from channels),
+    (select count(*) from users)
+"""
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A workspace as the sync sees it."""
+
+    messages: int
+    history_per_channel: list[int]
+    replies_per_thread: list[int]
+    channels: int
+    members_per_channel: list[int]
+    users: int
+
+
+def store_shape(settings: Settings) -> Shape:
+    """The canonical store's shape (the plan needs a store holding a workspace)."""
+    path = settings.canonical_path
+    if not path.exists():
+        raise SlackqueryError(
+            f"{path}: no canonical store to take the workspace's shape from; import an export "
+            "or run `slackquery sample` and import it first"
+        )
+    with duckdb.connect(str(path), read_only=True) as connection:
+        row = connection.execute(SHAPE_SQL).fetchone()
+    assert row is not None
+    if not row[0]:
+        raise SlackqueryError(f"{path}: the canonical store holds no messages")
+    return Shape(row[0], list(row[1] or []), list(row[2] or []), row[3], list(row[4] or []), row[5])
+
+
+def requests_for(shape: Shape, messages: int, page: dict[str, int]) -> dict[str, int]:
+    """Requests per method of a first full sync of `shape` scaled to `messages`."""
+    scale = messages / shape.messages
+    per_channel = [count * scale for count in shape.history_per_channel]
+    history_page, replies_page, list_page = (
+        page["conversations.history"],
+        page["conversations.replies"],
+        page["users.list"],
+    )
+    channels_without_messages = max(0, shape.channels - len(per_channel))
+    return {
+        "auth.test": 1,
+        "team.info": 1,
+        "users.list": math.ceil(shape.users / list_page),
+        "conversations.list": math.ceil(shape.channels / list_page),
+        "conversations.members": sum(
+            max(1, math.ceil(count / list_page)) for count in shape.members_per_channel
+        ),
+        "conversations.history": sum(
+            max(1, math.ceil(count / history_page)) for count in per_channel
+        )
+        + channels_without_messages,
+        "conversations.replies": round(
+            scale
+            * sum(math.ceil((replies + 1) / replies_page) for replies in shape.replies_per_thread)
+        ),
+    }
+
+
+def plan(settings: Settings, messages: int) -> dict[str, Any]:
+    """Per pacing preset: requests per method, and the minutes they need."""
+    shape = store_shape(settings)
+    presets = []
+    for name in PRESETS:
+        pacing = pacing_from_setting(name)
+        page = {
+            method: pacing.page_size(method, settings.slack_page_size) for method in METHOD_TIERS
+        }
+        requests = requests_for(shape, messages, page)
+        minutes = {
+            method: count * pacing.interval(method) / 60 for method, count in requests.items()
+        }
+        presets.append(
+            {
+                "preset": pacing.name,
+                "history_page_size": page["conversations.history"],
+                "requests": requests,
+                "request_count": sum(requests.values()),
+                "minutes_at_least": round(max(minutes.values()), 1),
+                "minutes_at_most": round(sum(minutes.values()), 1),
+            }
+        )
+    return {
+        "messages": messages,
+        "shape": {
+            "from_store_messages": shape.messages,
+            "conversations": shape.channels,
+            "threads": round(len(shape.replies_per_thread) * messages / shape.messages),
+            "users": shape.users,
+        },
+        "presets": presets,
+    }

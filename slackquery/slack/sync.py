@@ -1,0 +1,417 @@
+"""`sync`: bring the canonical store up to date from the Slack Web API, resumably.
+
+One run: identity (`auth.test`, `team.info`) → users (`users.list`) → conversations
+(`conversations.list`, then `conversations.members` of each) merged at once, so renames,
+archival and membership changes land first → one pass per conversation over
+`conversations.history`, queueing the threads to read with `conversations.replies`.
+
+A pass reads (oldest, latest): the first pass from `--since` (or the beginning), later
+ones from the older of "where the last pass ended" and "now minus slack_reread_days", so
+each run re-reads the window in which edits and deletions still happen. Threads are read
+when Slack's `latest_reply` differs from what the store holds, or falls in the window
+(threads whose last reply is in the window are queued from the store, so a new reply to an
+old thread is found even when its parent lies before the window). "Newer than stored" is
+judged on the parent: a thread is read when the stored parent's `latest_reply` or
+`reply_count` differs from the page's.
+Every page is one transaction with its checkpoint (`canonical.sync_store`).
+"""
+
+import math
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from typing import Any
+
+from slackquery.canonical import store
+from slackquery.canonical.authors import Authors
+from slackquery.canonical.importer import upsert_workspace
+from slackquery.canonical.rows import ChannelRow, slack_channel_row, slack_user_row, ts_to_us
+from slackquery.canonical.staging import Staged, Warnings
+from slackquery.canonical.sync_store import HISTORY, SyncStore
+from slackquery.errors import SlackqueryError
+from slackquery.settings import Settings
+from slackquery.slack.client import ChannelUnavailable, SlackApiError, SlackClient, next_cursor
+from slackquery.slack.pacing import Clock, SystemClock
+
+CONVERSATION_TYPES = {
+    "public": "public_channel",
+    "private": "private_channel",
+    "mpim": "mpim",
+    "im": "im",
+}
+DAY_S = 86_400
+
+
+@dataclass(frozen=True)
+class SyncRequest:
+    """What to sync: conversation types, an optional channel list, an optional start day."""
+
+    types: tuple[str, ...] = tuple(CONVERSATION_TYPES)
+    channels: tuple[str, ...] = ()  # ids (C…) or names (#name / name)
+    since: date | None = None
+
+
+@dataclass
+class Progress:
+    """Reports channels done and an ETA; `update(done, total, eta_s)` is called per page."""
+
+    update: Callable[[int, int, float], None] = lambda done, total, eta_s: None
+
+
+@dataclass
+class _Conversation:
+    entry: dict[str, Any]
+    row: ChannelRow
+
+
+@dataclass
+class _Run:
+    """The state one sync run carries from step to step."""
+
+    settings: Settings
+    client: SlackClient
+    db: SyncStore
+    clock: Clock
+    request: SyncRequest
+    progress: Progress
+    run_id: str
+    warnings: Warnings
+    workspace_id: str = ""
+    authors: Authors | None = None
+    skipped: list[dict[str, str]] = field(default_factory=list)
+
+
+def sync(
+    settings: Settings,
+    request: SyncRequest | None = None,
+    *,
+    clock: Clock | None = None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Run one sync and return its summary (see `summary`)."""
+    request = request or SyncRequest()
+    unknown = sorted(set(request.types) - set(CONVERSATION_TYPES))
+    if unknown:
+        raise SlackqueryError(f"unknown conversation type(s) {', '.join(unknown)}")
+    clock = clock or SystemClock()
+    started_clock = clock.monotonic()
+    started_at = datetime.fromtimestamp(clock.time(), UTC)
+    run_id = f"{started_at:%Y%m%dT%H%M%S%f}Z-sync-{uuid.uuid4().hex[:8]}"
+    warnings = Warnings()
+    with ExitStack() as stack:
+        stack.enter_context(store.writer_lock(settings))
+        client = stack.enter_context(SlackClient(settings, clock=clock))
+        db = SyncStore(settings, run_id, warnings)
+        stack.callback(db.close)
+        run = _Run(settings, client, db, clock, request, progress or Progress(), run_id, warnings)
+        conversations = _sync_directory(run)
+        for done, conversation in enumerate(conversations):
+            run.progress.update(done, len(conversations), _eta_s(run, len(conversations) - done))
+            _sync_conversation(run, conversation)
+        run.progress.update(len(conversations), len(conversations), 0.0)
+        result = summary(run, len(conversations), clock.monotonic() - started_clock)
+        db.record_run(
+            workspace_id=run.workspace_id,
+            source=settings.slack_api_url,
+            started_at=started_at,
+            summary=result,
+        )
+    result["store"] = store.summarize(settings.canonical_path)
+    return result
+
+
+def _now(run: _Run) -> datetime:
+    return datetime.fromtimestamp(run.clock.time(), UTC)
+
+
+def _sync_directory(run: _Run) -> list[_Conversation]:
+    """Identity, users and the wanted conversations with their members, merged at once."""
+    client = run.client
+    identity = client.call("auth.test")
+    run.workspace_id = str(identity["team_id"])
+    team = client.call("team.info", team=run.workspace_id).get("team") or {}
+    users = {
+        member["id"]: member
+        for page in client.pages("users.list", limit=run.settings.slack_page_size)
+        for member in page.get("members") or []
+        if isinstance(member, dict) and isinstance(member.get("id"), str)
+    }
+    run.authors = Authors(users, run.warnings)
+    conversations = _wanted(run, _list_conversations(run))
+    handle = _handle(users)
+    kept = []
+    for entry in conversations:
+        try:
+            entry["members"] = _members(run, entry["id"])
+        except ChannelUnavailable as error:
+            _skip(run, entry, error)
+            continue
+        kind = conversation_type(entry)
+        folder = entry["id"] if kind == "im" or not entry.get("name") else str(entry["name"])
+        row = slack_channel_row(
+            run.workspace_id, entry, conversation_type=kind, folder=folder, handle=handle
+        )
+        kept.append(_Conversation(entry, row))
+    now = _now(run)
+    user_rows = [slack_user_row(run.workspace_id, entry) for entry in users.values()]
+    run.db.write_directory(user_rows, [item.row for item in kept], now)
+    _upsert_identity(run, identity, team, now)
+    return kept
+
+
+def _upsert_identity(
+    run: _Run, identity: dict[str, Any], team: dict[str, Any], now: datetime
+) -> None:
+    """The workspace row, named and addressed as Slack reports it."""
+    domain = team.get("domain") or str(identity.get("url", "")).split("//")[-1].split(".")[0]
+    name = team.get("name") or identity.get("team") or domain
+    staged = Staged(run.workspace_id, str(name), "slack_api", [], None, None)
+    connection = run.db.connection
+    connection.begin()
+    upsert_workspace(
+        connection,
+        staged,
+        run_id=run.run_id,
+        now=now,
+        slug=str(domain) or None,
+        slug_hint=str(domain) or run.workspace_id.lower(),
+        name=str(name),
+        data_changed=True,
+    )
+    connection.commit()
+
+
+def _list_conversations(run: _Run) -> list[dict[str, Any]]:
+    types = ",".join(CONVERSATION_TYPES[kind] for kind in run.request.types)
+    return [
+        channel
+        for page in run.client.pages(
+            "conversations.list",
+            types=types,
+            exclude_archived="false",
+            limit=run.settings.slack_page_size,
+        )
+        for channel in page.get("channels") or []
+        if isinstance(channel, dict) and isinstance(channel.get("id"), str)
+    ]
+
+
+def _wanted(run: _Run, conversations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The conversations `--channels` names (all when it names none)."""
+    if not run.request.channels:
+        return conversations
+    wanted = {name.lstrip("#") for name in run.request.channels}
+    chosen = [c for c in conversations if c["id"] in wanted or c.get("name") in wanted]
+    found = {c["id"] for c in chosen} | {str(c.get("name")) for c in chosen}
+    missing = sorted(wanted - found)
+    if missing:
+        raise SlackqueryError(f"no such conversation(s) for this token: {', '.join(missing)}")
+    return chosen
+
+
+def _members(run: _Run, channel_id: str) -> list[str]:
+    return [
+        member
+        for page in run.client.pages(
+            "conversations.members", channel=channel_id, limit=run.settings.slack_page_size
+        )
+        for member in page.get("members") or []
+        if isinstance(member, str)
+    ]
+
+
+def conversation_type(entry: dict[str, Any]) -> str:
+    """The canonical conversation type of a Web API conversation object."""
+    if entry.get("is_im"):
+        return "im"
+    if entry.get("is_mpim"):
+        return "mpim"
+    if entry.get("is_private") or entry.get("is_group"):
+        return "private_channel"
+    return "public_channel"
+
+
+def _handle(users: dict[str, dict[str, Any]]) -> Callable[[str], str]:
+    def handle(user_id: str) -> str:
+        name = (users.get(user_id) or {}).get("name")
+        return name if isinstance(name, str) and name else user_id
+
+    return handle
+
+
+def _skip(run: _Run, entry: dict[str, Any], error: SlackApiError) -> None:
+    """A conversation the token cannot read: warn and go on with the others."""
+    label = f"#{entry['name']}" if entry.get("name") else entry["id"]
+    run.skipped.append({"channel_id": entry["id"], "error": error.error})
+    run.warnings.add(f"slack:{entry['id']}", f"{label} skipped: {error.error}")
+
+
+def _sync_conversation(run: _Run, conversation: _Conversation) -> None:
+    """Resume or open the conversation's pass, read its history and threads, close it."""
+    channel_id = conversation.row.channel_id
+    current = run.db.channel_pass(run.workspace_id, channel_id)
+    if not current.open:
+        _begin_pass(run, channel_id, current.synced_through_ts)
+        current = run.db.channel_pass(run.workspace_id, channel_id)
+    try:
+        _read_threads(run, channel_id)
+        if not current.history_done:
+            _read_history(run, channel_id, current)
+    except ChannelUnavailable as error:
+        _skip(run, conversation.entry, error)
+        return
+    run.db.finish_pass(run.workspace_id, channel_id, _now(run))
+
+
+def _window_start_s(run: _Run) -> float:
+    return run.clock.time() - run.settings.slack_reread_days * DAY_S
+
+
+def _begin_pass(run: _Run, channel_id: str, synced_through: str | None) -> None:
+    window_start = _window_start_s(run)
+    since = (
+        datetime(*run.request.since.timetuple()[:3], tzinfo=UTC).timestamp()
+        if run.request.since
+        else 0.0
+    )
+    if synced_through is None:
+        oldest = since
+    else:
+        oldest = max(since, min(ts_to_us(synced_through) / 1e6, window_start))
+    run.db.begin_pass(
+        run.workspace_id,
+        channel_id,
+        oldest_ts=_ts(oldest),
+        latest_ts=_ts(run.clock.time()),
+        active_since_us=int(window_start * 1_000_000),
+        now=_now(run),
+    )
+
+
+def _ts(seconds: float) -> str:
+    micros = max(0, math.floor(seconds * 1_000_000))
+    return f"{micros // 1_000_000}.{micros % 1_000_000:06d}"
+
+
+def _read_history(run: _Run, channel_id: str, current: Any) -> None:
+    """Page the pass's history from its checkpoint; read each page's threads after it."""
+    method = "conversations.history"
+    limit = run.client.pacing.page_size(method, run.settings.slack_page_size)
+    cursor = current.cursor
+    while True:
+        observed_at = _now(run)
+        body = run.client.call(
+            method,
+            channel=channel_id,
+            oldest=current.oldest_ts,
+            latest=current.latest_ts,
+            limit=limit,
+            cursor=cursor,
+        )
+        messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+        cursor = next_cursor(body)
+        assert run.authors is not None
+        run.db.write_page(
+            run.workspace_id,
+            channel_id,
+            messages,
+            authors=run.authors,
+            scope=HISTORY,
+            next_cursor=cursor,
+            observed_at=observed_at,
+            queue_threads=_threads_to_read(run, channel_id, messages),
+            where=f"slack:{channel_id}",
+        )
+        _read_threads(run, channel_id)
+        if cursor is None:
+            return
+
+
+def _threads_to_read(run: _Run, channel_id: str, messages: list[dict[str, Any]]) -> list[str]:
+    """Parents on this page whose thread changed since stored, or was recently active.
+
+    Changed: the store lacks the parent, or holds another `latest_reply` / `reply_count`
+    (a broadcast reply already read from history does not count as having the thread).
+    """
+    parents = {
+        message["ts"]: message
+        for message in messages
+        if message.get("thread_ts") == message.get("ts")
+        and message.get("reply_count")
+        and isinstance(message.get("latest_reply"), str)
+    }
+    stored = run.db.stored_thread_heads(run.workspace_id, channel_id, list(parents))
+    window_start_us = int(_window_start_s(run) * 1_000_000)
+    wanted = []
+    for thread_ts, parent in parents.items():
+        try:
+            latest_us = ts_to_us(parent["latest_reply"])
+        except ValueError:
+            continue
+        head = (parent["latest_reply"], parent["reply_count"])
+        if stored.get(thread_ts) != head or latest_us >= window_start_us:
+            wanted.append(thread_ts)
+    return wanted
+
+
+def _read_threads(run: _Run, channel_id: str) -> None:
+    """Drain the channel's queued threads, each from its own checkpoint."""
+    for thread_ts, cursor in run.db.pending_threads(run.workspace_id, channel_id):
+        try:
+            for body, next_page, observed_at in _replies(run, channel_id, thread_ts, cursor):
+                assert run.authors is not None
+                run.db.write_page(
+                    run.workspace_id,
+                    channel_id,
+                    [m for m in body.get("messages") or [] if isinstance(m, dict)],
+                    authors=run.authors,
+                    scope=thread_ts,
+                    next_cursor=next_page,
+                    observed_at=observed_at,
+                    where=f"slack:{channel_id}:{thread_ts}",
+                )
+        except SlackApiError as error:
+            if error.error != "thread_not_found":
+                raise
+            run.db.drop_thread(run.workspace_id, channel_id, thread_ts)
+
+
+def _replies(
+    run: _Run, channel_id: str, thread_ts: str, cursor: str | None
+) -> Iterator[tuple[dict[str, Any], str | None, datetime]]:
+    method = "conversations.replies"
+    limit = run.client.pacing.page_size(method, run.settings.slack_page_size)
+    while True:
+        observed_at = _now(run)
+        body = run.client.call(method, channel=channel_id, ts=thread_ts, limit=limit, cursor=cursor)
+        cursor = next_cursor(body)
+        yield body, cursor, observed_at
+        if cursor is None:
+            return
+
+
+def _eta_s(run: _Run, conversations_left: int) -> float:
+    """Least time left at this pace: one history request per conversation still to read."""
+    return run.client.limiter.remaining_s("conversations.history", conversations_left)
+
+
+def summary(run: _Run, conversations: int, elapsed_s: float) -> dict[str, Any]:
+    """Conversations, requests per method, rows changed, time spent waiting on rate limits."""
+    client = run.client
+    return {
+        "run_id": run.run_id,
+        "workspace_id": run.workspace_id,
+        "conversations": conversations - len(run.skipped),
+        "skipped": run.skipped,
+        "requests": dict(sorted(client.requests.items())),
+        "request_count": sum(client.requests.values()),
+        "retries": dict(sorted(client.retries.items())),
+        "counts": run.db.counts,
+        "rate_limit_wait_s": round(client.limiter.waited_s, 3),
+        "pacing": client.pacing.name,
+        "duration_s": round(elapsed_s, 3),
+        "warning_count": run.warnings.count,
+        "warnings": run.warnings.items,
+    }

@@ -1,0 +1,189 @@
+"""Paired bootstrap intervals, the rule for defaults, and `eval --compare` on saved rows."""
+
+import json
+import math
+import random
+from pathlib import Path
+
+import pytest
+
+from slackquery.cli import main
+from slackquery.errors import SlackqueryError
+from slackquery.evaluation.compare import (
+    POOLED,
+    bootstrap_interval,
+    compare,
+    decide,
+    paired_deltas,
+    parse_side,
+)
+from slackquery.evaluation.grid import parse_config
+
+
+def _rows(values: dict[str, tuple[float, float]], *, answerable: bool = True) -> list[dict]:
+    """Per-query rows with the given (recall@10, rr@20); nDCG follows the reciprocal rank."""
+    return [
+        {"query_id": qid, "answerable": answerable, "recall@10": r, "rr@20": rr, "ndcg@10": rr}
+        for qid, (r, rr) in values.items()
+    ]
+
+
+def test_constant_differences_give_a_zero_width_interval() -> None:
+    interval = bootstrap_interval([[0.25] * 12])
+    assert (interval.mean, interval.low, interval.high, interval.queries) == (0.25, 0.25, 0.25, 12)
+
+
+def test_two_queries_span_the_whole_range() -> None:
+    # Resampled means of [0, 1] are 0, 0.5 or 1 with chances 1/4, 1/2, 1/4.
+    interval = bootstrap_interval([[0.0, 1.0]])
+    assert (interval.mean, interval.low, interval.high) == (0.5, 0.0, 1.0)
+
+
+def test_one_improved_query_in_four_is_not_significant() -> None:
+    # The mean of 4 draws from [1, 0, 0, 0] is Binomial(4, 1/4) / 4: P(0) = 0.32, so the
+    # 2.5th percentile is 0; P(<= 2 / 4) = 0.95 < 0.975 <= P(<= 3 / 4), so the 97.5th is 0.75.
+    interval = bootstrap_interval([[1.0, 0.0, 0.0, 0.0]])
+    assert (interval.mean, interval.low, interval.high) == (0.25, 0.0, 0.75)
+
+
+def test_interval_matches_the_normal_approximation_for_many_queries() -> None:
+    rng = random.Random(5)
+    deltas = [rng.gauss(0.1, 0.5) for _ in range(400)]
+    mean = sum(deltas) / len(deltas)
+    sd = math.sqrt(sum((d - mean) ** 2 for d in deltas) / (len(deltas) - 1))
+    half = 1.96 * sd / math.sqrt(len(deltas))
+    interval = bootstrap_interval([deltas])
+    assert interval.low == pytest.approx(mean - half, abs=0.006)
+    assert interval.high == pytest.approx(mean + half, abs=0.006)
+
+
+def test_pooling_resamples_within_each_set() -> None:
+    # Each set is constant, so a stratified bootstrap has no spread; drawing from the
+    # pooled 20 queries together would (any mix of ones and zeros).
+    interval = bootstrap_interval([[1.0] * 10, [0.0] * 10])
+    assert (interval.mean, interval.low, interval.high, interval.queries) == (0.5, 0.5, 0.5, 20)
+
+
+def test_seeded_and_deterministic() -> None:
+    deltas = [[0.0, 0.5, -0.5, 1.0, 0.0, 0.2, -0.1]]
+    assert bootstrap_interval(deltas) == bootstrap_interval(deltas)
+    assert bootstrap_interval(deltas, seed=1) != bootstrap_interval(deltas, seed=2)
+
+
+def test_paired_deltas_need_the_same_queries() -> None:
+    a = _rows({"q1": (1, 1), "q2": (0, 0)})
+    b = _rows({"q1": (1, 0.5)})
+    with pytest.raises(SlackqueryError, match="different queries"):
+        paired_deltas("set", a, b)
+    # Unanswerable rows carry no relevance metrics and are left out.
+    deltas = paired_deltas("set", a[:1] + _rows({"u": (0, 0)}, answerable=False), b)
+    assert [(d.metric, d.delta) for d in deltas] == [
+        ("recall@10", 0.0),
+        ("rr@20", -0.5),
+        ("ndcg@10", -0.5),
+    ]
+
+
+def _two_sets(gain_a: int, loss_b: int, size: int = 20) -> dict:
+    """Set `x`: `gain_a` of `size` queries go from rank 2 to 1; set `y`: `loss_b` lose theirs."""
+    base = {f"q{i}": (1.0, 0.5) for i in range(size)}
+    better = {q: (1.0, 1.0 if i < gain_a else 0.5) for i, q in enumerate(base)}
+    worse = {q: (1.0, 0.0 if i < loss_b else 0.5) for i, q in enumerate(base)}
+    return {
+        "x": (_rows(base), _rows(better)),
+        "y": (_rows(base), _rows(worse)),
+    }
+
+
+def test_rule_keeps_a_pooled_win_that_no_set_pays_for() -> None:
+    comparison = compare("A", "B", _two_sets(gain_a=12, loss_b=1))
+    pooled = comparison.intervals[POOLED]["rr@20"]
+    assert pooled.queries == 40 and pooled.low > 0
+    assert comparison.intervals["y"]["rr@20"].mean == pytest.approx(-0.025)
+    decision = decide(comparison)
+    assert decision.keep, decision.reasons
+
+
+def test_rule_rejects_a_win_that_costs_one_set_more_than_one_query() -> None:
+    # Set y loses 0.5 on 3 of 20 queries: -0.075 MRR, more than one query's worth (0.05).
+    decision = decide(compare("A", "B", _two_sets(gain_a=12, loss_b=3)))
+    assert not decision.keep
+    assert any("y: MRR@20 falls by 0.075" in reason for reason in decision.reasons)
+
+
+def test_rule_rejects_what_the_interval_cannot_tell_from_noise() -> None:
+    decision = decide(compare("A", "B", _two_sets(gain_a=2, loss_b=0)))
+    assert not decision.keep
+    assert decision.reasons == ("no pooled interval of R@10 or MRR@20 lies above zero",)
+
+
+def test_sides_and_configs_parse() -> None:
+    assert parse_config("default").is_default
+    assert parse_config("rrf_k=60;arm.context=off").overrides == {
+        "rrf_k": 60,
+        "arm.context": False,
+    }
+    with pytest.raises(SlackqueryError, match="one value per axis"):
+        parse_config("rrf_k=10,60")
+    side = parse_side("rrf_k=60")
+    assert (side.mode, side.point.name, side.rows_file) == ("hybrid", "rrf_k=60", None)
+    assert parse_side("lexical").mode == "lexical"
+    side = parse_side("weight.lexical=1;rrf_k=60")
+    assert side.mode == "hybrid" and side.point.overrides == {"weight.lexical": 1.0, "rrf_k": 60}
+    assert parse_side("hybrid:weight.lexical=1;rrf_k=60").point == side.point
+    side = parse_side("runs/e5.jsonl#hybrid:arm.authors=off")
+    assert side.rows_file == Path("runs/e5.jsonl") and side.point.name == "arm.authors=off"
+    assert parse_side("runs/e5.jsonl").point.is_default
+    with pytest.raises(SlackqueryError, match="only hybrid"):
+        parse_side("lexical:rrf_k=60")
+
+
+def test_cli_compares_two_saved_runs(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    files = {}
+    for name, rank in (("a", 0.5), ("b", 1.0)):
+        rows = [
+            {"query_set": qs, "mode": "hybrid", "config": "default", **row}
+            for qs in ("beacon", "sample")
+            for row in _rows({f"q{i}": (1.0, rank) for i in range(15)})
+        ]
+        files[name] = tmp_path / f"{name}.jsonl"
+        files[name].write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    out = tmp_path / "compare.md"
+    code = main(
+        ["eval", "--compare", str(files["a"]), str(files["b"]), "--compare-report", str(out)]
+    )
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "| pooled    | 30      | +0.000 [+0.000, +0.000] | +0.500 [+0.500, +0.500]" in printed
+    assert "Rule: B beats A (pooled MRR@20 interval above zero)" in printed
+    assert "| sample    | q14   | 1.00 -> 1.00 | 0.50 -> 1.00" in out.read_text(encoding="utf-8")
+
+
+def test_cli_rejects_a_baseline_without_a_grid(tmp_path: Path) -> None:
+    queries = tmp_path / "q.yaml"
+    queries.write_text("queries: []\n", encoding="utf-8")
+    assert main(["eval", str(queries), "--baseline", "default"]) != 0
+
+
+def test_cli_pairs_corpora_with_query_files(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("", encoding="utf-8")
+    files = [str(tmp_path / f"q{i}.yaml") for i in range(3)]
+    assert main(["eval", *files, "--corpus", str(corpus), "--corpus", str(corpus)]) != 0
+    assert "one per query file (3), not 2" in capsys.readouterr().err
+
+
+def test_cli_runs_every_comparison_asked_for(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    path = tmp_path / "rows.jsonl"
+    rows = [
+        {"query_set": "s", "mode": mode, "config": "default", **row}
+        for mode, rank in (("lexical", 0.5), ("semantic", 0.25), ("hybrid", 1.0))
+        for row in _rows({f"q{i}": (1.0, rank) for i in range(4)})
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    argv = ["eval", "--compare", f"{path}#lexical", f"{path}#hybrid"]
+    assert main([*argv, "--compare", f"{path}#semantic", f"{path}#hybrid"]) == 0
+    printed = capsys.readouterr().out
+    assert f"## {path}#hybrid against {path}#lexical" in printed
+    assert "| s         | 4       | +0.000 [+0.000, +0.000] | +0.750 [+0.750, +0.750]" in printed
+    assert "| rule keeps |" in printed and printed.rstrip().endswith("| B          |")

@@ -1,0 +1,63 @@
+"""The `sync` flows: task bodies with `.fn()`, retries, and sync + reconcile reaching search."""
+
+import pytest
+from prefect.states import Completed, Failed
+
+from flows.sync import retry_transient, sync_and_reconcile, sync_workspace
+from serving.engine import SearchEngine
+from serving.models import SearchRequest
+from slackquery.canonical import store
+from slackquery.errors import SlackqueryError
+from slackquery.slack.client import SlackApiError, SlackTransientError
+from tests.slack.conftest import Live, live, sample_zip  # noqa: F401 (fixtures)
+from tests.slack.test_sync import change_workspace
+
+
+def test_sync_task_syncs_and_skips_while_another_writer_runs(live: Live) -> None:  # noqa: F811
+    synced = sync_workspace.fn(["public", "private"], [], None)
+    assert synced["status"] == "synced" and synced["conversations"] > 0
+    with store.writer_lock(live.settings):
+        skipped = sync_workspace.fn(["public"], [], None)
+    assert skipped["status"] == "skipped" and "already running" in skipped["reason"]
+
+
+def test_only_transient_failures_are_retried() -> None:
+    def state_of(error: Exception | None):
+        return Completed() if error is None else Failed(data=error)
+
+    assert retry_transient(None, None, state_of(SlackTransientError("x", "gave up")))  # type: ignore[arg-type]
+    assert not retry_transient(None, None, state_of(SlackApiError("x", "token_revoked")))  # type: ignore[arg-type]
+    assert not retry_transient(None, None, state_of(None))  # type: ignore[arg-type]
+
+
+def _hits(engine: SearchEngine, text: str) -> list[str]:
+    request = SearchRequest(query=text, mode="lexical", limit=50)
+    return [hit.document_id for hit in engine.search(request).results]
+
+
+@pytest.mark.slow
+def test_sync_and_reconcile_bring_edits_deletions_and_replies_to_search(
+    live: Live,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    first = sync_and_reconcile()
+    assert first["sync"]["status"] == "synced"
+    assert first["reconcile"]["status"] == "published"
+    changes, settings = change_workspace(live, monkeypatch)
+    key = f"{first['sync']['workspace_id']}:{changes.channel}:"
+    engine = SearchEngine(settings)
+    try:
+        assert (
+            engine.get_message(key + changes.deleted).messages[0].document_id
+            == key + changes.deleted
+        )
+        assert _hits(engine, "zebraquartz") == []
+        assert _hits(engine, "flamingo") == []
+        second = sync_and_reconcile()
+        assert second["reconcile"]["status"] == "published"
+        assert _hits(engine, "zebraquartz") == [key + changes.edited]
+        assert _hits(engine, "flamingo") == [key + changes.reply]
+        with pytest.raises(SlackqueryError, match="no message with document_id"):
+            engine.get_message(key + changes.deleted)
+    finally:
+        engine.close()

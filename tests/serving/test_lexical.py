@@ -1,0 +1,77 @@
+"""BM25 postings: stopping early gives the same best rows and scores as scoring every row."""
+
+import numpy as np
+import pytest
+
+import serving.lexical
+from serving.lexical import BM25Index, Postings
+from serving.ranking import top_candidates
+
+ROWS = 20_000
+
+
+def generated_index(seed: int) -> BM25Index:
+    """40 terms with document frequencies from 3 to ~10,000 and few distinct scores (ties)."""
+    rng = np.random.default_rng(seed)
+    terms, term_ids, rows, scores = [], [], [], []
+    for term_id in range(40):
+        df = int(min(ROWS // 2, 3 + rng.zipf(1.4) * 40))
+        term_rows = rng.choice(ROWS, df, replace=False)  # not in row order: build sorts
+        terms.append(f"t{term_id}")
+        term_ids.append(np.full(df, term_id))
+        rows.append(term_rows)
+        scores.append(rng.integers(1, 6, df).astype(np.float32) * 0.37)
+    postings = Postings.build(
+        terms, np.concatenate(term_ids), np.concatenate(rows), np.concatenate(scores)
+    )
+    return BM25Index(postings, ROWS)
+
+
+def test_postings_are_in_row_and_impact_order() -> None:
+    index = generated_index(0)
+    postings = index.postings
+    for term_id in range(len(postings.terms)):
+        span = slice(postings.offsets[term_id], postings.offsets[term_id + 1])
+        rows, impact_rows = postings.rows[span], postings.impact_rows[span]
+        assert np.all(np.diff(rows) > 0)
+        order = np.lexsort((rows, -postings.scores[span]))
+        assert impact_rows.tolist() == rows[order].tolist()
+        assert postings.impact_scores[span].tolist() == postings.scores[span][order].tolist()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_candidates_hold_the_best_rows_of_a_full_scoring(
+    monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    monkeypatch.setattr(serving.lexical, "EXHAUSTIVE_POSTINGS", 64)
+    index = generated_index(seed)
+    rng = np.random.default_rng(1000 + seed)
+    early = 0
+    for _ in range(30):
+        terms = [f"t{i}" for i in rng.choice(40, int(rng.integers(1, 5)), replace=False)]
+        eligible = rng.random(ROWS) < rng.choice([1.0, 0.9, 0.3, 0.02])
+        count = int(rng.choice([1, 10, 100]))
+        dense = index.score(terms)
+        everything = np.flatnonzero((dense > 0) & eligible)
+        expected = top_candidates(everything, dense[everything], count)
+        rows, scores = index.candidates(terms, count, eligible)
+        assert eligible[rows].all()
+        np.testing.assert_array_equal(scores, dense[rows])  # bit-equal to the full scoring
+        got = top_candidates(rows, scores, count)
+        assert got.rows.tolist() == expected.rows.tolist()
+        assert got.scores.tolist() == expected.scores.tolist()
+        early += rows.size < everything.size
+    assert early  # some queries stopped before reading every posting
+
+
+def test_sparse_and_dense_matches_agree_on_generated_postings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    index = generated_index(9)
+    terms = ["t0", "t5", "t17", "t33"]
+    dense = index.score(terms)
+    for share in (0, 10**9):  # 0 forces the sparse sum, a huge share the dense one
+        monkeypatch.setattr(serving.lexical, "DENSE_SHARE", share)
+        rows, scores = index.matches(terms)
+        assert rows.tolist() == np.flatnonzero(dense).tolist()
+        np.testing.assert_array_equal(scores, dense[rows])

@@ -1,0 +1,240 @@
+"""Pacing, retries and error classification of the Web API client, against the loopback API.
+
+The clock is fake: pacing, Retry-After and backoff advance it instead of sleeping, and the
+server logs each request at the same clock's reading.
+"""
+
+import json
+import subprocess
+import sys
+from collections import defaultdict
+from datetime import UTC, datetime
+
+import pytest
+
+from slackquery.canonical import store
+from slackquery.canonical.authors import Authors
+from slackquery.canonical.importer import import_source
+from slackquery.canonical.staging import Warnings
+from slackquery.canonical.sync_store import SyncStore
+from slackquery.cli import main
+from slackquery.errors import SlackqueryError
+from slackquery.settings import get_settings
+from slackquery.slack.client import SlackApiError
+from slackquery.slack.pacing import pacing_from_setting
+from slackquery.slack.sync import SyncRequest, sync
+from tests.canonical.conftest import query
+from tests.crashing import ROOT
+from tests.slack.conftest import PAGE_SIZE, Live
+from tests.slack.server import TOKEN, Fault
+
+
+def _with(monkeypatch: pytest.MonkeyPatch, **env: str):
+    for name, value in env.items():
+        monkeypatch.setenv(f"SLACKQUERY_{name.upper()}", value)
+    return get_settings()
+
+
+@pytest.mark.parametrize("preset", ["tiers", "non-marketplace", "30"])
+def test_pacing_is_never_exceeded(live: Live, monkeypatch: pytest.MonkeyPatch, preset: str) -> None:
+    settings = _with(monkeypatch, slack_requests_per_minute=preset, slack_page_size="50")
+    report = sync(settings, SyncRequest(types=("public",)), clock=live.clock)
+    pacing = pacing_from_setting(preset)
+    times: dict[str, list[float]] = defaultdict(list)
+    for entry in live.slack.log:
+        times[entry.method].append(entry.at)
+    for method, moments in times.items():
+        allowed = int(60 / pacing.interval(method))
+        # Any `allowed + 1` consecutive calls span at least a minute: no 60 s window holds more.
+        for first, last in zip(moments, moments[allowed:], strict=False):
+            assert last - first >= 60 - 1e-6, (method, first, last)
+    history = [e for e in live.slack.log if e.method == "conversations.history"]
+    assert {int(e.params["limit"]) for e in history} == {pacing.page_size(history[0].method, 50)}
+    assert report["rate_limit_wait_s"] > 0
+    assert live.clock.slept  # waits went to the fake clock, not to real time
+
+
+def test_retry_after_is_honoured_exactly(live: Live) -> None:
+    live.slack.faults.append(Fault("conversations.history", "429", retry_after=7))
+    report = sync(live.settings, clock=live.clock)
+    history = [e for e in live.slack.log if e.method == "conversations.history"]
+    assert history[1].page_key() == history[0].page_key()
+    assert history[1].at - history[0].at == 7
+    assert report["retries"]["conversations.history"] == 1
+    assert report["rate_limit_wait_s"] == 7
+
+
+def test_server_errors_back_off_with_capped_jitter(
+    live: Live, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = _with(monkeypatch, slack_backoff_max_s="3")
+    live.slack.faults.append(Fault("conversations.replies", "500", times=4))
+    report = sync(settings, clock=live.clock)
+    assert report["retries"]["conversations.replies"] == 4
+    assert len(live.clock.slept) == 4
+    caps = [1, 2, 3, 3]
+    assert all(0 <= slept <= cap for slept, cap in zip(live.clock.slept, caps, strict=True))
+
+
+def test_too_many_failures_stop_the_run(live: Live, monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = _with(monkeypatch, slack_max_attempts="3")
+    live.slack.faults.append(Fault("users.list", "500", times=3))
+    with pytest.raises(SlackApiError, match=r"users.list: gave up \(3 attempts, last: HTTP 500\)"):
+        sync(settings, clock=live.clock)
+
+
+def test_a_slow_response_times_out_and_is_retried(
+    live: Live, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = _with(monkeypatch, slack_timeout_s="0.2")
+    live.slack.faults.append(Fault("team.info", "slow", delay_s=1.0))
+    report = sync(settings, SyncRequest(types=("im",)), clock=live.clock)
+    assert report["retries"] == {"team.info": 1}
+    assert report["requests"]["team.info"] == 2
+
+
+def test_not_in_channel_skips_that_channel_with_a_warning(live: Live) -> None:
+    channel = next(cid for cid, c in live.slack.conversations.items() if c.get("is_channel"))
+    live.slack.not_member.add(channel)
+    report = sync(live.settings, clock=live.clock)
+    assert report["skipped"] == [{"channel_id": channel, "error": "not_in_channel"}]
+    assert any(channel in item["file"] for item in report["warnings"])
+    db = live.settings.canonical_path
+    assert query(db, "select count(*) from messages where channel_id = ?", [channel]) == [(0,)]
+    assert query(db, "select count(distinct channel_id) from messages")[0][0] > 3
+
+
+def test_revoked_token_stops_the_run_and_the_next_run_resumes(live: Live) -> None:
+    live.slack.faults.append(Fault("conversations.replies", "token_revoked"))
+    with pytest.raises(SlackApiError, match=r"token_revoked.*SLACKQUERY_SLACK_TOKEN"):
+        sync(live.settings, clock=live.clock)
+    partial = query(live.settings.canonical_path, "select count(*) from messages")[0][0]
+    assert partial > 0
+    report = sync(live.settings, clock=live.clock)
+    assert (
+        report["counts"]["messages"]["inserted"] + partial
+        == query(live.settings.canonical_path, "select count(*) from messages")[0][0]
+    )
+
+
+def test_missing_scope_names_the_scope(live: Live) -> None:
+    live.slack.faults.append(Fault("conversations.history", "missing_scope"))
+    with pytest.raises(SlackApiError, match="lacks the scope channels:history"):
+        sync(live.settings, clock=live.clock)
+
+
+def test_a_page_that_changes_between_two_requests(live: Live) -> None:
+    slack = live.slack
+    channel = max(slack.messages, key=lambda cid: len(slack.messages[cid]))
+    newest = max(slack.messages[channel], key=float)
+
+    def change() -> None:
+        slack.edit(channel, newest, "changed while you asked", f"{live.clock.now:.6f}")
+
+    slack.faults.append(Fault("conversations.history", "changed", channel=channel, change=change))
+    sync(live.settings, clock=live.clock)
+    assert query(
+        live.settings.canonical_path, "select text from messages where ts = ?", [newest]
+    ) == [("changed while you asked",)]
+
+
+def test_a_stale_page_never_resurrects_a_tombstone(live: Live) -> None:
+    sync(live.settings, clock=live.clock)
+    slack = live.slack
+    channel = max(slack.messages, key=lambda cid: len(slack.messages[cid]))
+    ts, message = max(
+        (item for item in slack.messages[channel].items() if "thread_ts" not in item[1]),
+        key=lambda item: float(item[0]),
+    )
+    stale_page = [dict(message)]
+    read_before_deletion = datetime.fromtimestamp(live.clock.now, UTC)
+    live.clock.now += 60
+    slack.delete(channel, ts)
+    sync(live.settings, clock=live.clock)
+    db = live.settings.canonical_path
+    assert query(db, "select is_deleted from messages where ts = ?", [ts]) == [(True,)]
+    writer = SyncStore(live.settings, "stale-run", Warnings())
+    try:
+        writer.begin_pass(
+            "T0SAMPLE1",
+            channel,
+            oldest_ts="0",
+            latest_ts=ts,
+            active_since_us=0,
+            now=read_before_deletion,
+        )
+        writer.write_page(
+            "T0SAMPLE1",
+            channel,
+            stale_page,
+            authors=Authors({}, Warnings()),
+            scope="history",
+            next_cursor="more",
+            observed_at=read_before_deletion,
+            where="stale",
+        )
+    finally:
+        writer.close()
+    assert query(db, "select is_deleted from messages where ts = ?", [ts]) == [(True,)]
+
+
+def test_sync_and_import_share_one_writer_lock(live: Live, sample_zip) -> None:
+    with store.writer_lock(live.settings):
+        with pytest.raises(SlackqueryError, match="another import or sync is already running"):
+            sync(live.settings, clock=live.clock)
+        with pytest.raises(SlackqueryError, match="another import or sync is already running"):
+            import_source(live.settings, sample_zip)
+
+
+def test_the_token_is_never_printed_logged_or_stored(live: Live) -> None:
+    process = subprocess.run(
+        [sys.executable, "-m", "slackquery.cli", "sync", "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**__import__("os").environ, "SLACKQUERY_LOG_LEVEL": "DEBUG"},
+    )
+    assert process.returncode == 0, process.stderr
+    assert json.loads(process.stdout)["conversations"] > 0
+    settings_listing = subprocess.run(
+        [sys.executable, "-m", "slackquery.cli", "settings", "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert TOKEN not in process.stdout + process.stderr + settings_listing
+    for path in live.settings.home.rglob("*"):
+        if path.is_file():
+            assert TOKEN.encode() not in path.read_bytes(), path
+
+
+def test_cli_without_a_token_says_how_to_set_one(
+    home, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    monkeypatch.delenv("SLACKQUERY_SLACK_TOKEN", raising=False)
+    assert main(["sync"]) == 1
+    assert "set SLACKQUERY_SLACK_TOKEN" in capsys.readouterr().err
+
+
+def test_cli_plan_prints_every_preset_from_the_store_shape(
+    live: Live, capsys: pytest.CaptureFixture
+) -> None:
+    sync(live.settings, clock=live.clock)
+    assert main(["sync", "--plan", "--messages", "100000", "--json"]) == 0
+    planned = json.loads(capsys.readouterr().out)
+    by_name = {preset["preset"]: preset for preset in planned["presets"]}
+    assert set(by_name) == {"tiers", "non-marketplace", "0 (unpaced)"}
+    limited = by_name["non-marketplace"]
+    assert limited["history_page_size"] == min(PAGE_SIZE, 15)
+    # One request a minute each for history and replies: at least the larger count in minutes.
+    requests = limited["requests"]
+    assert limited["minutes_at_least"] == max(
+        requests["conversations.history"], requests["conversations.replies"]
+    )
+    assert by_name["0 (unpaced)"]["minutes_at_most"] == 0
+    assert main(["sync", "--plan"]) == 0
+    assert "non-marketplace" in capsys.readouterr().out

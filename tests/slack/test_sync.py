@@ -1,0 +1,288 @@
+"""`sync` against the loopback Slack Web API: same rows as an import, resumable, incremental."""
+
+import signal
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from slackquery.canonical.importer import import_source
+from slackquery.sample.workspace import TEAM_DOMAIN, TEAM_NAME
+from slackquery.settings import Settings, get_settings
+from slackquery.slack.pacing import SystemClock
+from slackquery.slack.sync import SyncRequest, sync
+from tests.canonical.conftest import query
+from tests.crashing import run_cli_until
+from tests.loopback import serve
+from tests.slack.conftest import PAGE_SIZE, Live
+from tests.slack.server import TOKEN, FakeSlack
+
+# Run bookkeeping differs between any two runs; the API's conversation objects carry
+# flags (is_channel, is_private, ...) that an export's lists lack, so their raw payload does.
+IGNORED = {"latest_run_id", "first_seen_run_id", "last_changed_at"}
+IGNORED_CHANNEL = IGNORED | {"raw_json", "payload_hash"}
+
+
+def rows(db: Path, table: str) -> list[tuple[Any, ...]]:
+    """Every row of `table` without run bookkeeping, sorted."""
+    ignored = IGNORED_CHANNEL if table == "channels" else IGNORED
+    with duckdb.connect(str(db), read_only=True) as connection:
+        columns = [
+            row[0]
+            for row in connection.execute(f"describe {table}").fetchall()
+            if row[0] not in ignored
+        ]
+        return connection.execute(
+            f"select {', '.join(columns)} from {table} order by all"
+        ).fetchall()
+
+
+def history_pages(live: Live) -> Counter[tuple[str, ...]]:
+    return Counter(
+        entry.page_key()
+        for entry in live.slack.log
+        if entry.method in ("conversations.history", "conversations.replies")
+    )
+
+
+def test_full_sync_equals_importing_the_export(
+    live: Live, sample_zip: Path, tmp_path: Path
+) -> None:
+    report = sync(live.settings, clock=live.clock)
+    assert report["skipped"] == [] and report["warning_count"] == 0
+    imported = Settings(home=tmp_path / "imported")
+    import_source(imported, sample_zip)
+    for table in ("messages", "users", "channels", "files"):
+        assert rows(live.settings.canonical_path, table) == rows(imported.canonical_path, table), (
+            table
+        )
+    assert report["counts"]["messages"]["inserted"] == len(
+        rows(imported.canonical_path, "messages")
+    )
+
+
+def window_start_s(live: Live) -> float:
+    return live.clock.now - live.settings.slack_reread_days * 86_400
+
+
+def test_second_sync_with_nothing_new_makes_only_the_reread_requests(live: Live) -> None:
+    sync(live.settings, clock=live.clock)
+    first_requests = len(live.slack.log)
+    again = sync(live.settings, clock=live.clock)
+    second = live.slack.log[first_requests:]
+    changed = {kind: n for table in again["counts"].values() for kind, n in table.items() if n}
+    assert set(changed) == {"unchanged"}
+    start_us = int(window_start_s(live) * 1_000_000)
+    expected_history = 0
+    expected_threads = set()
+    for channel, messages in live.slack.messages.items():
+        in_window = [
+            message
+            for ts, message in messages.items()
+            if int(float(ts) * 1_000_000) > start_us
+            and (
+                message.get("thread_ts") in (None, ts)
+                or message.get("subtype") == "thread_broadcast"
+            )
+        ]
+        expected_history += max(1, -(-len(in_window) // PAGE_SIZE))
+        expected_threads |= {
+            (channel, ts)
+            for ts, message in messages.items()
+            if message.get("reply_count") and float(message["latest_reply"]) * 1e6 >= start_us
+        }
+    history = [entry for entry in second if entry.method == "conversations.history"]
+    replies = {
+        (entry.params["channel"], entry.params["ts"])
+        for entry in second
+        if entry.method == "conversations.replies"
+    }
+    assert len(history) == expected_history
+    assert all(float(entry.params["oldest"]) >= window_start_s(live) - 1e-6 for entry in history)
+    assert replies == expected_threads and expected_threads
+    assert len(history) < again["request_count"] < first_requests
+
+
+def _old_active_thread(slack: FakeSlack) -> tuple[str, str, float, float]:
+    """(channel, thread_ts, parent s, latest reply s) of the thread whose replies span longest."""
+    return max(
+        (
+            (channel, ts, float(ts), float(message["latest_reply"]))
+            for channel, messages in slack.messages.items()
+            for ts, message in messages.items()
+            if message.get("reply_count") and message.get("subtype") is None
+        ),
+        key=lambda item: item[3] - item[2],
+    )
+
+
+def _top_level(slack: FakeSlack, channel: str, after_s: float, skip: set[str]) -> str:
+    return next(
+        ts
+        for ts, message in sorted(slack.messages[channel].items(), reverse=True)
+        if float(ts) > after_s
+        and "thread_ts" not in message
+        and message.get("subtype") is None
+        and ts not in skip
+    )
+
+
+@dataclass
+class Changes:
+    """What `change_workspace` did, for the assertions."""
+
+    channel: str
+    edited: str
+    deleted: str
+    thread: str
+    reply: str
+    joined: str
+    renamed: str
+    archived: str
+
+
+def change_workspace(live: Live, monkeypatch: pytest.MonkeyPatch) -> tuple[Changes, Settings]:
+    """Edit, delete, reply to an old thread, change membership, rename and archive.
+
+    The re-read window is set to start between the thread's parent and its last reply, so
+    the parent lies before the window and only "recently active thread" finds the reply.
+    """
+    slack = live.slack
+    channel, thread_ts, parent_s, latest_s = _old_active_thread(slack)
+    window_start = (parent_s + latest_s) / 2
+    monkeypatch.setenv(
+        "SLACKQUERY_SLACK_REREAD_DAYS", str((live.clock.now - window_start) / 86_400)
+    )
+    edited = _top_level(slack, channel, window_start, set())
+    deleted = _top_level(slack, channel, window_start, {edited})
+    slack.edit(channel, edited, "zebraquartz rollout notes, edited", f"{live.clock.now - 30:.6f}")
+    slack.delete(channel, deleted)
+    reply = f"{live.clock.now - 10:.6f}"
+    slack.reply(channel, thread_ts, reply, slack.members[channel][0], "late answer: flamingo")
+    outsider = next(u["id"] for u in slack.users if u["id"] not in slack.members[channel])
+    slack.members[channel].append(outsider)
+    others = [
+        cid for cid, c in slack.conversations.items() if c.get("is_channel") and cid != channel
+    ]
+    slack.conversations[others[0]]["name"] = "renamed-by-test"
+    slack.conversations[others[1]]["is_archived"] = True
+    changes = Changes(channel, edited, deleted, thread_ts, reply, outsider, others[0], others[1])
+    return changes, get_settings()
+
+
+def test_edits_deletions_replies_and_membership_reach_the_store(
+    live: Live, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sync(live.settings, clock=live.clock)
+    changes, settings = change_workspace(live, monkeypatch)
+    report = sync(settings, clock=live.clock)
+    assert report["counts"]["messages"]["inserted"] == 1
+    assert report["counts"]["messages"]["tombstoned"] == 1
+    db = settings.canonical_path
+    by_ts = {
+        row[0]: row[1:]
+        for row in query(
+            db,
+            "select ts, text, is_edited, is_deleted, reply_count from messages "
+            "where channel_id = ?",
+            [changes.channel],
+        )
+    }
+    assert by_ts[changes.edited][:3] == ("zebraquartz rollout notes, edited", True, False)
+    assert by_ts[changes.deleted][2] is True
+    assert by_ts[changes.reply][:3] == ("late answer: flamingo", False, False)
+    assert (
+        by_ts[changes.thread][3]
+        == live.slack.messages[changes.channel][changes.thread]["reply_count"]
+    )
+    channels = {
+        row[0]: row[1:]
+        for row in query(db, "select channel_id, name, is_archived, member_ids from channels")
+    }
+    assert changes.joined in channels[changes.channel][2]
+    assert channels[changes.renamed][0] == "renamed-by-test"
+    assert channels[changes.archived][1] is True
+
+
+def test_sigkill_during_sync_then_resume_equals_an_uninterrupted_sync(
+    sample_zip: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = SystemClock()
+    slack = FakeSlack.from_export(sample_zip, clock, team_name=TEAM_NAME, domain=TEAM_DOMAIN)
+    with serve(slack.app) as url:
+        env = {
+            "SLACKQUERY_SLACK_TOKEN": TOKEN,
+            "SLACKQUERY_SLACK_API_URL": f"{url}/api",
+            "SLACKQUERY_SLACK_REQUESTS_PER_MINUTE": "0",
+            "SLACKQUERY_SLACK_PAGE_SIZE": str(PAGE_SIZE),
+        }
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        interrupted = {**env, "SLACKQUERY_HOME": str(tmp_path / "interrupted")}
+        assert run_cli_until("sync_before_page_commit_12", interrupted, "sync") == -signal.SIGKILL
+        crashed = len(slack.log)
+        monkeypatch.setenv("SLACKQUERY_HOME", interrupted["SLACKQUERY_HOME"])
+        resumed = get_settings()
+        sync(resumed)
+        pages = Counter(
+            entry.page_key()
+            for entry in slack.log
+            if entry.method in ("conversations.history", "conversations.replies")
+        )
+        twice = [key for key, count in pages.items() if count > 1]
+        assert len(twice) == 1, twice
+        in_flight = [
+            entry.page_key()
+            for entry in slack.log[:crashed]
+            if entry.method in ("conversations.history", "conversations.replies")
+        ][-1]
+        assert twice == [in_flight]
+        monkeypatch.setenv("SLACKQUERY_HOME", str(tmp_path / "uninterrupted"))
+        clean = get_settings()
+        sync(clean)
+    for table in ("messages", "users", "channels", "files"):
+        assert rows(resumed.canonical_path, table) == rows(clean.canonical_path, table), table
+
+
+def test_a_broadcast_read_before_its_parent_does_not_hide_the_thread(
+    live: Live, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One message a page: history (newest first) returns a broadcast reply pages before its
+    # parent, so the store already holds the thread's latest reply when the parent comes.
+    slack = live.slack
+    channel, thread_ts, broadcast = min(
+        (
+            (cid, message["thread_ts"], ts)
+            for cid, messages in slack.messages.items()
+            for ts, message in messages.items()
+            if message.get("subtype") == "thread_broadcast"
+        ),
+        key=lambda found: len(slack.messages[found[0]]),
+    )
+    messages = slack.messages[channel]
+    later = [
+        ts
+        for ts, m in messages.items()
+        if m.get("thread_ts") == thread_ts and float(ts) > float(broadcast)
+    ]
+    for ts in later:
+        del messages[ts]
+    messages[thread_ts]["latest_reply"] = broadcast
+    messages[thread_ts]["reply_count"] -= len(later)
+    settings = _with_env(monkeypatch, SLACKQUERY_SLACK_PAGE_SIZE="1")
+    sync(settings, SyncRequest(channels=(channel,)), clock=live.clock)
+    stored = query(
+        settings.canonical_path,
+        "select ts from messages where channel_id = ? and not is_deleted order by ts",
+        [channel],
+    )
+    assert [row[0] for row in stored] == sorted(messages)
+
+
+def _with_env(monkeypatch: pytest.MonkeyPatch, **env: str) -> Settings:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return get_settings()
