@@ -124,6 +124,7 @@ def bench_http(settings: Settings, home: Path, texts: list[str]) -> dict[str, An
 
 
 def bench_dask(model: str, root: Path, texts: list[str], workers: int) -> dict[str, Any]:
+    """The embed flow on a LocalCluster of `workers`; model loading counts as overhead."""
     from flows.embed import with_dask
 
     home = root / f"dask-{workers}"
@@ -214,6 +215,7 @@ def main() -> None:
         if "dask" in parts:
             from prefect.testing.utilities import prefect_test_harness
 
+            os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # offline
             with prefect_test_harness(server_startup_timeout=180):
                 for model in args.model or [default.embedding_model]:
                     for workers in map(int, args.dask_workers.split(",")):

@@ -54,7 +54,7 @@ class _BrokenMain:
 
 def test_a_broken_main_vector_zeroes_the_whole_pair_row() -> None:
     pair = PackagedEngine(PACKAGED_MODELS[Settings().embedding_model])
-    pair._engine = _BrokenMain()
+    pair._main = {"passage": _BrokenMain().passage}
     vectors = pair.encode(DOCUMENTS, "passage")
     assert not vectors[:2].any()  # finalize_vectors then reports both rows as invalid
     assert np.isfinite(vectors[2]).all() and vectors[2, 384:].any()

@@ -152,6 +152,8 @@ def test_cli_errors_are_one_line(settings: Settings, capsys) -> None:
     duckdb.connect(str(settings.state_path)).close()
     assert main(["embed", "--engine", "plain"]) == 1
     assert "no search_documents table" in capsys.readouterr().err
+    assert main(["embed", "--engine", "plain", "--dask-workers", "2"]) == 1
+    assert "need the Prefect engine" in capsys.readouterr().err
     assert main(["embed-server", "--host", "0.0.0.0"]) == 1
     assert "without --api-key" in capsys.readouterr().err
     assert main(["embed-server", "--api-key", "short"]) == 1
