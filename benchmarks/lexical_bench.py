@@ -1,0 +1,100 @@
+"""BM25 arm cost: scoring every match against stopping early, on a serving-bench artifact.
+
+For the serving benchmark's queries (benchmarks/serving_bench.py: Zipf keywords,
+identifiers, questions, Slack syntax), the lexical arm's ranking is computed two ways on
+the same in-memory index: `matches` (every matching row scored) then the window's best,
+and `candidates` (impact-ordered prefixes, serving/lexical.py), which the engine runs.
+Both must give the same window, which is checked for every query. Each query is timed
+`--repeat` times and its minimum kept: on a shared host the minimum is the query's own
+cost, the rest is waiting for a core. Prints p50/p95/max per way and the load average.
+
+Run: `python -m benchmarks.lexical_bench --folder DIR` (DIR: a `serving_bench --folder`).
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.serving_bench import bench_settings, queries, read_corpus, summary
+from serving.lexical import BM25Index
+from serving.query import parse_query
+from serving.ranking import top_candidates
+from slackquery.artifacts.publish import current_artifact
+from slackquery.duckdb_setup import connect
+
+
+def run(folder: Path, query_count: int, window: int, repeat: int) -> dict[str, Any]:
+    """Time both ways over the benchmark's queries on the artifact published in `folder`."""
+    path = current_artifact(bench_settings(folder))
+    if path is None:
+        raise SystemExit(f"no published artifact under {folder}")
+    connection = connect(str(path), read_only=True)
+    try:
+        kinds = connection.execute(
+            "select document_kind from search_documents order by document_id"
+        ).fetchnumpy()["document_kind"]
+        is_message = np.asarray(kinds == "message", dtype=bool)
+        started = time.perf_counter()
+        index = BM25Index.from_fts(connection, is_message.size)
+        load_s = time.perf_counter() - started
+    finally:
+        connection.close()
+    load_before = round(os.getloadavg()[0], 2)
+    every, early, read = [], [], []
+    for text in queries(read_corpus(path), query_count):
+        parsed = parse_query(text)
+        terms = index.query_terms(parsed.text, 32, parsed.phrases).known
+        if not terms:
+            continue
+        times = {"every": [], "early": []}
+        for _ in range(repeat):
+            tick = time.perf_counter()
+            rows, scores = index.matches(terms)
+            keep = is_message[rows]
+            full = top_candidates(rows[keep], scores[keep], window)
+            middle = time.perf_counter()
+            rows, scores = index.candidates(terms, window, is_message)
+            fast = top_candidates(rows, scores, window)
+            times["every"].append(middle - tick)
+            times["early"].append(time.perf_counter() - middle)
+        if full.rows.tolist() != fast.rows.tolist():
+            raise AssertionError(f"early stop changed the ranking of {text!r}")
+        every.append(min(times["every"]) * 1000)
+        early.append(min(times["early"]) * 1000)
+        read.append(rows.size / max(1, int(keep.size)))
+    return {
+        "artifact": str(path),
+        "rows": int(is_message.size),
+        "postings": int(index.posting_rows.size),
+        "index_load_s": round(load_s, 2),
+        "queries": len(every),
+        "window": window,
+        "timing": f"minimum of {repeat} runs per query",
+        "score_every_match_ms": summary(every),
+        "stop_early_ms": summary(early),
+        "median_share_of_matches_scored": round(statistics.median(read), 3),
+        "load_average_1m": [load_before, round(os.getloadavg()[0], 2)],
+    }
+
+
+def main() -> None:
+    """CLI entry point: print the report as JSON."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--folder", type=Path, required=True)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--window", type=int, default=100)
+    parser.add_argument("--repeat", type=int, default=7)
+    args = parser.parse_args()
+    report = run(args.folder, args.queries, args.window, args.repeat)
+    sys.stdout.write(json.dumps(report, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
