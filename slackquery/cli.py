@@ -29,6 +29,8 @@ COMMAND_MODULES = (
     "rollback",
     "reconcile",
     "search",
+    "ask",
+    "verify",
     "serve",
     "bench",
     "show_settings",

@@ -176,6 +176,16 @@ class Settings(BaseSettings):
         description="Candidates each retrieval arm contributes to hybrid fusion; pagination "
         "reaches at most the fused candidates of this window.",
     )
+    # Calibrated with `slackquery eval --answers` on the judged sets' unanswerable questions
+    # (docs/evaluation.md, "Answer path"): CALIBRATION_NOTE
+    answer_min_coverage: float = Field(
+        default=0.5,
+        ge=0.0,
+        le=1.0,
+        description="Least share of a question part's content words (weighted by rarity) one "
+        "retrieved message must hold for `ask`/answer_slack_question to answer that part; "
+        "below it the part is unsupported, and a question with no supported part abstains.",
+    )
     serve_max_text_chars: int = Field(
         default=4000,
         ge=200,

@@ -75,6 +75,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="write the Markdown report here, with OUT.png (plot) and OUT.jsonl (per-query "
         "rows) beside it (default: SLACKQUERY_HOME/eval/reports/<QUERIES stem>.md)",
     )
+    parser.add_argument(
+        "--answers",
+        action="store_true",
+        help="evaluate the answer path instead (answer rate, abstention, citation validity "
+        "and precision, part coverage, latency; see slackquery/evaluation/answers.py)",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -107,6 +113,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     """Validate every input, run the evaluation, then print and write its outputs."""
     # The runner pulls in the whole pipeline (dbt, Prefect, the embedder); importing it
     # here keeps every other subcommand's start-up free of that cost.
+    from slackquery.evaluation.answers import run_answer_eval
     from slackquery.evaluation.runner import evaluate
 
     queries = select_split(load_queries(args.queries), args.split)
@@ -118,6 +125,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     def progress(message: str) -> None:
         print(f"eval: {message}", file=sys.stderr, flush=True)
 
+    if args.answers:
+        return run_answer_eval(args, settings, queries, progress)
     evaluation = evaluate(
         settings,
         queries,
