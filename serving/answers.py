@@ -164,19 +164,21 @@ def rank_support(hits: Sequence[SearchHitBase], terms: PartTerms) -> list[Search
 
 def correction_of(
     ranked: Sequence[SearchHitBase], terms: PartTerms, threshold: float
-) -> SearchHitBase | None:
-    """A later message, nearly as strong as the best, that says it corrects something
-    (`CORRECTION_CUES`), or None. The latest such message wins."""
-    best = ranked[0]
-    floor = max(threshold, CORRECTION_MARGIN * terms.coverage(best.text))
-    later = [
-        hit
-        for hit in ranked[1 : 1 + EXTRA_EVIDENCE + 1]
-        if hit.ts_us > best.ts_us
-        and terms.coverage(hit.text) >= floor
-        and CORRECTION_CUES.search(answering_sentence(hit.text, terms))
-    ]
-    return max(later, key=lambda hit: (hit.ts_us, hit.document_id)) if later else None
+) -> tuple[SearchHitBase, SearchHitBase] | None:
+    """(correction, what it corrects) among the part's strongest messages, or None.
+
+    The correction is the latest message nearly as strong as the best whose answering
+    sentence says it corrects something (`CORRECTION_CUES`); it corrects the strongest
+    earlier message. Whichever of the two ranked higher, the later one wins.
+    """
+    floor = max(threshold, CORRECTION_MARGIN * terms.coverage(ranked[0].text))
+    strong = [hit for hit in ranked[: 2 + EXTRA_EVIDENCE] if terms.coverage(hit.text) >= floor]
+    cued = [hit for hit in strong if CORRECTION_CUES.search(answering_sentence(hit.text, terms))]
+    for correction in sorted(cued, key=lambda hit: (hit.ts_us, hit.document_id), reverse=True):
+        earlier = [hit for hit in strong if hit.ts_us < correction.ts_us]
+        if earlier:
+            return correction, earlier[0]
+    return None
 
 
 def answer_part(
@@ -201,16 +203,15 @@ def answer_part(
             conflict=None,
             evidence=[],
         )
-    best = ranked[0]
     correction = correction_of(ranked, terms, threshold)
     conflict = None
     if correction is None:
-        lead = _evidence(best, terms)
+        lead = _evidence(ranked[0], terms)
         text = f"{label}{lead.sentence} [{lead.document_id}]"
         shown = [lead]
     else:
-        lead = _evidence(correction, terms, is_correction=True)
-        earlier = _evidence(best, terms)
+        lead = _evidence(correction[0], terms, is_correction=True)
+        earlier = _evidence(correction[1], terms)
         conflict = (
             f"{lead.document_id} ({lead.timestamp}) corrects the earlier "
             f"{earlier.document_id} ({earlier.timestamp}); the later message wins."
