@@ -20,6 +20,7 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import duckdb
@@ -77,6 +78,12 @@ def stem(token: str) -> str:
     return token[:STEM_CHARS]
 
 
+@lru_cache(maxsize=4096)
+def stems(text: str) -> frozenset[str]:
+    """The stems of a text's FTS tokens (cached: each hit is scored against every part)."""
+    return frozenset(stem(token) for token in fts_tokens(text))
+
+
 @dataclass(frozen=True)
 class PartTerms:
     """A part's content words as stems, each weighted by its rarity in the artifact."""
@@ -90,7 +97,7 @@ class PartTerms:
         total = sum(self.weights.values())
         if not total:
             return 0.0
-        present = {stem(token) for token in fts_tokens(text)}
+        present = stems(text)
         return sum(weight for key, weight in self.weights.items() if key in present) / total
 
 
