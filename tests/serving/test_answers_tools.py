@@ -22,7 +22,7 @@ from .slack_export import ZEBRA, message_id
 from .test_mcp import ROOT, call, http_server, run_client
 
 PASSWORD = message_id(6, "C2")  # "28P01 means invalid password; rotate the credentials in vault"
-QUESTION = "What does postgres error 28P01 mean?"
+QUESTION = "What should we rotate after a 28P01 invalid password error?"
 UNANSWERABLE = "Which sponsor is funding the zebra safari offsite?"
 
 
@@ -41,7 +41,7 @@ def test_unanswerable_abstains_and_a_partial_names_the_missing_part(engine: Sear
     none = answer_question(engine, UNANSWERABLE)
     assert none.verdict == "insufficient_evidence" and none.citations == []
     assert verify_citations(engine, none.answer).verdict == "verified"  # says evidence is missing
-    partial = answer_question(engine, f"{QUESTION} And {UNANSWERABLE}")
+    partial = answer_question(engine, f"{QUESTION} {UNANSWERABLE}")
     assert partial.verdict == "partial"
     assert partial.unsupported_parts == [UNANSWERABLE.removesuffix("?")]
 
@@ -49,15 +49,15 @@ def test_unanswerable_abstains_and_a_partial_names_the_missing_part(engine: Sear
 def test_verify_finds_every_kind_of_citation(engine: SearchEngine) -> None:
     found = engine.get_message(PASSWORD).messages[0]
     draft = (
-        f"It means an invalid password [{PASSWORD}], see {found.permalink} and "
-        f"{found.source_message_id}; also [T0ACME:C1:1.000000]. Markdown [x](http://e.com)."
+        f"It means an invalid password [{PASSWORD}], see {found.permalink}; "
+        f"also [T0ACME:C1:1.000000] and {message_id(7, 'C3')}. Markdown [link](http://e.com)."
     )
     result = verify_citations(engine, draft)
     kinds = {(check.kind, check.document_id, not check.problems) for check in result.citations}
     assert kinds == {
         ("document_id", PASSWORD, True),
         ("permalink", PASSWORD, True),
-        ("source_message_id", PASSWORD, True),
+        ("document_id", message_id(7, "C3"), True),  # a bare id (here source id = document id)
         ("document_id", None, False),
     }
     assert result.verdict == "unverified"
@@ -101,7 +101,7 @@ def test_tools_and_prompt_over_http(engine: SearchEngine, published: Settings) -
     assert tools["answer_slack_question"].output_schema is not None
     assert answer["verdict"] == "answered" and answer["citations"]
     assert checked["verdict"] == "verified"
-    assert bad.startswith("ERROR: max_evidence must be between 1 and")
+    assert bad.startswith("ERROR") and "max_evidence must be between 1 and" in bad
     text = prompt.messages[0].content.text
     assert "who broke prod?" in text and "verify_citations" in text
 
