@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from serving.answer_tools import register_answer_tools
 from serving.engine import SearchEngine
 from serving.metrics import Metrics
 from serving.tools import ToolServer, register_tools
@@ -60,6 +61,7 @@ def build_server(engine: SearchEngine, metrics: Metrics) -> MCPServer:
         version=__version__,
     )
     register_tools(server, engine, metrics)
+    register_answer_tools(server, engine, metrics)
 
     @server.resource(
         "slackquery://guide",

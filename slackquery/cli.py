@@ -30,6 +30,8 @@ COMMAND_MODULES = (
     "rollback",
     "reconcile",
     "search",
+    "ask",
+    "verify",
     "serve",
     "bench",
     "show_settings",

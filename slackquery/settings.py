@@ -227,6 +227,18 @@ class Settings(BaseSettings):
         description="Candidates each retrieval arm contributes to hybrid fusion; pagination "
         "reaches at most the fused candidates of this window.",
     )
+    # Calibrated with `slackquery eval --answers` on the judged sets' unanswerable questions
+    # (docs/evaluation.md, "Answer path"). Beacon dev, 23 queries: unanswerable strengths
+    # 0.197 / 0.206 / 0.337; 0.35 maximises answer rate + correct abstention (0.90 + 1.00).
+    # Measured on Beacon dev only (the sample set was not measured in time): re-check there.
+    answer_min_coverage: float = Field(
+        default=0.35,
+        ge=0.0,
+        le=1.0,
+        description="Least share of a question part's content words (weighted by rarity) one "
+        "retrieved message must hold for `ask`/answer_slack_question to answer that part; "
+        "below it the part is unsupported, and a question with no supported part abstains.",
+    )
     serve_max_text_chars: int = Field(
         default=4000,
         ge=200,

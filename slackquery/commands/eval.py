@@ -128,6 +128,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="OUT.md",
         help="write the comparisons, with every query that moved, as Markdown",
     )
+    parser.add_argument(
+        "--answers",
+        action="store_true",
+        help="evaluate the answer path instead (answer rate, abstention, citation validity "
+        "and precision, part coverage, latency; see slackquery/evaluation/answers.py)",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -227,6 +233,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     """Validate every input, run the evaluation, then print and write its outputs."""
     # The runner pulls in the whole pipeline (dbt, Prefect, the embedder); importing it
     # here keeps every other subcommand's start-up free of that cost.
+    from slackquery.evaluation.answers import run_answer_eval
     from slackquery.evaluation.runner import evaluate
 
     sets = query_sets(args.queries, args.corpus)
@@ -245,6 +252,13 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     def progress(message: str) -> None:
         print(f"eval: {message}", file=sys.stderr, flush=True)
 
+    if args.answers:
+        if len(sets) != 1:
+            raise SlackqueryError("--answers evaluates one query file at a time")
+        _, path, corpus = sets[0]
+        queries = select_split(load_queries(path), args.split)
+        answer_args = argparse.Namespace(**{**vars(args), "corpus": corpus})
+        return run_answer_eval(answer_args, settings, queries, progress)
     evaluations: dict[str, Evaluation] = {}
     prepared: set[Path] = set()
     for name, path, corpus in sets:

@@ -30,6 +30,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default="hybrid",
         help="hybrid (default), lexical (exact words, ids, error codes) or semantic (paraphrases)",
     )
+    add_filter_flags(parser)
+    parser.add_argument("--limit", type=int, default=10, help="results per page (1-50)")
+    parser.add_argument("--cursor", help="next_cursor of a previous page (same query and flags)")
+    add_json_flag(parser)
+    parser.set_defaults(handler=run)
+
+
+def add_filter_flags(parser: argparse.ArgumentParser) -> None:
+    """The channel, author, workspace and date flags (`search` and `ask`)."""
     parser.add_argument(
         "--in",
         dest="channels",
@@ -55,19 +64,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--before", metavar="YYYY-MM-DD", help="only messages before this day (UTC)"
     )
-    parser.add_argument("--limit", type=int, default=10, help="results per page (1-50)")
-    parser.add_argument("--cursor", help="next_cursor of a previous page (same query and flags)")
-    add_json_flag(parser)
-    parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Search and print the results."""
-    query = args.query
-    if args.after:
-        query += f" after:{args.after}"
-    if args.before:
-        query += f" before:{args.before}"
+    query = filtered_query(args.query, args)
     engine = SearchEngine(settings)
     try:
         response = engine.search(
@@ -85,6 +86,15 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         engine.close()
     emit(args, response.model_dump(mode="json"), render(response))
     return 0
+
+
+def filtered_query(query: str, args: argparse.Namespace) -> str:
+    """The query with `--after`/`--before` added as Slack date operators."""
+    if args.after:
+        query += f" after:{args.after}"
+    if args.before:
+        query += f" before:{args.before}"
+    return query
 
 
 def snippet(text: str, query: str) -> str:

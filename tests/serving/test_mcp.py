@@ -29,7 +29,14 @@ from tests.loopback import serve
 
 from .conftest import Pipeline, install
 
-TOOLS = {"search_slack", "get_slack_message", "get_slack_thread", "list_slack_scopes"}
+TOOLS = {
+    "search_slack",
+    "get_slack_message",
+    "get_slack_thread",
+    "list_slack_scopes",
+    "answer_slack_question",
+    "verify_citations",
+}
 ROOT = Path(__file__).resolve().parents[2]
 ERR_ROOT = "T0ACME:C1:1709280000.000000"  # root of the five-message ERR-42 thread
 LONG_MESSAGE = "T0ACME:C1:1709355600.000021"  # longer than the response cap

@@ -1,0 +1,511 @@
+"""Answers from retrieved messages only: evidence packs, extractive cited answers, abstention,
+and citation checks of any drafted answer.
+
+`answer_question` runs one hybrid search (which already searches each part of a multi-part
+question on its own), then, for each part, scores the retrieved messages by how much of the
+part's content words they hold, weighted by rarity (BM25's idf over the artifact). That
+*coverage* is the evidence strength: a part whose best message covers less than
+`answer_min_coverage` (a setting calibrated on judged unanswerable questions, see
+docs/evaluation.md) is unsupported, and a question with no supported part abstains. The
+answer is built only from the answering sentences, each followed by `[document_id]`.
+
+`verify_citations` re-reads every cited message from the current artifact before delivery:
+it exists, the requester may see it, it is still active, and its text is what it was in the
+artifact it was cited from.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import duckdb
+
+from serving.answer_models import (
+    AnswerPart,
+    AnswerResponse,
+    Citation,
+    CitationCheck,
+    Evidence,
+    VerificationResponse,
+)
+from serving.artifact import LoadedArtifact
+from serving.engine import SearchEngine
+from serving.models import SearchHitBase, SearchRequest, SearchResponse
+from serving.query import (
+    answer_types,
+    content_tokens,
+    fts_tokens,
+    holds_answer_type,
+    parse_query,
+    query_aspects,
+)
+from slackquery.artifacts.files import artifact_file
+from slackquery.errors import SlackqueryError
+
+# Whether the requester may see a message, by document id. The default sees everything;
+# per-requester visibility (access control) plugs in here.
+Visibility = Callable[[str], bool]
+
+# Words a message uses when it takes back or replaces something said earlier.
+CORRECTION_CUES = re.compile(
+    r"\b(actually|instead|moved|moving|now|update[ds]?|correction|corrected|changed|"
+    r"rescheduled|revised|no longer|scratch that|switch(?:ed|ing)?)\b",
+    re.IGNORECASE,
+)
+# Sentence ends, or line breaks (Slack messages often list one point per line).
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|\s*\n+\s*")
+# Words are compared by their first five letters, a crude stemmer: "mongo" meets "mongodb",
+# "checked" meets "check", "migration" meets "migrate"; shorter words must match exactly.
+STEM_CHARS = 5
+# Supporting messages kept per part beyond the one that answers (shown, not cited).
+EXTRA_EVIDENCE = 2
+# A message at least this close to the part's best coverage may replace it as a correction.
+CORRECTION_MARGIN = 0.8
+_MISSING_EVIDENCE = re.compile(
+    r"does not answer|doesn't answer|no (?:supporting )?(?:evidence|message)|"
+    r"insufficient evidence|could ?n[o']t find|not (?:found|mentioned|discussed) in",
+    re.IGNORECASE,
+)
+
+
+def stem(token: str) -> str:
+    """The comparison key of an FTS token (see `STEM_CHARS`)."""
+    return token[:STEM_CHARS]
+
+
+@lru_cache(maxsize=4096)
+def stems(text: str) -> frozenset[str]:
+    """The stems of a text's FTS tokens (cached: each hit is scored against every part)."""
+    return frozenset(stem(token) for token in fts_tokens(text))
+
+
+@dataclass(frozen=True)
+class PartTerms:
+    """A part's content words as stems, each weighted by its rarity in the artifact."""
+
+    text: str
+    weights: dict[str, float]
+    kinds: tuple[str, ...]
+
+    def coverage(self, text: str) -> float:
+        """Share of the part's weight whose stems occur in `text` (0 when it has none)."""
+        total = sum(self.weights.values())
+        if not total:
+            return 0.0
+        present = stems(text)
+        return sum(weight for key, weight in self.weights.items() if key in present) / total
+
+
+def part_terms(artifact: LoadedArtifact, part: str) -> PartTerms:
+    """Content words of `part` (stop words dropped), weighted by idf; a word no message
+    contains gets the highest idf, so it pulls strength down as the rarest word would."""
+    bm25 = artifact.bm25
+    ceiling = float(bm25.idf.max(initial=1.0))
+    weights: dict[str, float] = {}
+    for token in content_tokens(part):
+        term_id = bm25.term_ids.get(token)
+        weight = float(bm25.idf[term_id]) if term_id is not None else ceiling
+        weights[stem(token)] = max(weights.get(stem(token), 0.0), weight)
+    return PartTerms(part, weights, answer_types(part))
+
+
+def sentences(text: str) -> list[str]:
+    """The message's sentences (or lines), in order, blanks dropped."""
+    return [piece.strip() for piece in _SENTENCE_BREAK.split(text) if piece.strip()]
+
+
+def answering_sentence(text: str, terms: PartTerms) -> str:
+    """The sentence that answers: most part coverage, then one stating the asked-for kind
+    of answer (a date for "when"), then the earliest. Deterministic."""
+    candidates = sentences(text) or [text.strip()]
+    scored = [
+        (terms.coverage(sentence), holds_answer_type(sentence, terms.kinds), -index, sentence)
+        for index, sentence in enumerate(candidates)
+    ]
+    return max(scored)[3]
+
+
+def highlight(text: str, sentence: str) -> str:
+    """`text` with the first occurrence of `sentence` in **bold**."""
+    start = text.find(sentence)
+    if start < 0 or not sentence:
+        return text
+    end = start + len(sentence)
+    return f"{text[:start]}**{sentence}**{text[end:]}"
+
+
+def _evidence(hit: SearchHitBase, terms: PartTerms, *, is_correction: bool = False) -> Evidence:
+    sentence = answering_sentence(hit.text, terms)
+    return Evidence(
+        document_id=hit.document_id,
+        source_message_id=hit.source_message_id,
+        channel_id=hit.channel_id,
+        channel_name=hit.channel_name,
+        author_id=hit.author_id,
+        author_name=hit.author_name,
+        ts_us=hit.ts_us,
+        timestamp=hit.timestamp,
+        permalink=hit.permalink,
+        text=hit.text,
+        sentence=sentence,
+        highlighted=highlight(hit.text, sentence),
+        coverage=round(terms.coverage(hit.text), 4),
+        is_correction=is_correction,
+    )
+
+
+def rank_support(hits: Sequence[SearchHitBase], terms: PartTerms) -> list[SearchHitBase]:
+    """Hits ordered as support for one part: coverage, then a stated answer of the asked-for
+    kind, then the search's own fused order."""
+    keyed = [
+        (-round(terms.coverage(hit.text), 4), not holds_answer_type(hit.text, terms.kinds), rank)
+        for rank, hit in enumerate(hits)
+    ]
+    return [hits[key[2]] for key in sorted(keyed)]
+
+
+def correction_of(
+    ranked: Sequence[SearchHitBase], terms: PartTerms, threshold: float
+) -> tuple[SearchHitBase, SearchHitBase] | None:
+    """(correction, what it corrects) among the part's strongest messages, or None.
+
+    The correction is the latest message nearly as strong as the best whose answering
+    sentence says it corrects something (`CORRECTION_CUES`); it corrects the strongest
+    earlier message. Whichever of the two ranked higher, the later one wins.
+    """
+    floor = max(threshold, CORRECTION_MARGIN * terms.coverage(ranked[0].text))
+    strong = [hit for hit in ranked[: 2 + EXTRA_EVIDENCE] if terms.coverage(hit.text) >= floor]
+    cued = [hit for hit in strong if CORRECTION_CUES.search(answering_sentence(hit.text, terms))]
+    for correction in sorted(cued, key=lambda hit: (hit.ts_us, hit.document_id), reverse=True):
+        earlier = [hit for hit in strong if hit.ts_us < correction.ts_us]
+        if earlier:
+            return correction, earlier[0]
+    return None
+
+
+def answer_part(
+    part: str,
+    hits: Sequence[SearchHitBase],
+    terms: PartTerms,
+    threshold: float,
+    room: int,
+    multi: bool,
+) -> AnswerPart:
+    """One part's evidence, cited answer and support verdict."""
+    label = f"{part}: " if multi else ""
+    ranked = rank_support(hits, terms)
+    strength = terms.coverage(ranked[0].text) if ranked else 0.0
+    if strength < threshold or not ranked:
+        return AnswerPart(
+            part=part,
+            supported=False,
+            strength=round(strength, 4),
+            threshold=threshold,
+            answer=f"{label}the archive does not answer this (no retrieved message covers it).",
+            conflict=None,
+            evidence=[],
+        )
+    correction = correction_of(ranked, terms, threshold)
+    conflict = None
+    if correction is None:
+        lead = _evidence(ranked[0], terms)
+        text = f"{label}{lead.sentence} [{lead.document_id}]"
+        shown = [lead]
+    else:
+        lead = _evidence(correction[0], terms, is_correction=True)
+        earlier = _evidence(correction[1], terms)
+        conflict = (
+            f"{lead.document_id} ({lead.timestamp}) corrects the earlier "
+            f"{earlier.document_id} ({earlier.timestamp}); the later message wins."
+        )
+        text = (
+            f"{label}{lead.sentence} [{lead.document_id}] (this corrects an earlier message: "
+            f'"{earlier.sentence}" [{earlier.document_id}])'
+        )
+        shown = [lead, earlier]
+    cited = {item.document_id for item in shown}
+    extra = [hit for hit in ranked[1:] if hit.document_id not in cited]
+    shown += [_evidence(hit, terms) for hit in extra[: max(0, room - len(shown))]]
+    return AnswerPart(
+        part=part,
+        supported=True,
+        strength=round(strength, 4),
+        threshold=threshold,
+        answer=text,
+        conflict=conflict,
+        evidence=shown[: max(room, len(cited))],
+    )
+
+
+def answer_question(
+    engine: SearchEngine,
+    question: str,
+    *,
+    workspace_ids: list[str] | None = None,
+    channel_ids: list[str] | None = None,
+    author_ids: list[str] | None = None,
+    start_ts_us: int | None = None,
+    end_ts_us: int | None = None,
+    max_evidence: int = 12,
+    visible: Visibility | None = None,
+) -> AnswerResponse:
+    """Retrieve, split into parts, pick each part's evidence and answering sentence, and
+    answer with `[document_id]` after every claim, or abstain."""
+    if not 1 <= max_evidence <= engine.settings.search_max_results:
+        raise SlackqueryError(
+            f"max_evidence must be between 1 and {engine.settings.search_max_results}"
+        )
+    started = time.perf_counter()
+    request = SearchRequest(
+        query=question,
+        mode="hybrid",
+        workspace_ids=workspace_ids,
+        channel_ids=channel_ids,
+        author_ids=author_ids,
+        start_ts_us=start_ts_us,
+        end_ts_us=end_ts_us,
+        limit=engine.settings.search_max_results,
+    )
+    response = engine.search(request)
+    hits = [hit for hit in response.results if visible is None or visible(hit.document_id)]
+    text = parse_query(question).text
+    names = query_aspects(text) or [text]
+    threshold = engine.settings.answer_min_coverage
+    room = max(1, max_evidence // len(names))
+    with engine.artifact() as artifact:
+        terms = [part_terms(artifact, name) for name in names]
+    parts = [
+        answer_part(name, hits, part, threshold, room, len(names) > 1)
+        for name, part in zip(names, terms, strict=True)
+    ]
+    return _assemble(question, parts, response.artifact_id, response, started)
+
+
+def _assemble(
+    question: str,
+    parts: list[AnswerPart],
+    artifact_id: str,
+    response: SearchResponse,
+    started: float,
+) -> AnswerResponse:
+    """The verdict, the joined answer and the citations it actually makes."""
+    unsupported = [part.part for part in parts if not part.supported]
+    if len(unsupported) == len(parts):
+        verdict = "insufficient_evidence"
+        answer = (
+            "The archive does not answer this question: no retrieved message covers enough "
+            f"of its content words (best coverage {max(p.strength for p in parts):.2f}, "
+            f"needed {parts[0].threshold:.2f})."
+        )
+    else:
+        verdict = "partial" if unsupported else "answered"
+        answer = "\n".join(part.answer for part in parts)
+    cited: dict[str, Citation] = {}
+    for part in parts:
+        for item in part.evidence:
+            if f"[{item.document_id}]" in part.answer and part.supported:
+                cited.setdefault(
+                    item.document_id,
+                    Citation(
+                        document_id=item.document_id,
+                        source_message_id=item.source_message_id,
+                        permalink=item.permalink,
+                    ),
+                )
+    timings = dict(response.timings_ms)
+    timings["answer_total"] = round((time.perf_counter() - started) * 1000, 3)
+    return AnswerResponse(
+        question=question,
+        verdict=verdict,
+        answer=answer,
+        unsupported_parts=unsupported,
+        citations=list(cited.values()),
+        parts=parts,
+        artifact_id=artifact_id,
+        notes=list(response.notes),
+        timings_ms=timings,
+    )
+
+
+# `[id]` not followed by `(` (a Markdown link's text is not a citation).
+_BRACKETED = re.compile(r"\[([^\[\]\s]{3,300})\](?!\()")
+_PERMALINK = re.compile(r"https?://[\w.-]+\.slack\.com/archives/[A-Z0-9]+/p\d{7,}(?:\?[^\s)\]>]*)?")
+# A bare id: starts with a letter and has a colon inside (`W:C:ts`, `synthetic:eng:0824-01`).
+_BARE_ID = re.compile(r"(?<![\w/:.-])[A-Za-z][\w.-]*(?::[\w.-]+)+\w")
+_BUILD_ID = re.compile(r"^[\w.-]{1,200}$")
+
+
+@dataclass(frozen=True)
+class Cited:
+    """One citation as found in the text, and the document it resolves to (if any)."""
+
+    cited: str
+    kind: str
+    document_id: str | None
+
+
+def find_citations(artifact: LoadedArtifact, engine: SearchEngine, text: str) -> list[Cited]:
+    """Every `[document_id]`, Slack permalink and bare message id in `text`, in order.
+
+    A bracketed id is always a citation (a made-up one fails); a bare token counts when it
+    is a document or source message id of the artifact, or has the `a:b:c` shape of one.
+    """
+    found: list[tuple[int, str, str]] = []
+    for match in _BRACKETED.finditer(text):
+        found.append((match.start(), match.group(1), "bracketed"))
+    for match in _PERMALINK.finditer(text):
+        found.append((match.start(), match.group(0), "permalink"))
+    rest = _PERMALINK.sub(" ", _BRACKETED.sub(" ", text))
+    bare = [match.group(0) for match in _BARE_ID.finditer(rest)]
+    sources = _source_documents(artifact, [value for _, value, _ in found] + bare)
+    citations: list[Cited] = []
+    for _, value, how in sorted(found):
+        if how == "permalink":
+            citations.append(
+                Cited(value, "permalink", _permalink_document(engine, artifact, value))
+            )
+        elif value in artifact.row_of or value not in sources:
+            citations.append(
+                Cited(value, "document_id", value if value in artifact.row_of else None)
+            )
+        else:
+            citations.append(Cited(value, "source_message_id", sources[value]))
+    for value in bare:
+        if value in artifact.row_of:
+            citations.append(Cited(value, "document_id", value))
+        elif value in sources:
+            citations.append(Cited(value, "source_message_id", sources[value]))
+        elif value.count(":") >= 2:
+            citations.append(Cited(value, "source_message_id", None))
+    return list(dict.fromkeys(citations))
+
+
+def _source_documents(artifact: LoadedArtifact, values: list[str]) -> dict[str, str]:
+    """Source message id -> document id, for those of `values` that are source ids."""
+    if not values:
+        return {}
+    cursor = artifact.cursor()
+    try:
+        rows = cursor.execute(
+            "select source_message_id, min(document_id) from search_documents "
+            "where document_kind = 'message' and source_message_id in (select unnest($ids)) "
+            "group by 1",
+            {"ids": sorted(set(values))},
+        ).fetchall()
+    finally:
+        cursor.close()
+    return {str(source): str(document) for source, document in rows}
+
+
+def _permalink_document(engine: SearchEngine, artifact: LoadedArtifact, url: str) -> str | None:
+    try:
+        return engine._document_id_from(artifact, url)  # the engine's own permalink parser
+    except SlackqueryError:
+        return None
+
+
+def _cited_texts(engine: SearchEngine, build_id: str, document_ids: list[str]) -> dict[str, str]:
+    """Texts of these documents in the artifact `build_id`, read from its file."""
+    if not _BUILD_ID.match(build_id):
+        raise SlackqueryError(f"cited_at_artifact {build_id!r} is not a build id")
+    path: Path = artifact_file(engine.settings.artifact_path, build_id)
+    if not path.exists():
+        raise SlackqueryError(
+            f"artifact {build_id} is no longer on disk; cannot tell whether cited text changed"
+        )
+    with duckdb.connect(str(path), read_only=True) as connection:
+        rows = connection.execute(
+            "select document_id, text_display from search_documents "
+            "where document_id in (select unnest($ids))",
+            {"ids": document_ids},
+        ).fetchall()
+    return {str(document): text or "" for document, text in rows}
+
+
+def verify_citations(
+    engine: SearchEngine,
+    text: str,
+    cited_at_artifact: str | None = None,
+    *,
+    visible: Visibility | None = None,
+) -> VerificationResponse:
+    """Check every citation of a drafted answer against the current artifact.
+
+    `verified` only when every citation exists, is visible to the requester, is active and
+    (with `cited_at_artifact`) has the text it had there; an answer without citations is
+    `verified` only when it says the evidence is missing.
+    """
+    if len(text) > engine.settings.search_max_query_chars * 50:
+        raise SlackqueryError("text is too long to verify")
+    problems: list[str] = []
+    with engine.artifact() as artifact:
+        found = find_citations(artifact, engine, text)
+        documents = sorted({item.document_id for item in found if item.document_id})
+        current = {
+            document: str(artifact.display_row(artifact.row_of[document])["text_display"] or "")
+            for document in documents
+        }
+        artifact_id = artifact.build_id
+    before: dict[str, str] | None = None
+    if cited_at_artifact is not None and found:
+        try:
+            before = _cited_texts(
+                engine, cited_at_artifact, [c.document_id or c.cited for c in found]
+            )
+        except SlackqueryError as error:
+            problems.append(str(error))
+    checks = [_check(item, current, before, visible) for item in found]
+    if not found and not _MISSING_EVIDENCE.search(text):
+        problems.append("the text cites nothing and does not say the evidence is missing")
+    ok = not problems and all(not check.problems for check in checks)
+    return VerificationResponse(
+        verdict="verified" if ok else "unverified",
+        citations=checks,
+        problems=problems,
+        artifact_id=artifact_id,
+        cited_at_artifact=cited_at_artifact,
+    )
+
+
+def _check(
+    item: Cited,
+    current: dict[str, str],
+    before: dict[str, str] | None,
+    visible: Visibility | None,
+) -> CitationCheck:
+    """What holds for one citation, and a problem line for each thing that does not."""
+    document = item.document_id
+    exists = document is not None and document in current
+    was_there = before is not None and (document or item.cited) in before
+    problems: list[str] = []
+    if not exists:
+        problems.append(
+            "deleted or emptied since it was cited"
+            if was_there
+            else "no such message in the current artifact"
+        )
+    shown = exists and (visible is None or visible(document or ""))
+    if exists and not shown:
+        problems.append("not visible to the requester")
+    unchanged: bool | None = None
+    if before is not None and exists:
+        unchanged = was_there and before[document or ""] == current[document or ""]
+        if not was_there:
+            problems.append("not in the artifact it was cited from")
+        elif not unchanged:
+            problems.append("text changed since it was cited")
+    return CitationCheck(
+        cited=item.cited,
+        kind=item.kind,
+        document_id=document,
+        exists=exists,
+        visible=shown,
+        active=exists,
+        unchanged=unchanged,
+        problems=problems,
+    )

@@ -1,0 +1,82 @@
+"""`slackquery ask "question"`: a cited answer from the published archive, or an abstention."""
+
+import argparse
+import sys
+
+from serving.answer_models import AnswerResponse
+from serving.answers import answer_question
+from serving.engine import SearchEngine
+from slackquery.commands import add_json_flag, emit
+from slackquery.commands.search import add_filter_flags, filtered_query
+from slackquery.settings import Settings
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the `ask` subcommand."""
+    parser = subparsers.add_parser(
+        "ask",
+        help="answer a question from the archive, citing every claim (or say it cannot)",
+        description="Answer a question only from retrieved messages, exactly as the MCP tool "
+        "answer_slack_question does: each part of the question gets its best supporting "
+        "messages and an extractive answer with [document_id] after every claim; a later "
+        "correction wins over what it corrects; parts the archive does not cover are named. "
+        "--json prints the evidence pack (verdict, answer, citations, parts, ...).",
+    )
+    parser.add_argument("question", help="the question (quote it)")
+    add_filter_flags(parser)
+    parser.add_argument(
+        "--max-evidence", type=int, default=12, help="supporting messages in all (1-50)"
+    )
+    add_json_flag(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    """Answer and print."""
+    engine = SearchEngine(settings)
+    try:
+        response = answer_question(
+            engine,
+            filtered_query(args.question, args),
+            channel_ids=args.channels,
+            author_ids=args.authors,
+            workspace_ids=args.workspaces,
+            max_evidence=args.max_evidence,
+        )
+    finally:
+        engine.close()
+    emit(args, response.model_dump(mode="json"), render(response))
+    return 0
+
+
+def render(response: AnswerResponse) -> str:
+    """The answer, then each cited message with its answering sentence highlighted."""
+    bold, plain = ("\033[1m", "\033[0m") if sys.stdout.isatty() else ("**", "**")
+    lines = [f"{response.verdict}: {response.question}", "", response.answer]
+    if response.unsupported_parts:
+        lines += ["", "not answered by the archive: " + "; ".join(response.unsupported_parts)]
+    for part in response.parts:
+        if part.conflict:
+            lines.append(f"conflict: {part.conflict}")
+    cited = {citation.document_id for citation in response.citations}
+    shown = {
+        item.document_id: item
+        for part in response.parts
+        for item in part.evidence
+        if item.document_id in cited
+    }
+    if shown:
+        lines += ["", "sources:"]
+    for document_id, item in shown.items():
+        lines.append(
+            f"[{document_id}] #{item.channel_name} · {item.author_name} · "
+            f"{item.timestamp[:16].replace('T', ' ')} UTC"
+        )
+        lines.append(
+            "    "
+            + " ".join(item.highlighted.split()).replace("**", bold, 1).replace("**", plain, 1)
+        )
+        if item.permalink:
+            lines.append(f"    {item.permalink}")
+    lines.append(f"artifact {response.artifact_id}")
+    return "\n".join(lines)

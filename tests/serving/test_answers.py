@@ -1,0 +1,186 @@
+"""The answer logic without an artifact: sentence choice, correction order, verdicts,
+citation checks."""
+
+from serving.answer_models import AnswerPart
+from serving.answers import (
+    Cited,
+    PartTerms,
+    _assemble,
+    _check,
+    answer_part,
+    answering_sentence,
+    highlight,
+    rank_support,
+    sentences,
+    stem,
+)
+from serving.models import SearchHit, SearchResponse
+
+
+def terms(*words: str, kinds: tuple[str, ...] = ()) -> PartTerms:
+    return PartTerms(" ".join(words), {stem(word): 1.0 for word in words}, kinds)
+
+
+def hit(document_id: str, text: str, ts_us: int) -> SearchHit:
+    return SearchHit(
+        document_id=document_id,
+        source_message_id=f"src-{document_id}",
+        workspace_id="W",
+        workspace_name=None,
+        channel_id="C",
+        channel_name="eng",
+        conversation_type="public",
+        author_id="U",
+        author_name="Priya",
+        ts_us=ts_us,
+        timestamp=f"t{ts_us}",
+        thread_id=None,
+        thread_root_id=None,
+        text=text,
+        text_truncated=False,
+        permalink=None,
+        fused_score=1.0,
+    )
+
+
+def test_sentences_split_on_sentence_ends_and_lines() -> None:
+    assert sentences("First one. Second?\n- third\n\nfourth") == [
+        "First one.",
+        "Second?",
+        "- third",
+        "fourth",
+    ]
+
+
+def test_answering_sentence_is_the_one_with_most_coverage() -> None:
+    text = "Morning all. The pilot sync moved to Wednesday. Lunch later?"
+    assert answering_sentence(text, terms("pilot", "sync")) == "The pilot sync moved to Wednesday."
+
+
+def test_answering_sentence_prefers_the_asked_for_kind_then_the_earliest() -> None:
+    text = "The sync is weekly. The sync is at 16:00."
+    assert answering_sentence(text, terms("sync", kinds=("time",))) == "The sync is at 16:00."
+    assert answering_sentence(text, terms("sync")) == "The sync is weekly."
+
+
+def test_stems_match_word_forms() -> None:
+    part = terms("mongo", "checked")
+    assert part.coverage("We dropped MongoDB after we check the joins") == 1.0
+    assert part.coverage("nothing relevant") == 0.0
+
+
+def test_highlight_bolds_the_sentence() -> None:
+    assert highlight("A. B c. D", "B c.") == "A. **B c.** D"
+    assert highlight("A", "missing") == "A"
+
+
+def test_support_orders_by_coverage_then_answer_kind_then_search_rank() -> None:
+    part = terms("sync", "time", kinds=("time",))
+    hits = [
+        hit("a", "sync", 1),
+        hit("b", "sync time", 2),
+        hit("c", "sync time at 16:00", 3),
+    ]
+    assert [h.document_id for h in rank_support(hits, part)] == ["c", "b", "a"]
+
+
+def test_a_later_correction_wins_and_the_conflict_is_named() -> None:
+    part = terms("pilot", "sync")
+    hits = [
+        hit("old", "Pilot sync is Wednesday 10:00.", 100),
+        hit("new", "Update: pilot sync moved to Wednesday 16:00.", 200),
+    ]
+    result = answer_part("pilot sync", hits, part, 0.5, room=4, multi=False)
+    assert result.supported
+    assert result.answer.startswith("Update: pilot sync moved to Wednesday 16:00. [new]")
+    assert "[old]" in result.answer
+    assert result.conflict is not None and result.conflict.startswith("new")
+    assert [item.document_id for item in result.evidence] == ["new", "old"]
+    assert result.evidence[0].is_correction
+
+
+def test_an_earlier_message_with_correction_words_does_not_win() -> None:
+    part = terms("pilot", "sync")
+    hits = [
+        hit("late", "Pilot sync is Wednesday 16:00.", 200),
+        hit("early", "Actually the pilot sync is on Tuesday.", 100),
+    ]
+    result = answer_part("pilot sync", hits, part, 0.5, room=4, multi=False)
+    assert result.conflict is None
+    assert result.answer == "Pilot sync is Wednesday 16:00. [late]"
+
+
+def test_a_weak_part_is_unsupported_and_cites_nothing() -> None:
+    part = terms("refund", "policy")
+    result = answer_part("refund policy", [hit("a", "policy docs", 1)], part, 0.6, 4, True)
+    assert not result.supported and result.evidence == []
+    assert result.answer.startswith("refund policy: the archive does not answer")
+
+
+def _response() -> SearchResponse:
+    return SearchResponse(
+        query="q",
+        mode="hybrid",
+        route="mixed",
+        weights={},
+        filters={},
+        artifact_id="build-1",
+        generation_id="g",
+        results=[],
+        next_cursor=None,
+        notes=[],
+        timings_ms={"total": 1.0},
+    )
+
+
+def _parts(*supported: bool) -> list[AnswerPart]:
+    part = terms("sync")
+    return [
+        answer_part(f"part {n}", [hit(f"d{n}", "sync", n)], part, 0.5 if ok else 2.0, 2, True)
+        for n, ok in enumerate(supported)
+    ]
+
+
+def test_verdicts_follow_the_supported_parts() -> None:
+    answered = _assemble("q", _parts(True, True), "build-1", _response(), 0.0)
+    assert answered.verdict == "answered" and answered.unsupported_parts == []
+    assert [c.document_id for c in answered.citations] == ["d0", "d1"]
+    partial = _assemble("q", _parts(True, False), "build-1", _response(), 0.0)
+    assert partial.verdict == "partial" and partial.unsupported_parts == ["part 1"]
+    assert [c.document_id for c in partial.citations] == ["d0"]
+    none = _assemble("q", _parts(False, False), "build-1", _response(), 0.0)
+    assert none.verdict == "insufficient_evidence" and none.citations == []
+    assert "does not answer" in none.answer
+
+
+def test_every_claim_of_an_answer_is_cited() -> None:
+    answer = _assemble("q", _parts(True, True), "build-1", _response(), 0.0).answer
+    assert all(line.rstrip().endswith("]") for line in answer.splitlines())
+
+
+def test_citation_check_reports_each_failure() -> None:
+    current = {"a": "same", "b": "new text"}
+    before = {"a": "same", "b": "old text", "gone": "x"}
+    ok = _check(Cited("[a]", "document_id", "a"), current, before, None)
+    assert ok.problems == [] and ok.unchanged is True
+    changed = _check(Cited("[b]", "document_id", "b"), current, before, None)
+    assert changed.problems == ["text changed since it was cited"]
+    deleted = _check(Cited("gone", "document_id", None), current, before, None)
+    assert not deleted.exists and not deleted.active
+    assert deleted.problems == ["deleted or emptied since it was cited"]
+    made_up = _check(Cited("[zz]", "document_id", None), current, None, None)
+    assert made_up.problems == ["no such message in the current artifact"]
+    hidden = _check(Cited("[a]", "document_id", "a"), current, None, lambda doc: doc != "a")
+    assert not hidden.visible and hidden.problems == ["not visible to the requester"]
+    assert hidden.unchanged is None
+
+
+def test_a_correction_that_already_ranks_first_still_names_the_conflict() -> None:
+    part = terms("pilot", "sync")
+    hits = [
+        hit("new", "Correction: pilot sync moved to Thursday.", 300),
+        hit("old", "Pilot sync is Wednesday.", 100),
+    ]
+    result = answer_part("pilot sync", hits, part, 0.5, room=4, multi=False)
+    assert result.conflict is not None
+    assert [item.document_id for item in result.evidence] == ["new", "old"]

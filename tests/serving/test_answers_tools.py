@@ -1,0 +1,138 @@
+"""Answers and citation checks on the real test artifact, through the engine, the official MCP
+client (Streamable HTTP and stdio) and the CLI."""
+
+import json
+import os
+import sys
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from serving.answers import answer_question, verify_citations
+from serving.engine import SearchEngine
+from slackquery.artifacts.publish import publish
+from slackquery.cli import main
+from slackquery.settings import Settings
+
+from .conftest import Pipeline
+from .slack_export import ZEBRA, message_id
+from .test_mcp import ROOT, call, http_server, run_client
+
+PASSWORD = message_id(6, "C2")  # "28P01 means invalid password; rotate the credentials in vault"
+QUESTION = "What should we rotate after a 28P01 invalid password error?"
+UNANSWERABLE = "Which sponsor is funding the zebra safari offsite?"
+
+
+def test_answer_cites_the_evidence_and_verifies(engine: SearchEngine) -> None:
+    answer = answer_question(engine, QUESTION)
+    assert answer.verdict == "answered"
+    assert PASSWORD in {citation.document_id for citation in answer.citations}
+    assert f"[{PASSWORD}]" in answer.answer
+    evidence = answer.parts[0].evidence[0]
+    assert evidence.sentence in evidence.text and f"**{evidence.sentence}**" in evidence.highlighted
+    checked = verify_citations(engine, answer.answer, answer.artifact_id)
+    assert checked.verdict == "verified", checked
+
+
+def test_unanswerable_abstains_and_a_partial_names_the_missing_part(engine: SearchEngine) -> None:
+    none = answer_question(engine, UNANSWERABLE)
+    assert none.verdict == "insufficient_evidence" and none.citations == []
+    assert verify_citations(engine, none.answer).verdict == "verified"  # says evidence is missing
+    partial = answer_question(engine, f"{QUESTION} {UNANSWERABLE}")
+    assert partial.verdict == "partial"
+    assert partial.unsupported_parts == [UNANSWERABLE.removesuffix("?")]
+
+
+def test_verify_finds_every_kind_of_citation(engine: SearchEngine) -> None:
+    found = engine.get_message(PASSWORD).messages[0]
+    draft = (
+        f"It means an invalid password [{PASSWORD}], see {found.permalink}; "
+        f"also [T0ACME:C1:1.000000] and {message_id(7, 'C3')}. Markdown [link](http://e.com)."
+    )
+    result = verify_citations(engine, draft)
+    kinds = {(check.kind, check.document_id, not check.problems) for check in result.citations}
+    assert kinds == {
+        ("document_id", PASSWORD, True),
+        ("permalink", PASSWORD, True),
+        ("document_id", message_id(7, "C3"), True),  # a bare id (here source id = document id)
+        ("document_id", None, False),
+    }
+    assert result.verdict == "unverified"
+    assert verify_citations(engine, "Rotate the credentials.").verdict == "unverified"
+
+
+def test_verify_against_the_artifact_it_was_cited_from(
+    publishable: Settings, pipeline: Pipeline
+) -> None:
+    zebra = message_id(ZEBRA.index)
+    publish(publishable, pipeline.second_build)
+    engine = SearchEngine(publishable)
+    try:
+        same = verify_citations(engine, f"x [{PASSWORD}]", pipeline.first_build)
+        assert same.verdict == "verified" and same.citations[0].unchanged is True
+        newer = verify_citations(engine, f"x [{zebra}]", pipeline.first_build)
+        assert newer.citations[0].problems == ["not in the artifact it was cited from"]
+        gone = verify_citations(engine, f"x [{PASSWORD}]", "no-such-build")
+        assert gone.verdict == "unverified" and "no longer on disk" in gone.problems[0]
+    finally:
+        engine.close()
+
+
+def test_tools_and_prompt_over_http(engine: SearchEngine, published: Settings) -> None:
+    async def body(client: Client) -> tuple[Any, Any, Any, Any]:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        answer = await call(client, "answer_slack_question", question=QUESTION, max_evidence=4)
+        checked = await call(
+            client,
+            "verify_citations",
+            text=answer["answer"],
+            cited_at_artifact=answer["artifact_id"],
+        )
+        bad = await call(client, "answer_slack_question", question=QUESTION, max_evidence=0)
+        prompt = await client.get_prompt("answer_from_slack", {"question": "who broke prod?"})
+        return tools, answer, checked, (bad, prompt)
+
+    with http_server(published, engine) as url:
+        tools, answer, checked, (bad, prompt) = run_client(url, body)
+    assert {"answer_slack_question", "verify_citations"} <= set(tools)
+    assert tools["answer_slack_question"].output_schema is not None
+    assert answer["verdict"] == "answered" and answer["citations"]
+    assert checked["verdict"] == "verified"
+    assert bad.startswith("ERROR") and "max_evidence must be between 1 and" in bad
+    text = prompt.messages[0].content.text
+    assert "who broke prod?" in text and "verify_citations" in text
+
+
+def test_tools_over_stdio(published: Settings) -> None:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("SLACKQUERY_")}
+    env["SLACKQUERY_HOME"] = str(published.home)
+    parameters = StdioServerParameters(
+        command=sys.executable, args=["-m", "serving", "--stdio"], env=env, cwd=str(ROOT)
+    )
+
+    async def main_() -> tuple[Any, Any]:
+        async with Client(parameters) as client:
+            answer = await call(client, "answer_slack_question", question=UNANSWERABLE)
+            checked = await call(client, "verify_citations", text=f"see [{PASSWORD}]")
+            return answer, checked
+
+    answer, checked = anyio.run(main_)
+    assert answer["verdict"] == "insufficient_evidence"
+    assert checked["verdict"] == "verified"
+
+
+def test_ask_and_verify_commands(published: Settings, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["ask", QUESTION, "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["verdict"] == "answered"
+    assert {"document_id", "source_message_id"} <= set(document["citations"][0])
+    assert document["parts"][0]["part"]
+    assert main(["ask", QUESTION]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("answered: ") and f"[{PASSWORD}]" in text and "sources:" in text
+    assert main(["verify", f"see [{PASSWORD}]"]) == 0
+    assert "verified against artifact" in capsys.readouterr().out
+    assert main(["verify", "see [T0ACME:C1:1.000000]"]) == 2
