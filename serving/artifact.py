@@ -35,9 +35,8 @@ EXPECTED_FTS_CONFIG = {
     "ignore": r"[^\p{L}\p{N}]+",
 }
 # Once the columns are in NumPy, the artifact's DuckDB only answers small lookups (texts,
-# threads, names); capping it evicts the pages the load scanned. With the streamed vector
-# load below, a 1M-message 768-d artifact loads in 7.0 GiB peak and stays at 6.5 GiB
-# resident (was 12.8 GiB both: a sorted full-table fetch and DuckDB's cached pages).
+# threads, names); capping it evicts the pages the load scanned, so resident memory is the
+# NumPy arrays, not DuckDB's cache of them.
 SERVING_DUCKDB_MEMORY_LIMIT = "1GiB"
 # Vectors stream in chunks of this many DuckDB vectors (2,048 rows each; ~200 MB of 768-d
 # floats), straight into one preallocated matrix: no sort, no full-table object array.

@@ -53,7 +53,7 @@ PUBLIC_PATHS = frozenset({"/healthz", "/readyz"})
 
 
 def build_server(engine: SearchEngine, metrics: Metrics) -> MCPServer:
-    """The MCP server with the four tools and the `slackquery://guide` resource."""
+    """The MCP server with its tools, prompt and the `slackquery://guide` resource."""
     server = ToolServer(
         "slackquery",
         title="Slack history search",
