@@ -106,6 +106,7 @@ def write_candidate(
             ("workspaces", None),
             ("channels", None),
             ("users", None),
+            ("channel_members", None),
             ("artifact_metadata", None),
         ):
             conn.execute(schema.create_table_sql("candidate", table, tables[table], key))
@@ -165,6 +166,11 @@ def write_candidate(
             """
         )
         conn.execute(f"insert into candidate.users {_users_select()}")
+        conn.execute(
+            f"insert into candidate.channel_members "
+            f"select {', '.join(column.name for column in schema.CHANNEL_MEMBERS)} "
+            "from main.search_channel_members order by 1, 2, 4"
+        )
     finally:
         conn.execute("detach candidate")
         conn.execute("set disabled_compression_methods = ?", [disabled_before])
