@@ -32,9 +32,9 @@ if TYPE_CHECKING:
 class QueryContext:
     """One search: its parsed text, filters, visible rows, and lazily shared work.
 
-    `mask` marks the rows (of any kind) the query may rank: its filters and quoted phrases
-    (None: every row). Arms apply it before ranking, so windows, scores and counts are
-    those of the eligible rows only, never a post-filter.
+    `mask` marks the rows (of any kind) the query may rank: its filters, quoted phrases
+    and the requester's visibility (None: every row). Arms apply it before ranking, so
+    windows, scores and counts are those of the eligible rows only, never a post-filter.
     """
 
     text: str
@@ -47,6 +47,9 @@ class QueryContext:
     terms: QueryTerms
     embedder: QueryEmbedder
     active_arms: frozenset[str]
+    # Matrix positions of the mask's message vectors when known in advance (a requester's
+    # visibility without filters: computed once per requester, not per query).
+    mask_positions: np.ndarray | None = None
     notes: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     _open: list[float] = field(default_factory=list, repr=False)
@@ -107,6 +110,8 @@ class QueryContext:
         artifact = self.artifact
         if self.mask is None:
             return artifact.searchable_vectors
+        if self.mask_positions is not None:
+            return self.mask_positions
         vector_rows = artifact.vector_rows
         return np.flatnonzero(self.mask[vector_rows] & artifact.is_message[vector_rows])
 
