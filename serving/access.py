@@ -19,7 +19,10 @@ from typing import TYPE_CHECKING
 import duckdb
 import numpy as np
 
+from slackquery.artifacts.pointer import current_artifact
+from slackquery.duckdb_setup import connect
 from slackquery.errors import SlackqueryError
+from slackquery.settings import Settings
 
 if TYPE_CHECKING:
     from serving.artifact import LoadedArtifact
@@ -143,3 +146,20 @@ def resolve_requester(
             f"user {user!r}{where} is ambiguous ({found}); pass --workspace or a user id"
         )
     return Requester(user_id=rows[0][1], workspace_id=rows[0][0], no_dms=no_dms)
+
+
+def published_requester(
+    settings: Settings, user: str, workspace: str | None, no_dms: bool = False
+) -> Requester:
+    """`resolve_requester` against the published artifact (grants and `--as`)."""
+    path = current_artifact(settings)
+    if path is None:
+        raise SlackqueryError(
+            "no published search artifact to resolve users against; "
+            "run `slackquery build` then `slackquery publish`"
+        )
+    conn = connect(str(path), read_only=True)
+    try:
+        return resolve_requester(conn, user, workspace, no_dms)
+    finally:
+        conn.close()

@@ -7,6 +7,8 @@ probes stay public; everything else can require a bearer token.
 
 import hmac
 import json
+from collections.abc import Callable
+from datetime import UTC, datetime
 
 import anyio
 import uvicorn
@@ -15,10 +17,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from serving.access import Requester, current_requester
 from serving.engine import SearchEngine
 from serving.metrics import Metrics
 from serving.tools import register_tools
 from slackquery import __version__
+from slackquery.access.grants import GrantStore, grants_path
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
 
@@ -89,29 +93,64 @@ def build_server(engine: SearchEngine, metrics: Metrics) -> MCPServer:
 
 
 class GuardMiddleware:
-    """Bearer auth (constant-time) for all but the health probes, and a request body cap."""
+    """Bearer auth (constant-time) for all but the health probes, and a request body cap.
 
-    def __init__(self, app: ASGIApp, token: str | None, max_body_bytes: int):
+    Once any grant exists (`slackquery access grant`), every request needs the admin token
+    or an active granted token; a granted token's requester is set in `current_requester`
+    for the tools to read. The grants file is checked on every request (stat, re-read when
+    it changed), so a revoke or an expiry applies to the next request."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        token: str | None,
+        max_body_bytes: int,
+        grants: GrantStore | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ):
         self.app = app
         self.token = token.encode("utf-8") if token else None
         self.max_body_bytes = max_body_bytes
+        self.grants = grants
+        self.clock = clock
+
+    def _authorize(self, supplied: bytes) -> tuple[bool, Requester | None]:
+        """(allowed, requester): requester None means the admin (or no auth configured)."""
+        granting = self.grants is not None and self.grants.any_grants()
+        if self.token is None and not granting:
+            return True, None
+        if self.token is not None and hmac.compare_digest(supplied, b"Bearer " + self.token):
+            return True, None
+        if not granting or not supplied.startswith(b"Bearer "):
+            return False, None
+        assert self.grants is not None
+        grant = self.grants.authenticate(
+            supplied.removeprefix(b"Bearer ").decode("utf-8", "replace"), self.clock()
+        )
+        if grant is None:
+            return False, None
+        return True, Requester(grant.user_id, grant.workspace_id, grant.no_dms)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         headers = dict(scope.get("headers") or [])
-        if self.token is not None and scope.get("path") not in PUBLIC_PATHS:
-            supplied = headers.get(b"authorization", b"")
-            expected = b"Bearer " + self.token
-            if not hmac.compare_digest(supplied, expected):
+        requester = None
+        if scope.get("path") not in PUBLIC_PATHS:
+            allowed, requester = self._authorize(headers.get(b"authorization", b""))
+            if not allowed:
                 await self._reply(send, 401, {"error": "unauthorized"}, auth=True)
                 return
         length = headers.get(b"content-length")
         if length is not None and (not length.isdigit() or int(length) > self.max_body_bytes):
             await self._reply(send, 413, {"error": "request body too large"})
             return
-        await self.app(scope, self._capped(receive, send), send)
+        reset = current_requester.set(requester)
+        try:
+            await self.app(scope, self._capped(receive, send), send)
+        finally:
+            current_requester.reset(reset)
 
     def _capped(self, receive: Receive, send: Send) -> Receive:
         seen = 0
@@ -141,8 +180,13 @@ class GuardMiddleware:
         await send({"type": "http.response.body", "body": payload})
 
 
-def build_http_app(settings: Settings, engine: SearchEngine | None = None) -> ASGIApp:
-    """The Streamable HTTP ASGI app (MCP at `/mcp`, probes, metrics) behind the guard."""
+def build_http_app(
+    settings: Settings,
+    engine: SearchEngine | None = None,
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> ASGIApp:
+    """The Streamable HTTP ASGI app (MCP at `/mcp`, probes, metrics) behind the guard;
+    `clock` decides grant expiry (tests pass a fake one)."""
     engine = engine or SearchEngine(settings)
     server = build_server(engine, Metrics())
     app = server.streamable_http_app(
@@ -151,7 +195,13 @@ def build_http_app(settings: Settings, engine: SearchEngine | None = None) -> AS
         max_request_body_size=settings.serve_max_request_bytes,
         host=settings.serve_host,
     )
-    return GuardMiddleware(app, settings.serve_token, settings.serve_max_request_bytes)
+    return GuardMiddleware(
+        app,
+        settings.serve_token,
+        settings.serve_max_request_bytes,
+        GrantStore(grants_path(settings)),
+        clock,
+    )
 
 
 def run_http(settings: Settings, host: str | None = None, port: int | None = None) -> None:

@@ -14,6 +14,7 @@ import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
+from serving.access import current_requester
 from serving.engine import SearchEngine
 from serving.metrics import Metrics
 from serving.models import (
@@ -89,7 +90,8 @@ def register_tools(server: MCPServer, engine: SearchEngine, metrics: Metrics) ->
             limit=limit,
             cursor=cursor,
         )
-        return await _run(metrics, "search_slack", mode, partial(engine.search, request))
+        call = partial(engine.search, request, requester=current_requester.get())
+        return await _run(metrics, "search_slack", mode, call)
 
     async def get_slack_message(
         document_id: str, context_before: int = 0, context_after: int = 0
@@ -101,7 +103,13 @@ def register_tools(server: MCPServer, engine: SearchEngine, metrics: Metrics) ->
         include (each >= 0, together at most 100). Use this to see what surrounded a hit;
         use get_slack_thread for the replies of a thread.
         """
-        call = partial(engine.get_message, document_id, context_before, context_after)
+        call = partial(
+            engine.get_message,
+            document_id,
+            context_before,
+            context_after,
+            requester=current_requester.get(),
+        )
         return await _run(metrics, "get_slack_message", "-", call)
 
     async def get_slack_thread(thread_id: str, limit: int = 200) -> ThreadResponse:
@@ -111,7 +119,7 @@ def register_tools(server: MCPServer, engine: SearchEngine, metrics: Metrics) ->
         message in the thread also works. limit: 1-500 messages (default 200);
         `truncated` says when the thread has more. Expand only threads that look relevant.
         """
-        call = partial(engine.get_thread, thread_id, limit)
+        call = partial(engine.get_thread, thread_id, limit, requester=current_requester.get())
         return await _run(metrics, "get_slack_thread", "-", call)
 
     async def list_slack_scopes(
@@ -123,7 +131,9 @@ def register_tools(server: MCPServer, engine: SearchEngine, metrics: Metrics) ->
         which time range the archive covers. workspace_id: id or slug to narrow to;
         channel_name: exact name, with or without `#` (case-insensitive). limit: 1-500.
         """
-        call = partial(engine.list_scopes, workspace_id, channel_name, limit)
+        call = partial(
+            engine.list_scopes, workspace_id, channel_name, limit, requester=current_requester.get()
+        )
         return await _run(metrics, "list_slack_scopes", "-", call)
 
     for tool in (search_slack, get_slack_message, get_slack_thread, list_slack_scopes):

@@ -30,6 +30,7 @@ COMMAND_MODULES = (
     "reconcile",
     "search",
     "serve",
+    "access",
     "bench",
     "show_settings",
     "eval",

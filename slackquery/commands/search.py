@@ -7,7 +7,7 @@ import sys
 from serving.engine import SearchEngine
 from serving.models import SearchRequest, SearchResponse
 from serving.query import fts_tokens
-from slackquery.commands import add_json_flag, emit
+from slackquery.commands import add_json_flag, add_requester_flags, emit, requester_from
 from slackquery.settings import Settings
 
 SNIPPET_CHARS = 240
@@ -57,6 +57,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--limit", type=int, default=10, help="results per page (1-50)")
     parser.add_argument("--cursor", help="next_cursor of a previous page (same query and flags)")
+    add_requester_flags(parser)
     add_json_flag(parser)
     parser.set_defaults(handler=run)
 
@@ -68,6 +69,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         query += f" after:{args.after}"
     if args.before:
         query += f" before:{args.before}"
+    requester = requester_from(args, settings)
     engine = SearchEngine(settings)
     try:
         response = engine.search(
@@ -79,7 +81,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                 workspace_ids=args.workspaces,
                 limit=args.limit,
                 cursor=args.cursor,
-            )
+            ),
+            requester=requester,
         )
     finally:
         engine.close()
