@@ -215,7 +215,9 @@ def run_http(settings: Settings, host: str | None = None, port: int | None = Non
     )
 
 
-def run_stdio(settings: Settings) -> None:
-    """Serve MCP over stdin/stdout (desktop clients launch this as a subprocess)."""
+def run_stdio(settings: Settings, requester: Requester | None = None) -> None:
+    """Serve MCP over stdin/stdout (desktop clients launch this as a subprocess), as the
+    local operator or as `requester` (`serve --stdio --as`)."""
     server = build_server(SearchEngine(settings), Metrics())
+    current_requester.set(requester)
     server.run("stdio")

@@ -212,6 +212,21 @@ from search_documents
 where document_kind = 'message'
 """
 
+# Every author of a channel is a member of it (the `search_channel_members` mart).
+MEMBERS_SQL = """
+create table search_channel_members as
+select distinct
+    workspace_id || ':' || channel_id || ':' || author_id as channel_member_key,
+    workspace_id,
+    channel_id,
+    conversation_type,
+    author_id as user_id,
+    true as is_workspace_user,
+    false as is_external
+from search_documents
+where document_kind = 'message'
+"""
+
 VECTORS_SQL = """
 insert into embedding_work_items
 with raw as (
@@ -256,6 +271,7 @@ def synthesize_state(
         conn.execute("set enable_progress_bar = false")
         conn.execute("drop table if exists search_documents")
         conn.execute("drop table if exists search_users")
+        conn.execute("drop table if exists search_channel_members")
         conn.execute("drop table if exists embedding_work_items")
         conn.execute("drop table if exists embedding_generations")
         conn.execute(SEARCH_DOCUMENTS_DDL)
@@ -275,6 +291,7 @@ def synthesize_state(
         )
         conn.execute(THREADS_SQL)
         conn.execute(USERS_SQL)
+        conn.execute(MEMBERS_SQL)
         conn.execute(
             "insert into embedding_generations values (?, ?, ?, now())",
             [identity.generation_id, _identity_json(identity), identity.config_hash],
