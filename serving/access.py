@@ -56,6 +56,7 @@ class Visibility:
     channels: frozenset[tuple[str, str]]
     workspace_id: str
     vector_positions: np.ndarray  # matrix positions of the visible message vectors
+    document_count: int  # visible documents of any kind: BM25's N for this requester
 
 
 def compute_visibility(artifact: LoadedArtifact, requester: Requester) -> Visibility:
@@ -85,6 +86,7 @@ def compute_visibility(artifact: LoadedArtifact, requester: Requester) -> Visibi
         channels=frozenset(channels),
         workspace_id=requester.workspace_id,
         vector_positions=np.flatnonzero(rows[vector_rows] & artifact.is_message[vector_rows]),
+        document_count=int(np.count_nonzero(rows)),
     )
 
 

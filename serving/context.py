@@ -84,7 +84,7 @@ class QueryContext:
     @cached_property
     def lexical_matches(self) -> tuple[np.ndarray, np.ndarray]:
         """Rows of any kind matching a known query term, with their BM25 scores."""
-        return self.artifact.bm25.matches(self.terms.known)
+        return self.artifact.bm25.matches(self.terms.known, self.terms.idf_scale)
 
     @cached_property
     def aspects(self) -> list[str]:

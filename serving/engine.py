@@ -665,23 +665,29 @@ def visible_terms(
 ) -> QueryTerms:
     """`terms` as if the index held only the visible rows: a token found only in messages
     the requester may not see is unknown, in the query's order, so the note "terms found
-    in no message" reads the same as for a word nobody ever wrote. Costs the postings of
-    the query's known terms."""
+    in no message" reads the same as for a word nobody ever wrote; and each known term's
+    idf is that of the visible rows, so scores do not reveal how many hidden messages use
+    a word. Costs the postings of the query's known terms."""
     bm25 = artifact.bm25
-    hidden = set()
+    frequencies: dict[str, int] = {}
     for token in terms.known:
         term_id = bm25.term_ids[token]
         postings = bm25.posting_rows[bm25.offsets[term_id] : bm25.offsets[term_id + 1]]
-        if not visible.rows[postings].any():
-            hidden.add(token)
-    if not hidden:
-        return terms
+        frequencies[token] = int(np.count_nonzero(visible.rows[postings]))
+    known = [token for token in terms.known if frequencies[token]]
+    hidden = set(terms.known) - set(known)
     unknown = set(terms.unknown) | hidden
     ordered = [token for token in dict.fromkeys(content_tokens(text, phrases)) if token in unknown]
+    overall = bm25.idf[[bm25.term_ids[token] for token in known]]
+    scoped = bm25.idf_of(
+        np.array([frequencies[token] for token in known], dtype=np.float64),
+        visible.document_count,
+    )
     return QueryTerms(
-        known=[token for token in terms.known if token not in hidden],
-        unknown=ordered,
+        known=known,
+        unknown=ordered if hidden else terms.unknown,
         dropped=terms.dropped,
+        idf_scale=(scoped / np.maximum(overall, 1e-12)).tolist(),
     )
 
 

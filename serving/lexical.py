@@ -29,6 +29,9 @@ class QueryTerms:
     known: list[str]
     unknown: list[str]
     dropped: int
+    # Per known term, the factor that turns the whole index's idf into the idf over the
+    # rows a requester may see (None: the whole index, the operator).
+    idf_scale: list[float] | None = None
 
 
 class BM25Index:
@@ -68,7 +71,7 @@ class BM25Index:
         df = np.zeros(term_count, dtype=np.float64)
         df[vocabulary["termid"].astype(np.int64)] = vocabulary["df"].astype(np.float64)
         # DuckDB's `log` is base 10; matching it keeps scores equal to `match_bm25`.
-        self.idf = np.log10((self.num_docs - df + 0.5) / (df + 0.5) + 1.0).astype(np.float32)
+        self.idf = self.idf_of(df, self.num_docs)
 
         postings = connection.execute(
             f"""
@@ -109,34 +112,50 @@ class BM25Index:
             for term_id in (self.term_ids[term] for term in terms)
         ]
 
-    def score(self, terms: list[str]) -> np.ndarray:
+    @staticmethod
+    def idf_of(df: np.ndarray, num_docs: int) -> np.ndarray:
+        """BM25 idf (DuckDB's, base 10) for document frequencies out of `num_docs`."""
+        return np.log10((num_docs - df + 0.5) / (df + 0.5) + 1.0).astype(np.float32)
+
+    def _posting_scores(self, span: tuple[int, int], scale: float | None) -> np.ndarray:
+        start, end = span
+        values = self.posting_scores[start:end]
+        return values if scale is None else values * np.float32(scale)
+
+    def score(self, terms: list[str], idf_scale: list[float] | None = None) -> np.ndarray:
         """BM25 score of every artifact row for these (distinct, known) terms; 0 = no match."""
         scores = np.zeros(self.row_count, dtype=np.float32)
-        for start, end in self._spans(terms):
+        scales = idf_scale or [None] * len(terms)
+        for span, scale in zip(self._spans(terms), scales, strict=True):
             # Postings of one term hold each row once, so fancy-index += is safe here.
-            scores[self.posting_rows[start:end]] += self.posting_scores[start:end]
+            scores[self.posting_rows[span[0] : span[1]]] += self._posting_scores(span, scale)
         return scores
 
-    def matches(self, terms: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    def matches(
+        self, terms: list[str], idf_scale: list[float] | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """The rows matching any term (score > 0) and their BM25 scores, equal to `score`'s.
 
         Costs the postings of the query's terms, not the row count: one term is a slice of
         its postings; a few rare terms are summed sparsely; long postings go through one
-        dense accumulator.
+        dense accumulator. `idf_scale` rescales each term's idf (a requester's view).
         """
         spans = self._spans(terms)
+        scales = idf_scale or [None] * len(spans)
         if not spans:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         if len(spans) == 1:
             start, end = spans[0]
-            return self.posting_rows[start:end], self.posting_scores[start:end]
+            return self.posting_rows[start:end], self._posting_scores(spans[0], scales[0])
         total = sum(end - start for start, end in spans)
         if total * DENSE_SHARE >= self.row_count:
-            scores = self.score(terms)
+            scores = self.score(terms, idf_scale)
             rows = np.flatnonzero(scores)
             return rows, scores[rows]
         rows = np.concatenate([self.posting_rows[start:end] for start, end in spans])
-        values = np.concatenate([self.posting_scores[start:end] for start, end in spans])
+        values = np.concatenate(
+            [self._posting_scores(span, scale) for span, scale in zip(spans, scales, strict=True)]
+        )
         unique_rows, position = np.unique(rows, return_inverse=True)
         # Sum in term order like `score` (float32, one term at a time) so both agree exactly.
         summed = np.zeros(unique_rows.size, dtype=np.float32)

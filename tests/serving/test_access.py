@@ -7,12 +7,17 @@ attempt below is made as Chen and compared with what a nonexistent object gives.
 """
 
 import json
+import os
+import sys
 from datetime import UTC, datetime
 from typing import Any
 
+import anyio
 import httpx
+import numpy as np
 import pytest
 from mcp import Client
+from mcp.client.stdio import StdioServerParameters
 
 from serving.access import Requester
 from serving.engine import SearchEngine
@@ -26,7 +31,7 @@ from tests.loopback import serve
 
 from .conftest import Pipeline
 from .slack_export import ACME, RESTRICTED_WORDS, message_id
-from .test_mcp import call, http_server, run_client
+from .test_mcp import ROOT, call, http_server, run_client
 
 ADMIN = "admin-token-for-tests"
 RESTRICTED = set(RESTRICTED_WORDS)
@@ -293,3 +298,40 @@ def test_cli_as_a_requester(published: Settings, capsys: pytest.CaptureFixture[s
     )
     assert "unknown channel '#secret-plans'" in error
     assert "ambiguous" in cli_error(capsys, "search", "the", "--as", "@chen.wei")
+
+
+def test_stdio_as_a_requester(published: Settings) -> None:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("SLACKQUERY_")}
+    env["SLACKQUERY_HOME"] = str(published.home)
+    arguments = ["-m", "slackquery.cli", "serve", "--stdio", "--as", "U3", "--as-workspace", "acme"]
+    parameters = StdioServerParameters(command=sys.executable, args=arguments, env=env, cwd=ROOT)
+
+    async def main() -> tuple[Any, Any]:
+        async with Client(parameters) as client:
+            hidden = await call(client, "search_slack", query="narwhal", mode="lexical")
+            scopes = await call(client, "list_slack_scopes")
+            return hidden, scopes
+
+    hidden, scopes = anyio.run(main)
+    assert hidden["results"] == [] and hidden["notes"] == ["terms found in no message: narwhal"]
+    assert {scope["channel_id"] for scope in scopes["scopes"]} == {"C1", "C2", "C3"}
+
+
+def test_bm25_counts_only_the_documents_a_requester_sees(engine: SearchEngine) -> None:
+    chen = Requester("U3", ACME)
+    request = SearchRequest(query="the", mode="lexical", limit=50)
+    overall = {hit.document_id: hit for hit in engine.search(request).results}
+    scoped = engine.search(request, requester=chen).results
+    with engine.artifact() as artifact:
+        bm25, visible = artifact.bm25, artifact.visibility(chen)
+        assert visible is not None
+        term = bm25.term_ids["the"]
+        postings = bm25.posting_rows[bm25.offsets[term] : bm25.offsets[term + 1]]
+        seen = np.count_nonzero(visible.rows[postings])
+        assert 0 < seen < postings.size  # hidden messages say "the" too
+        factor = bm25.idf_of(np.array([seen]), visible.document_count)[0] / bm25.idf[term]
+    compared = [hit for hit in scoped if hit.document_id in overall]
+    assert compared and not {hit.channel_id for hit in scoped} & RESTRICTED
+    for hit in compared:
+        expected = overall[hit.document_id].lexical.score * factor
+        assert hit.lexical.score == pytest.approx(expected, abs=2e-6)
