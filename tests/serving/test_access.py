@@ -173,7 +173,7 @@ def test_a_non_member_sees_nothing_restricted_over_http(
         no_thread = await call(client, "get_slack_thread", thread_id=THREAD + "9")
         _same_error(thread, no_thread, THREAD, THREAD + "9")
         via_message = await call(client, "get_slack_thread", thread_id=NARWHAL_ROOT)
-        assert via_message.startswith("ERROR: no thread")
+        assert "no thread" in via_message
         # The thread's context document (root + reply) never votes: its words are unknown
         # and no hybrid hit comes from its channel.
         context = await call(client, "search_slack", query="narwhal launch checklist", limit=50)
@@ -190,9 +190,9 @@ def test_a_non_member_sees_nothing_restricted_over_http(
         scopes = await call(client, "list_slack_scopes")
         assert {scope["channel_id"] for scope in scopes["scopes"]} == {"C1", "C2", "C3"}
         secret = await call(client, "list_slack_scopes", channel_name="secret-plans")
-        assert secret.startswith("ERROR: unknown channel") and "close matches" not in secret
+        assert "unknown channel" in secret and "close matches" not in secret
         beta = await call(client, "list_slack_scopes", workspace_id="beta")
-        assert beta.startswith("ERROR: unknown workspace 'beta'")
+        assert "unknown workspace 'beta'" in beta
         reused = await call(
             client,
             "search_slack",
@@ -201,7 +201,7 @@ def test_a_non_member_sees_nothing_restricted_over_http(
             limit=1,
             cursor=bob["page"]["next_cursor"],
         )
-        assert reused.startswith("ERROR: cursor was issued for a different")
+        assert "cursor was issued for a different" in reused
 
     async def as_admin(client: Client, bob: dict[str, Any]) -> None:
         for word in RESTRICTED_WORDS.values():
@@ -214,7 +214,7 @@ def test_a_non_member_sees_nothing_restricted_over_http(
             limit=1,
             cursor=bob["page"]["next_cursor"],
         )
-        assert reused.startswith("ERROR: cursor was issued for a different")
+        assert "cursor was issued for a different" in reused
 
     async def as_bob_without_dms(client: Client) -> None:
         assert (await call(client, "search_slack", query="narwhal", mode="lexical"))["results"]
@@ -222,13 +222,13 @@ def test_a_non_member_sees_nothing_restricted_over_http(
             hits = await call(client, "search_slack", query=RESTRICTED_WORDS[channel])
             assert not _channels(hits) & {"D1", "M1"}
         dm = await call(client, "get_slack_message", document_id=DM_MESSAGE)
-        assert dm.startswith("ERROR: no message")
+        assert "no message" in dm
 
     async def as_bob_in_beta(client: Client) -> None:
         hits = await call(client, "search_slack", query="ERR-42", mode="lexical")
         assert {hit["workspace_id"] for hit in hits["results"]} == {"T0BETA"}
         acme = await call(client, "get_slack_message", document_id=message_id(0))
-        assert acme.startswith("ERROR: no message")
+        assert "no message" in acme
         scopes = await call(client, "list_slack_scopes")
         assert {scope["channel_id"] for scope in scopes["scopes"]} == {"C9"}
 
