@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from serving.access import Requester, published_requester
 from serving.engine import SearchEngine
 from serving.models import SearchRequest
 from slackquery.artifacts import files
@@ -237,12 +238,18 @@ def build(folder: Path, count: int, reuse: bool = False) -> dict[str, Any]:
     return {**built, "reused": False}
 
 
-def time_modes(engine: SearchEngine, texts: list[str], modes: Sequence[str]) -> dict[str, Any]:
+def time_modes(
+    engine: SearchEngine,
+    texts: list[str],
+    modes: Sequence[str],
+    requester: Requester | None = None,
+) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for mode in modes:
         totals, without_embed = [], []
         for text in texts:
-            response = engine.search(SearchRequest(query=text, mode=mode, limit=10))  # type: ignore[arg-type]
+            request = SearchRequest(query=text, mode=mode, limit=10)  # type: ignore[arg-type]
+            response = engine.search(request, requester=requester)
             total = response.timings_ms["total"]
             totals.append(total)
             without_embed.append(total - response.timings_ms.get("embed", 0.0))
@@ -325,8 +332,11 @@ def run_benchmark(
     clients: int = 8,
     folder: Path | None = None,
     reuse: bool = False,
+    as_user: str | None = None,
+    as_workspace: str | None = None,
 ) -> dict[str, Any]:
-    """Build, load and time everything; returns the report."""
+    """Build, load and time everything; returns the report. With `as_user`, the random-
+    vector timings are repeated as that requester (visibility mask on every query)."""
     folder = folder or Path(tempfile.mkdtemp(prefix="slackquery-bench-"))
     load_before = round(os.getloadavg()[0], 2)
     started = time.perf_counter()
@@ -347,6 +357,21 @@ def run_benchmark(
     fast = time_modes(engine, texts, ("lexical", "semantic", "hybrid"))
     two_part = two_part_questions(corpus, 100)
     fast_two_part = time_modes(engine, two_part, ("hybrid",))
+    as_requester = None
+    if as_user:
+        requester = published_requester(settings, as_user, as_workspace)
+        started = time.perf_counter()
+        with engine.artifact() as loaded:
+            visible = loaded.visibility(requester)
+        assert visible is not None
+        as_requester = {
+            "requester": requester.key,
+            "visible_documents": visible.document_count,
+            "visibility_s": round(time.perf_counter() - started, 3),
+            "random_query_vectors": time_modes(
+                engine, texts, ("lexical", "semantic", "hybrid"), requester
+            ),
+        }
     engine.close()
     real = SearchEngine(settings, embedder=build_embedder(settings))
     real.status()
@@ -377,6 +402,8 @@ def run_benchmark(
         },
         "load_average_1m_after_timing": round(os.getloadavg()[0], 2),
     }
+    if as_requester is not None:
+        report["as_requester"] = as_requester
     if clients:
         # Distinct queries, none seen before by the server: no query-embedding cache hits.
         report["throughput"] = throughput(folder, queries(corpus, clients * 50, seed=13), clients)
@@ -394,8 +421,18 @@ def main() -> None:
     parser.add_argument(
         "--reuse", action="store_true", help="keep an artifact already built in --folder"
     )
+    parser.add_argument("--as", dest="as_user", help="also time searches as this Slack user")
+    parser.add_argument("--as-workspace", help="the --as user's workspace, when ambiguous")
     args = parser.parse_args()
-    report = run_benchmark(args.messages, args.queries, args.clients, args.folder, args.reuse)
+    report = run_benchmark(
+        args.messages,
+        args.queries,
+        args.clients,
+        args.folder,
+        args.reuse,
+        args.as_user,
+        args.as_workspace,
+    )
     sys.stdout.write(json.dumps(report, indent=2) + "\n")
 
 

@@ -21,6 +21,7 @@ from expectations.context import make_context, run_suite
 from expectations.suites import (
     Artifact,
     artifact_metadata,
+    channel_members,
     channels,
     document_vectors,
     fts_main_search_documents,
@@ -40,6 +41,7 @@ SUITES = (
     workspaces,
     channels,
     users,
+    channel_members,
     fts_main_search_documents,
 )
 DEFAULT_CHUNK_ROWS = 250_000

@@ -19,6 +19,7 @@ from pathlib import Path
 import duckdb
 import numpy as np
 
+from serving.access import Requester, Visibility, compute_visibility
 from serving.lexical import BM25Index
 from serving.query import STOPWORDS, fts_tokens, normalize
 from serving.semantic import Int8Codes
@@ -211,6 +212,7 @@ class LoadedArtifact:
         self.path = path
         self._connection = connect(str(path), read_only=True)
         self._lock = threading.Lock()
+        self._visibility: dict[str, Visibility] = {}
         try:
             self._load()
         except duckdb.Error as error:
@@ -363,6 +365,17 @@ class LoadedArtifact:
             "from users order by workspace_id, user_id"
         ).fetchall()
         self.workspace_names = {row[0]: (row[1], row[2]) for row in self.workspaces}
+        # (workspace, user) -> channel ids they belong to. Artifacts built before
+        # memberships were copied have none: their restricted channels stay hidden.
+        self.memberships: dict[tuple[str, str], set[str]] = {}
+        try:
+            members = connection.execute(
+                "select workspace_id, user_id, channel_id from channel_members"
+            ).fetchall()
+        except duckdb.CatalogException:
+            members = []
+        for workspace, user, channel in members:
+            self.memberships.setdefault((workspace, user), set()).add(channel)
         self.channel_by_name: dict[str, set[str]] = {}
         for row in self.channels:
             if row[2]:
@@ -386,12 +399,29 @@ class LoadedArtifact:
                                 self.author_code_of[row[1]]
                             )
 
+    # -- visibility ------------------------------------------------------------------
+    def visibility(self, requester: Requester | None) -> Visibility | None:
+        """What `requester` may see, computed once per requester (None: everything)."""
+        if requester is None:
+            return None
+        with self._lock:
+            found = self._visibility.get(requester.key)
+        if found is None:
+            found = compute_visibility(self, requester)
+            with self._lock:
+                found = self._visibility.setdefault(requester.key, found)
+        return found
+
     # -- filters ---------------------------------------------------------------------
-    def resolve_workspaces(self, values: Sequence[str]) -> tuple[str, ...]:
-        """Workspace ids, slugs or names -> ids; unknown values are an error."""
+    def resolve_workspaces(
+        self, values: Sequence[str], visible: Visibility | None = None
+    ) -> tuple[str, ...]:
+        """Workspace ids, slugs or names -> ids; unknown (or invisible) values are an error."""
         resolved: set[str] = set()
         by_label = {}
         for workspace_id, slug, name, _url in self.workspaces:
+            if visible is not None and workspace_id != visible.workspace_id:
+                continue
             for label in (workspace_id, slug, name):
                 if label:
                     by_label.setdefault(fold_name(label), set()).add(workspace_id)
@@ -405,24 +435,48 @@ class LoadedArtifact:
             resolved |= found
         return tuple(sorted(resolved))
 
-    def resolve_channels(self, values: Sequence[str]) -> tuple[str, ...]:
-        """Channel ids or names (`#eng`, `eng`, `<#C123|eng>`) -> ids."""
-        known_ids = {row[1] for row in self.channels} | set(self.channel_code_of)
+    def resolve_channels(
+        self, values: Sequence[str], visible: Visibility | None = None
+    ) -> tuple[str, ...]:
+        """Channel ids or names (`#eng`, `eng`, `<#C123|eng>`) -> ids.
+
+        With `visible`, channels the requester may not see do not exist here: the same
+        error, the same close matches, as for a name nobody ever used."""
+        if visible is None:
+            known_ids = {row[1] for row in self.channels} | set(self.channel_code_of)
+            by_name = self.channel_by_name
+        else:
+            known_ids = {channel for _, channel in visible.channels}
+            by_name = {
+                name: ids & known_ids
+                for name, ids in self.channel_by_name.items()
+                if ids & known_ids
+            }
         return _resolve_names(
             values,
             "#",
             known_ids,
-            self.channel_by_name,
+            by_name,
             "channel",
             " (list_slack_scopes lists channels)",
         )
 
-    def resolve_authors(self, values: Sequence[str]) -> tuple[str, ...]:
+    def resolve_authors(
+        self, values: Sequence[str], visible: Visibility | None = None
+    ) -> tuple[str, ...]:
         """User ids or names (`@priya`, display/real/user names, `<@U123>`) -> ids.
 
-        Names match without regard to case or accents, so `@chloe` finds "Chloé"."""
-        known_ids = {row[1] for row in self.users} | set(self.author_code_of)
-        return _resolve_names(values, "@", known_ids, self.user_by_name, "author", "")
+        Names match without regard to case or accents, so `@chloe` finds "Chloé". With
+        `visible`, only users of the requester's workspace exist."""
+        if visible is None:
+            known_ids = {row[1] for row in self.users} | set(self.author_code_of)
+            by_name = self.user_by_name
+        else:
+            known_ids = {row[1] for row in self.users if row[0] == visible.workspace_id}
+            by_name = {
+                name: ids & known_ids for name, ids in self.user_by_name.items() if ids & known_ids
+            }
+        return _resolve_names(values, "@", known_ids, by_name, "author", "")
 
     def authors_named_in(self, text: str) -> np.ndarray:
         """Author codes of the users whose names appear as words of `text` (maybe none)."""

@@ -32,9 +32,9 @@ if TYPE_CHECKING:
 class QueryContext:
     """One search: its parsed text, filters, visible rows, and lazily shared work.
 
-    `mask` marks the rows (of any kind) the query may rank: its filters and quoted phrases
-    (None: every row). Arms apply it before ranking, so windows, scores and counts are
-    those of the eligible rows only, never a post-filter.
+    `mask` marks the rows (of any kind) the query may rank: its filters, quoted phrases
+    and the requester's visibility (None: every row). Arms apply it before ranking, so
+    windows, scores and counts are those of the eligible rows only, never a post-filter.
     """
 
     text: str
@@ -48,6 +48,9 @@ class QueryContext:
     embedder: QueryEmbedder
     active_arms: frozenset[str]
     max_query_parts: int
+    # Matrix positions of the mask's message vectors when known in advance (a requester's
+    # visibility without filters: computed once per requester, not per query).
+    mask_positions: np.ndarray | None = None
     notes: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     _open: list[float] = field(default_factory=list, repr=False)
@@ -82,9 +85,14 @@ class QueryContext:
     def lexical_candidates(self, kind: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Eligible rows of the given kind matching a known query term with their BM25
         scores: at least the window's best, read without scoring every match
-        (`BM25Index.candidates`)."""
+        (`BM25Index.candidates`). A requester's rescaled idf scores every match."""
         eligible = kind if self.mask is None else kind & self.mask
-        return self.artifact.bm25.candidates(self.terms.known, self.window, eligible)
+        bm25 = self.artifact.bm25
+        if self.terms.idf_scale is not None:
+            rows, scores = bm25.matches(self.terms.known, self.terms.idf_scale)
+            keep = eligible[rows]
+            return rows[keep], scores[keep]
+        return bm25.candidates(self.terms.known, self.window, eligible)
 
     @cached_property
     def aspects(self) -> list[str]:
@@ -117,6 +125,8 @@ class QueryContext:
         artifact = self.artifact
         if self.mask is None:
             return artifact.searchable_vectors
+        if self.mask_positions is not None:
+            return self.mask_positions
         vector_rows = artifact.vector_rows
         return np.flatnonzero(self.mask[vector_rows] & artifact.is_message[vector_rows])
 

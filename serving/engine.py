@@ -21,12 +21,14 @@ from pathlib import Path
 import numpy as np
 
 from serving import lookups
+from serving.access import Requester, Visibility
 from serving.arms import ARMS, Arm
 from serving.artifact import CONVERSATION_TYPES, Filters, LoadedArtifact, fold_name
 from serving.budget import Deadline
 from serving.context import QueryContext
 from serving.cursor import CursorCodec, fingerprint
 from serving.fusion import FusionConfig, fuse
+from serving.lexical import QueryTerms
 from serving.lookups import Row
 from serving.models import (
     ArmSignal,
@@ -44,6 +46,7 @@ from serving.permalink import is_url, parse_permalink
 from serving.query import (
     ParsedQuery,
     classify_route,
+    content_tokens,
     fts_tokens,
     has_searchable_content,
     parse_query,
@@ -244,7 +247,13 @@ class SearchEngine:
         ):
             raise SlackqueryError("start_ts_us must not be after end_ts_us")
 
-    def _filters(self, artifact: LoadedArtifact, request: SearchRequest, parsed) -> Filters:
+    def _filters(
+        self,
+        artifact: LoadedArtifact,
+        request: SearchRequest,
+        parsed,
+        visible: Visibility | None = None,
+    ) -> Filters:
         def merged(explicit: tuple[str, ...] | None, implied: tuple[str, ...] | None):
             if explicit is None:
                 return implied
@@ -253,18 +262,22 @@ class SearchEngine:
             return tuple(sorted(set(explicit) & set(implied)))
 
         channels = merged(
-            artifact.resolve_channels(request.channel_ids) if request.channel_ids else None,
-            artifact.resolve_channels(parsed.channel_names) if parsed.channel_names else None,
+            artifact.resolve_channels(request.channel_ids, visible)
+            if request.channel_ids
+            else None,
+            artifact.resolve_channels(parsed.channel_names, visible)
+            if parsed.channel_names
+            else None,
         )
         authors = merged(
-            artifact.resolve_authors(request.author_ids) if request.author_ids else None,
-            artifact.resolve_authors(parsed.user_names) if parsed.user_names else None,
+            artifact.resolve_authors(request.author_ids, visible) if request.author_ids else None,
+            artifact.resolve_authors(parsed.user_names, visible) if parsed.user_names else None,
         )
         starts = [v for v in (request.start_ts_us, parsed.start_ts_us) if v is not None]
         ends = [v for v in (request.end_ts_us, parsed.end_ts_us) if v is not None]
         return Filters(
             workspace_ids=(
-                artifact.resolve_workspaces(request.workspace_ids)
+                artifact.resolve_workspaces(request.workspace_ids, visible)
                 if request.workspace_ids
                 else None
             ),
@@ -289,6 +302,7 @@ class SearchEngine:
         parsed: ParsedQuery,
         filters: Filters,
         fusion: FusionConfig,
+        visible: Visibility | None = None,
     ) -> QueryContext:
         """The shared context of one search, after the checks that need the artifact."""
         text = parsed.text
@@ -298,6 +312,8 @@ class SearchEngine:
             )
         max_tokens = self.settings.search_max_query_tokens
         terms = artifact.bm25.query_terms(text, max_tokens, parsed.phrases)
+        if visible is not None:
+            terms = visible_terms(artifact, terms, visible, text, parsed.phrases)
         notes: list[str] = []
         if terms.dropped:
             notes.append(
@@ -313,10 +329,16 @@ class SearchEngine:
             )
         # No filters (the common case): no per-request pass over every row at all.
         mask: np.ndarray | None = None
+        positions: np.ndarray | None = None
         if not filters.is_empty():
             mask = artifact.mask(filters)
             if filters.phrases:
                 mask &= phrase_mask(artifact, filters.phrases)
+            if visible is not None:
+                mask &= visible.rows
+        elif visible is not None:
+            mask = visible.rows  # read-only, shared by this requester's queries
+            positions = visible.vector_positions
         active = frozenset(
             arm.name
             for arm in self.arms
@@ -330,6 +352,7 @@ class SearchEngine:
             artifact=artifact,
             filters=filters,
             mask=mask,
+            mask_positions=positions,
             terms=terms,
             embedder=self.query_embedder,
             active_arms=active,
@@ -342,11 +365,14 @@ class SearchEngine:
         request: SearchRequest,
         fusion: FusionConfig | None = None,
         deadline: Deadline | None = None,
+        requester: Requester | None = None,
     ) -> SearchResponse:
         """Run one search: validate -> context -> arms -> fuse -> stages -> page.
 
         `fusion` overrides the ranking knobs (evaluation grids); `deadline` (the MCP tools'
-        per-call budget) is checked before each arm and each stage."""
+        per-call budget) is checked before each arm and each stage. `requester` narrows
+        every step to what that Slack user may see (None: the operator, who sees
+        everything)."""
         deadline = deadline or Deadline(math.inf)
         started = time.perf_counter()
         if fusion is None:
@@ -356,19 +382,21 @@ class SearchEngine:
         self._validate(request)
         parsed = parse_query(request.query)
         with self.artifact() as artifact:
-            filters = self._filters(artifact, request, parsed)
+            visible = artifact.visibility(requester)
+            filters = self._filters(artifact, request, parsed, visible)
             request_fingerprint = fingerprint(
                 {
                     "query": " ".join(request.query.split()),
                     "mode": request.mode,
                     "filters": filters.as_dict(),
                     "fusion": fusion_key,
+                    "requester": requester.key if requester is not None else None,
                 }
             )
             offset = 0
             if request.cursor:
                 offset = self.cursors.decode(request.cursor, artifact.build_id, request_fingerprint)
-            ctx = self._context(artifact, request, parsed, filters, fusion)
+            ctx = self._context(artifact, request, parsed, filters, fusion, visible)
             rankings = self._run_arms(ctx, deadline)
             route_weights = fusion.weights(ctx.route, self.arms)
             weights = {name: route_weights[name] for name in sorted(rankings)}
@@ -474,21 +502,35 @@ class SearchEngine:
         )  # type: ignore[arg-type]
 
     # -- lookups ----------------------------------------------------------------------
-    def _document_id_from(self, artifact: LoadedArtifact, value: str) -> str:
+    def _document_id_from(
+        self, artifact: LoadedArtifact, value: str, visible: Visibility | None = None
+    ) -> str:
         value = value.strip()
         if not is_url(value):
             return value
         link = parse_permalink(value)
         for workspace_id, slug, *_ in artifact.workspaces:
             candidate = f"{workspace_id}:{link.channel_id}:{link.ts}"
-            if (slug or "").lower() == link.workspace_slug and candidate in artifact.row_of:
+            row = artifact.row_of.get(candidate)
+            if (
+                (slug or "").lower() == link.workspace_slug
+                and row is not None
+                and (visible is None or visible.rows[row])
+            ):
                 return candidate
         raise SlackqueryError(f"no message in the published artifact matches permalink {value}")
 
     def get_message(
-        self, document_id: str, context_before: int = 0, context_after: int = 0
+        self,
+        document_id: str,
+        context_before: int = 0,
+        context_after: int = 0,
+        requester: Requester | None = None,
     ) -> MessageResponse:
-        """A message (by document id or permalink) and up to N earlier/M later neighbours."""
+        """A message (by document id or permalink) and up to N earlier/M later neighbours.
+
+        For a requester, a message they may not see does not exist (same error); its
+        neighbours come from its own, visible, channel."""
         if context_before < 0 or context_after < 0:
             raise SlackqueryError("context_before and context_after must not be negative")
         if context_before + context_after > MAX_CONTEXT_MESSAGES:
@@ -498,9 +540,14 @@ class SearchEngine:
         if len(document_id) > 2000:
             raise SlackqueryError("document_id is too long")
         with self.artifact() as artifact:
-            doc = self._document_id_from(artifact, document_id)
+            visible = artifact.visibility(requester)
+            doc = self._document_id_from(artifact, document_id, visible)
             row = artifact.row_of.get(doc)
-            if row is None or not artifact.is_message[row]:
+            if (
+                row is None
+                or not artifact.is_message[row]
+                or (visible is not None and not visible.rows[row])
+            ):
                 raise SlackqueryError(
                     f"no message with document_id {doc!r} in the published artifact "
                     "(ids look like W:C:ts; search_slack returns them)"
@@ -517,22 +564,31 @@ class SearchEngine:
             messages.extend(self._record(item) for item in after)
             return MessageResponse(messages=messages, artifact_id=artifact.build_id)
 
-    def get_thread(self, thread_id: str, limit: int = 200) -> ThreadResponse:
-        """A thread's messages in time order; a message id of the thread also works."""
+    def get_thread(
+        self, thread_id: str, limit: int = 200, requester: Requester | None = None
+    ) -> ThreadResponse:
+        """A thread's messages in time order; a message id of the thread also works.
+
+        For a requester, a thread of a channel they may not see does not exist."""
         if not 1 <= limit <= MAX_THREAD_LIMIT:
             raise SlackqueryError(f"limit must be between 1 and {MAX_THREAD_LIMIT}")
         if len(thread_id) > 2000:
             raise SlackqueryError("thread_id is too long")
         with self.artifact() as artifact:
+            visible = artifact.visibility(requester)
             cursor = artifact.cursor()
             try:
                 wanted = thread_id.strip()
                 if wanted.lower().startswith(("http://", "https://")):
-                    wanted = self._document_id_from(artifact, wanted)
+                    wanted = self._document_id_from(artifact, wanted, visible)
                 owner = lookups.document(cursor, wanted)
-                if owner is not None and owner["thread_id"]:
+                if owner is not None and owner["thread_id"] and _sees(visible, owner):
                     wanted = str(owner["thread_id"])
-                rows = lookups.thread_messages(cursor, wanted, limit + 1)
+                rows = [
+                    row
+                    for row in lookups.thread_messages(cursor, wanted, limit + 1)
+                    if _sees(visible, row)
+                ]
             finally:
                 cursor.close()
             if not rows:
@@ -548,18 +604,29 @@ class SearchEngine:
             )
 
     def list_scopes(
-        self, workspace_id: str | None = None, channel_name: str | None = None, limit: int = 200
+        self,
+        workspace_id: str | None = None,
+        channel_name: str | None = None,
+        limit: int = 200,
+        requester: Requester | None = None,
     ) -> ScopesResponse:
-        """Channels with counts and time spans, optionally narrowed to a workspace/name."""
+        """Channels with counts and time spans, optionally narrowed to a workspace/name.
+
+        For a requester, only the channels they may see (invisible ones not even by name)."""
         if not 1 <= limit <= MAX_SCOPE_LIMIT:
             raise SlackqueryError(f"limit must be between 1 and {MAX_SCOPE_LIMIT}")
         with self.artifact() as artifact:
-            workspaces = set(artifact.resolve_workspaces([workspace_id])) if workspace_id else None
+            visible = artifact.visibility(requester)
+            workspaces = (
+                set(artifact.resolve_workspaces([workspace_id], visible)) if workspace_id else None
+            )
             wanted_name = fold_name(channel_name.strip().lstrip("#")) if channel_name else None
-            if wanted_name is not None and wanted_name not in artifact.channel_by_name:
-                artifact.resolve_channels([wanted_name])  # raises with close matches
+            if wanted_name is not None:
+                artifact.resolve_channels([wanted_name], visible)  # raises with close matches
             scopes: list[ScopeRecord] = []
             for workspace, channel, name, kind, count, first, last in artifact.channels:
+                if visible is not None and (workspace, channel) not in visible.channels:
+                    continue
                 if workspaces is not None and workspace not in workspaces:
                     continue
                 if wanted_name is not None and fold_name(name or "") != wanted_name:
@@ -582,6 +649,46 @@ class SearchEngine:
             return ScopesResponse(
                 scopes=scopes[:limit], truncated=len(scopes) > limit, artifact_id=artifact.build_id
             )
+
+
+def _sees(visible: Visibility | None, row: Row) -> bool:
+    """Whether a looked-up row lies in a channel the requester may see (None: operator)."""
+    return visible is None or (row["workspace_id"], row["channel_id"]) in visible.channels
+
+
+def visible_terms(
+    artifact: LoadedArtifact,
+    terms: QueryTerms,
+    visible: Visibility,
+    text: str,
+    phrases: list[str] | tuple[str, ...],
+) -> QueryTerms:
+    """`terms` as if the index held only the visible rows: a token found only in messages
+    the requester may not see is unknown, in the query's order, so the note "terms found
+    in no message" reads the same as for a word nobody ever wrote; and each known term's
+    idf is that of the visible rows, so scores do not reveal how many hidden messages use
+    a word. Costs the postings of the query's known terms."""
+    bm25 = artifact.bm25
+    frequencies: dict[str, int] = {}
+    for token in terms.known:
+        term_id = bm25.term_ids[token]
+        postings = bm25.posting_rows[bm25.offsets[term_id] : bm25.offsets[term_id + 1]]
+        frequencies[token] = int(np.count_nonzero(visible.rows[postings]))
+    known = [token for token in terms.known if frequencies[token]]
+    hidden = set(terms.known) - set(known)
+    unknown = set(terms.unknown) | hidden
+    ordered = [token for token in dict.fromkeys(content_tokens(text, phrases)) if token in unknown]
+    overall = bm25.idf[[bm25.term_ids[token] for token in known]]
+    scoped = bm25.idf_of(
+        np.array([frequencies[token] for token in known], dtype=np.float64),
+        visible.document_count,
+    )
+    return QueryTerms(
+        known=known,
+        unknown=ordered if hidden else terms.unknown,
+        dropped=terms.dropped,
+        idf_scale=(scoped / np.maximum(overall, 1e-12)).tolist(),
+    )
 
 
 def phrase_mask(artifact: LoadedArtifact, phrases: tuple[str, ...]) -> np.ndarray:

@@ -29,6 +29,12 @@ EXHAUSTIVE_POSTINGS = 4096
 FIRST_DEPTH_FACTOR = 4
 
 
+def bm25_idf(df: np.ndarray, num_docs: int) -> np.ndarray:
+    """BM25 idf for document frequencies out of `num_docs`; DuckDB's `log` is base 10, and
+    matching it keeps scores equal to `match_bm25`."""
+    return np.log10((num_docs - df + 0.5) / (df + 0.5) + 1.0).astype(np.float32)
+
+
 @dataclass
 class QueryTerms:
     """The distinct query tokens BM25 will use, and those the index has never seen."""
@@ -36,6 +42,9 @@ class QueryTerms:
     known: list[str]
     unknown: list[str]
     dropped: int
+    # Per known term, the factor that turns the whole index's idf into the idf over the
+    # rows a requester may see (None: the whole index, the operator).
+    idf_scale: list[float] | None = None
 
 
 @dataclass(frozen=True)
@@ -50,6 +59,9 @@ class Postings:
     scores: np.ndarray
     impact_rows: np.ndarray
     impact_scores: np.ndarray
+    # Each term's idf over the whole index (for a requester's rescaled view); None when the
+    # postings were built from scores alone.
+    idf: np.ndarray | None = None
 
     @classmethod
     def from_fts(cls, connection: duckdb.DuckDBPyConnection, row_count: int) -> "Postings":
@@ -88,7 +100,7 @@ class Postings:
         df = np.zeros(term_count, dtype=np.float64)
         df[vocabulary["termid"].astype(np.int64)] = vocabulary["df"].astype(np.float64)
         # DuckDB's `log` is base 10; matching it keeps scores equal to `match_bm25`.
-        idf = np.log10((num_docs - df + 0.5) / (df + 0.5) + 1.0).astype(np.float32)
+        idf = bm25_idf(df, num_docs)
 
         postings = connection.execute(
             f"""
@@ -104,11 +116,16 @@ class Postings:
         norm = K1 * (1.0 - B + B * doc_len[rows] / avgdl)
         weights = tf * (K1 + 1.0) / (tf + norm)
         scores = (idf[term_of_posting] * weights).astype(np.float32)
-        return cls.build(terms, term_of_posting, rows, scores)
+        return cls.build(terms, term_of_posting, rows, scores, idf)
 
     @classmethod
     def build(
-        cls, terms: list[str], term_of_posting: np.ndarray, rows: np.ndarray, scores: np.ndarray
+        cls,
+        terms: list[str],
+        term_of_posting: np.ndarray,
+        rows: np.ndarray,
+        scores: np.ndarray,
+        idf: np.ndarray | None = None,
     ) -> "Postings":
         """Postings from one (term id, row, score) triple per posting, ordered by term id."""
         same_term = term_of_posting[1:] == term_of_posting[:-1]
@@ -127,6 +144,7 @@ class Postings:
             scores=scores,
             impact_rows=rows[impact].astype(np.int32),
             impact_scores=scores[impact],
+            idf=idf,
         )
 
 
@@ -142,6 +160,7 @@ class BM25Index:
         self.posting_rows = postings.rows
         self.posting_scores = postings.scores
         self.offsets = postings.offsets
+        self.idf = postings.idf
 
     @classmethod
     def from_fts(cls, connection: duckdb.DuckDBPyConnection, row_count: int) -> "BM25Index":
@@ -168,30 +187,44 @@ class BM25Index:
             for term_id in (self.term_ids[term] for term in terms)
         ]
 
-    def score(self, terms: list[str]) -> np.ndarray:
+    @staticmethod
+    def idf_of(df: np.ndarray, num_docs: int) -> np.ndarray:
+        """BM25 idf for document frequencies out of `num_docs` (see `bm25_idf`)."""
+        return bm25_idf(df, num_docs)
+
+    def _posting_scores(self, span: tuple[int, int], scale: float | None) -> np.ndarray:
+        start, end = span
+        values = self.posting_scores[start:end]
+        return values if scale is None else values * np.float32(scale)
+
+    def score(self, terms: list[str], idf_scale: list[float] | None = None) -> np.ndarray:
         """BM25 score of every artifact row for these (distinct, known) terms; 0 = no match."""
         scores = np.zeros(self.row_count, dtype=np.float32)
-        for start, end in self._spans(terms):
+        scales = idf_scale or [None] * len(terms)
+        for span, scale in zip(self._spans(terms), scales, strict=True):
             # Postings of one term hold each row once, so fancy-index += is safe here.
-            scores[self.posting_rows[start:end]] += self.posting_scores[start:end]
+            scores[self.posting_rows[span[0] : span[1]]] += self._posting_scores(span, scale)
         return scores
 
-    def matches(self, terms: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    def matches(
+        self, terms: list[str], idf_scale: list[float] | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """The rows matching any term (score > 0) and their BM25 scores, equal to `score`'s.
 
         Costs the postings of the query's terms, not the row count: one term is a slice of
         its postings; a few rare terms are summed sparsely; long postings go through one
-        dense accumulator.
+        dense accumulator. `idf_scale` rescales each term's idf (a requester's view).
         """
         spans = self._spans(terms)
+        scales = idf_scale or [None] * len(spans)
         if not spans:
             return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.float32)
         if len(spans) == 1:
             start, end = spans[0]
-            return self.posting_rows[start:end], self.posting_scores[start:end]
+            return self.posting_rows[start:end], self._posting_scores(spans[0], scales[0])
         total = sum(end - start for start, end in spans)
-        if total * DENSE_SHARE >= self.row_count:
-            scores = self.score(terms)
+        if idf_scale is not None or total * DENSE_SHARE >= self.row_count:
+            scores = self.score(terms, idf_scale)
             rows = np.flatnonzero(scores)
             return rows, scores[rows]
         rows = self._union(spans)

@@ -5,6 +5,10 @@ number of clients share one engine and a publish needs no session migration. Hea
 probes stay public; everything else can require a bearer token.
 """
 
+import hmac
+from collections.abc import Callable
+from datetime import UTC, datetime
+
 import anyio
 import pydantic_core
 import uvicorn
@@ -15,11 +19,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from serving.access import Requester, current_requester
 from serving.answer_tools import register_answer_tools
 from serving.engine import SearchEngine
 from serving.metrics import Metrics
 from serving.tools import ToolServer, register_tools
 from slackquery import __version__
+from slackquery.access.grants import GrantStore, grants_path
 from slackquery.errors import SlackqueryError
 from slackquery.http_guard import HttpGuard
 from slackquery.settings import Settings
@@ -157,8 +163,42 @@ def _replay_one(message: Message, receive: Receive) -> Receive:
     return replay
 
 
-def build_http_app(settings: Settings, engine: SearchEngine | None = None) -> ASGIApp:
-    """The Streamable HTTP ASGI app (MCP at `/mcp`, probes, metrics) behind the guard."""
+def grant_authorizer(
+    token: str | None, grants: GrantStore, clock: Callable[[], datetime]
+) -> Callable[[bytes], tuple[bool, Requester | None]]:
+    """Who an Authorization header is: (allowed, requester; None = the admin).
+
+    Once any grant exists (`slackquery access grant`), every request needs the admin token
+    or an active granted token. The grants file is checked on every request (stat, re-read
+    when it changed), so a revoke or an expiry applies to the next request."""
+    admin = token.encode("utf-8") if token else None
+
+    def authorize(header: bytes) -> tuple[bool, Requester | None]:
+        granting = grants.any_grants()
+        if admin is None and not granting:
+            return True, None
+        scheme, _, given = header.partition(b" ")
+        if scheme.lower() != b"bearer":
+            return False, None
+        if admin is not None and hmac.compare_digest(given.strip(), admin):
+            return True, None
+        if not granting:
+            return False, None
+        grant = grants.authenticate(given.strip().decode("utf-8", "replace"), clock())
+        if grant is None:
+            return False, None
+        return True, Requester(grant.user_id, grant.workspace_id, grant.no_dms)
+
+    return authorize
+
+
+def build_http_app(
+    settings: Settings,
+    engine: SearchEngine | None = None,
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> ASGIApp:
+    """The Streamable HTTP ASGI app (MCP at `/mcp`, probes, metrics) behind the guard;
+    `clock` decides grant expiry (tests pass a fake one)."""
     engine = engine or SearchEngine(settings)
     server = build_server(engine, Metrics())
     app = server.streamable_http_app(
@@ -173,6 +213,8 @@ def build_http_app(settings: Settings, engine: SearchEngine | None = None) -> AS
         max_body_bytes=settings.serve_max_request_bytes,
         public_paths=PUBLIC_PATHS,
         realm="slackquery",
+        authorizer=grant_authorizer(settings.serve_token, GrantStore(grants_path(settings)), clock),
+        identity=current_requester,
     )
 
 
@@ -187,7 +229,9 @@ def run_http(settings: Settings, host: str | None = None, port: int | None = Non
     )
 
 
-def run_stdio(settings: Settings) -> None:
-    """Serve MCP over stdin/stdout (desktop clients launch this as a subprocess)."""
+def run_stdio(settings: Settings, requester: Requester | None = None) -> None:
+    """Serve MCP over stdin/stdout (desktop clients launch this as a subprocess), as the
+    local operator or as `requester` (`serve --stdio --as`)."""
     server = build_server(SearchEngine(settings), Metrics())
+    current_requester.set(requester)
     server.run("stdio")

@@ -31,6 +31,7 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.types import CallToolResult
 from pydantic import Field, ValidationError, WithJsonSchema, WrapValidator
 
+from serving.access import current_requester
 from serving.budget import Deadline
 from serving.engine import (
     MAX_CONTEXT_MESSAGES,
@@ -246,8 +247,11 @@ def register_tools(server: MCPServer, engine: SearchEngine, metrics: Metrics) ->
             limit=limit,
             cursor=cursor,
         )
+        requester = current_requester.get()
         return await runner.run(
-            "search_slack", mode, lambda deadline: engine.search(request, deadline=deadline)
+            "search_slack",
+            mode,
+            lambda deadline: engine.search(request, deadline=deadline, requester=requester),
         )
 
     async def get_slack_message(
@@ -260,10 +264,13 @@ def register_tools(server: MCPServer, engine: SearchEngine, metrics: Metrics) ->
         include (each >= 0, together at most {max_context}). Use this to see what surrounded a hit;
         use get_slack_thread for the replies of a thread.
         """
+        requester = current_requester.get()
         return await runner.run(
             "get_slack_message",
             "-",
-            lambda deadline: engine.get_message(document_id, context_before, context_after),
+            lambda deadline: engine.get_message(
+                document_id, context_before, context_after, requester=requester
+            ),
         )
 
     async def get_slack_thread(thread_id: str, limit: int = 200) -> ThreadResponse:
@@ -273,8 +280,11 @@ def register_tools(server: MCPServer, engine: SearchEngine, metrics: Metrics) ->
         message in the thread also works. limit: 1-{max_thread} messages (default 200);
         `truncated` says when the thread has more. Expand only threads that look relevant.
         """
+        requester = current_requester.get()
         return await runner.run(
-            "get_slack_thread", "-", lambda deadline: engine.get_thread(thread_id, limit)
+            "get_slack_thread",
+            "-",
+            lambda deadline: engine.get_thread(thread_id, limit, requester=requester),
         )
 
     async def list_slack_scopes(
@@ -286,10 +296,13 @@ def register_tools(server: MCPServer, engine: SearchEngine, metrics: Metrics) ->
         which time range the archive covers. workspace_id: id or slug to narrow to;
         channel_name: exact name, with or without `#` (case-insensitive). limit: 1-{max_scopes}.
         """
+        requester = current_requester.get()
         return await runner.run(
             "list_slack_scopes",
             "-",
-            lambda deadline: engine.list_scopes(workspace_id, channel_name, limit),
+            lambda deadline: engine.list_scopes(
+                workspace_id, channel_name, limit, requester=requester
+            ),
         )
 
     limits = tool_limits(settings)

@@ -33,6 +33,7 @@ COMMAND_MODULES = (
     "ask",
     "verify",
     "serve",
+    "access",
     "bench",
     "show_settings",
     "eval",

@@ -13,11 +13,15 @@ ASGI middleware, so it holds for every route, the MCP SDK's included:
 import hmac
 import json
 from collections.abc import Callable
+from contextvars import ContextVar
+from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 # The JSON body of an error reply: (request path, HTTP status, message) -> object.
 ErrorBody = Callable[[str, int, str], dict[str, object]]
+# Who a request's Authorization header (raw bytes) is: (allowed, identity).
+Authorizer = Callable[[bytes], tuple[bool, Any]]
 
 
 def plain_error(path: str, status: int, message: str) -> dict[str, object]:
@@ -41,8 +45,14 @@ class HttpGuard:
         public_paths: frozenset[str] = frozenset(),
         realm: str | None = None,
         error_body: ErrorBody = plain_error,
+        authorizer: Authorizer | None = None,
+        identity: ContextVar[Any] | None = None,
     ):
+        """`authorizer` replaces the bearer-key check (the MCP server's grants); the
+        identity it returns is set in `identity` while the app handles the request."""
         self.app = app
+        self.authorizer = authorizer
+        self.identity = identity
         self.token = token.encode("utf-8") if token else None
         self.max_body_bytes = max_body_bytes
         self.public_paths = public_paths
@@ -55,7 +65,10 @@ class HttpGuard:
             return
         headers = dict(scope.get("headers") or [])
         path = scope.get("path", "")
-        if path not in self.public_paths and not self._authorized(headers):
+        allowed, who = True, None
+        if path not in self.public_paths:
+            allowed, who = (self.authorizer or self._authorized)(headers.get(b"authorization", b""))
+        if not allowed:
             await self._reply(send, path, 401, "missing or wrong bearer key")
             return
         try:
@@ -63,14 +76,20 @@ class HttpGuard:
         except _TooLarge:
             await self._reply(send, path, 413, f"request body over {self.max_body_bytes} bytes")
             return
-        if body is not None:
+        if body is None:
+            return
+        reset = self.identity.set(who) if self.identity is not None else None
+        try:
             await self.app(scope, _replay(body, receive), send)
+        finally:
+            if reset is not None and self.identity is not None:
+                self.identity.reset(reset)
 
-    def _authorized(self, headers: dict[bytes, bytes]) -> bool:
+    def _authorized(self, header: bytes) -> tuple[bool, None]:
         if self.token is None:
-            return True
-        scheme, _, given = headers.get(b"authorization", b"").partition(b" ")
-        return scheme.lower() == b"bearer" and hmac.compare_digest(given.strip(), self.token)
+            return True, None
+        scheme, _, given = header.partition(b" ")
+        return scheme.lower() == b"bearer" and hmac.compare_digest(given.strip(), self.token), None
 
     async def _read_body(self, declared: bytes | None, receive: Receive) -> bytes | None:
         """The whole body (None if the client went away); `_TooLarge` past the cap."""

@@ -64,6 +64,7 @@ COPIES = (
         renames=(("message_count", "count_messages"),),
     ),
     Copy("users", "search_users", "workspace_id, user_id", where="is_author"),
+    Copy("channel_members", "search_channel_members", "workspace_id, channel_id, user_id"),
 )
 # DuckDB's floating-point codecs, disabled while the candidate is written (see below).
 FLOAT_CODECS = "alp,alprd,chimp,patas"
@@ -121,6 +122,7 @@ def write_candidate(
             ("workspaces", None),
             ("channels", None),
             ("users", None),
+            ("channel_members", None),
             ("artifact_metadata", None),
         ):
             conn.execute(schema.create_table_sql("candidate", table, tables[table], key))

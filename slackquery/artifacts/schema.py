@@ -109,6 +109,17 @@ USERS = _columns(
     ("display_name", "VARCHAR"),
 )
 
+# Who belongs to which conversation (the `search_channel_members` mart): serving decides
+# from it which private channels, DMs and group DMs a requester may see.
+CHANNEL_MEMBERS = _columns(
+    ("workspace_id", "VARCHAR"),
+    ("channel_id", "VARCHAR"),
+    ("conversation_type", "VARCHAR"),
+    ("user_id", "VARCHAR"),
+    ("is_workspace_user", "BOOLEAN"),
+    ("is_external", "BOOLEAN"),
+)
+
 
 def document_vectors_columns(dimension: int) -> tuple[Column, ...]:
     """`document_vectors` columns for a generation's stored dimension."""
@@ -127,6 +138,7 @@ def table_columns(dimension: int) -> dict[str, tuple[Column, ...]]:
         "workspaces": WORKSPACES,
         "channels": CHANNELS,
         "users": USERS,
+        "channel_members": CHANNEL_MEMBERS,
     }
 
 

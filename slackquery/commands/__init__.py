@@ -23,6 +23,32 @@ def emit(args: argparse.Namespace, result: Any, text: str) -> None:
         print(text)
 
 
+def add_requester_flags(parser: argparse.ArgumentParser) -> None:
+    """Give a lookup command `--as` (see what one Slack user would see) and its options."""
+    parser.add_argument(
+        "--as",
+        dest="as_user",
+        metavar="USER",
+        help="act as this Slack user (U… or @name), as their grant would (default: the "
+        "local operator, who sees everything)",
+    )
+    parser.add_argument(
+        "--as-workspace", metavar="WORKSPACE", help="the --as user's workspace, when ambiguous"
+    )
+    parser.add_argument(
+        "--as-no-dms", action="store_true", help="with --as: as a grant made with --no-dms"
+    )
+
+
+def requester_from(args: argparse.Namespace, settings: Any) -> Any:
+    """The `Requester` that `--as` names, or None for the local operator."""
+    if not args.as_user:
+        return None
+    from serving.access import published_requester
+
+    return published_requester(settings, args.as_user, args.as_workspace, args.as_no_dms)
+
+
 def add_engine_flag(parser: argparse.ArgumentParser) -> None:
     """Give a command that wraps a Prefect flow the `--engine` choice.
 

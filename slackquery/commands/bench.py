@@ -27,6 +27,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--clients", type=int, default=8, help="concurrent MCP clients (0 skips the run)"
     )
+    parser.add_argument(
+        "--as",
+        dest="as_user",
+        metavar="USER",
+        help="also time every mode as this Slack user of the sample (U… or @name): the "
+        "visibility mask on every query, for comparing with the runs without",
+    )
+    parser.add_argument("--as-workspace", metavar="WORKSPACE", help="the --as user's workspace")
     add_json_flag(parser)
     parser.set_defaults(handler=run)
 
@@ -46,6 +54,12 @@ def _load_benchmark() -> ModuleType:
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Run the benchmark and print its report."""
     run_benchmark = _load_benchmark().run_benchmark
-    report = run_benchmark(args.messages, args.queries, args.clients)
+    report = run_benchmark(
+        args.messages,
+        args.queries,
+        args.clients,
+        as_user=args.as_user,
+        as_workspace=args.as_workspace,
+    )
     emit(args, report, json.dumps(report, indent=2))
     return 0

@@ -7,7 +7,7 @@ import sys
 from serving.engine import SearchEngine
 from serving.models import SearchRequest, SearchResponse
 from serving.query import fts_tokens
-from slackquery.commands import add_json_flag, emit
+from slackquery.commands import add_json_flag, add_requester_flags, emit, requester_from
 from slackquery.settings import Settings
 
 SNIPPET_CHARS = 240
@@ -33,6 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_filter_flags(parser)
     parser.add_argument("--limit", type=int, default=10, help="results per page (1-50)")
     parser.add_argument("--cursor", help="next_cursor of a previous page (same query and flags)")
+    add_requester_flags(parser)
     add_json_flag(parser)
     parser.set_defaults(handler=run)
 
@@ -69,6 +70,7 @@ def add_filter_flags(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Search and print the results."""
     query = filtered_query(args.query, args)
+    requester = requester_from(args, settings)
     engine = SearchEngine(settings)
     try:
         response = engine.search(
@@ -80,7 +82,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                 workspace_ids=args.workspaces,
                 limit=args.limit,
                 cursor=args.cursor,
-            )
+            ),
+            requester=requester,
         )
     finally:
         engine.close()

@@ -2,6 +2,8 @@
 
 import argparse
 
+from slackquery.commands import add_requester_flags, requester_from
+from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
 
 
@@ -13,12 +15,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Serve the published artifact to MCP clients. By default Streamable HTTP "
         "at http://SLACKQUERY_SERVE_HOST:SLACKQUERY_SERVE_PORT/mcp (127.0.0.1:8181) with "
         "/healthz, /readyz and /metrics; set SLACKQUERY_SERVE_TOKEN to require a bearer "
-        "token. --stdio speaks MCP on stdin/stdout for desktop clients that launch the "
-        "server themselves. A newly published artifact is picked up without restart.",
+        "token (and `slackquery access grant` for per-user tokens). --stdio speaks MCP on "
+        "stdin/stdout for desktop clients that launch the server themselves, as the local "
+        "operator or, with --as, as one Slack user. A newly published artifact is picked "
+        "up without restart.",
     )
     parser.add_argument("--stdio", action="store_true", help="serve over stdin/stdout")
     parser.add_argument("--host", help="bind address (default: SLACKQUERY_SERVE_HOST)")
     parser.add_argument("--port", type=int, help="TCP port (default: SLACKQUERY_SERVE_PORT)")
+    add_requester_flags(parser)
     parser.set_defaults(handler=run)
 
 
@@ -27,8 +32,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     # Imported here, not at the top: the MCP SDK would cost every CLI start ~0.3 s.
     from serving.server import run_http, run_stdio
 
+    if args.as_user and not args.stdio:
+        raise SlackqueryError("--as applies to --stdio; over HTTP each token names its requester")
     if args.stdio:
-        run_stdio(settings)
+        run_stdio(settings, requester_from(args, settings))
     else:
         run_http(settings, args.host, args.port)
     return 0

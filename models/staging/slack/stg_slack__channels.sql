@@ -27,6 +27,7 @@ renamed as (
         topic,
         purpose,
         payload_hash,
+        member_ids,
 
         ---------- booleans
         is_archived,

@@ -1,0 +1,167 @@
+"""Who is asking, and which artifact rows they may see.
+
+A `Requester` is one Slack user of one workspace (from a grant's token over HTTP, or
+`--as` on the CLI); None everywhere means the local operator or the admin token, who see
+everything. A requester sees the public channels of their workspace and the private
+channels, DMs and group DMs whose membership (the artifact's `channel_members`) includes
+them; `no_dms` drops DMs and group DMs. Nothing of another workspace. The visibility is a
+row mask computed once per requester and artifact (`LoadedArtifact.visibility`), and the
+engine folds it into every query's mask, name resolution and lookup, so a forbidden
+object and a nonexistent one get the same answer.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import duckdb
+import numpy as np
+
+from slackquery.artifacts.pointer import current_artifact
+from slackquery.duckdb_setup import connect
+from slackquery.errors import SlackqueryError
+from slackquery.settings import Settings
+
+if TYPE_CHECKING:
+    from serving.artifact import LoadedArtifact
+
+DIRECT_TYPES = ("dm", "group_dm")
+# The requester of the HTTP request being served (set by the server's guard; None: admin).
+current_requester: contextvars.ContextVar[Requester | None] = contextvars.ContextVar(
+    "current_requester", default=None
+)
+
+
+@dataclass(frozen=True)
+class Requester:
+    """One Slack user of one workspace, as whom a query runs."""
+
+    user_id: str
+    workspace_id: str
+    no_dms: bool = False
+
+    @property
+    def key(self) -> str:
+        """What binds cursors and caches to this requester."""
+        return f"{self.workspace_id}:{self.user_id}:{'no-dms' if self.no_dms else 'all'}"
+
+
+@dataclass(frozen=True)
+class Visibility:
+    """A requester's view of one artifact: visible rows and (workspace, channel) pairs."""
+
+    rows: np.ndarray
+    channels: frozenset[tuple[str, str]]
+    workspace_id: str
+    vector_positions: np.ndarray  # matrix positions of the visible message vectors
+    document_count: int  # visible documents of any kind: BM25's N for this requester
+
+
+def compute_visibility(artifact: LoadedArtifact, requester: Requester) -> Visibility:
+    """The rows and channels `requester` may see in `artifact` (see the module docstring)."""
+    member_of = artifact.memberships.get((requester.workspace_id, requester.user_id), set())
+    channels = set()
+    for workspace, channel, _name, kind, *_counts in artifact.channels:
+        if workspace != requester.workspace_id:
+            continue
+        if kind == "public" or (
+            channel in member_of and not (requester.no_dms and kind in DIRECT_TYPES)
+        ):
+            channels.add((workspace, channel))
+    workspace_code = artifact.workspace_code_of.get(requester.workspace_id, -1)
+    channel_codes = [
+        artifact.channel_code_of[channel]
+        for _, channel in channels
+        if channel in artifact.channel_code_of
+    ]
+    rows = (artifact.workspace_codes == workspace_code) & np.isin(
+        artifact.channel_codes, np.array(channel_codes, dtype=np.int32)
+    )
+    rows.setflags(write=False)  # shared by every query of this requester
+    vector_rows = artifact.vector_rows
+    return Visibility(
+        rows=rows,
+        channels=frozenset(channels),
+        workspace_id=requester.workspace_id,
+        vector_positions=np.flatnonzero(rows[vector_rows] & artifact.is_message[vector_rows]),
+        document_count=int(np.count_nonzero(rows)),
+    )
+
+
+def resolve_requester(
+    conn: duckdb.DuckDBPyConnection, user: str, workspace: str | None, no_dms: bool = False
+) -> Requester:
+    """`U…` or `@name` (handle, display or real name), optionally of one workspace (id,
+    slug or name), resolved against an artifact's users and members; unknown or
+    ambiguous values are an error."""
+    wanted = user.strip()
+    by_name = wanted.startswith("@")
+    text = wanted.lstrip("@").casefold()
+    rows = conn.execute(
+        """
+        with people as (
+            select workspace_id, user_id, user_name, username, real_name, display_name
+            from users
+            union all
+            select workspace_id, user_id, null, null, null, null
+            from channel_members
+            where is_workspace_user
+        )
+        select distinct people.workspace_id, people.user_id
+        from people
+        inner join workspaces on people.workspace_id = workspaces.workspace_id
+        where (
+            ($by_name and $text in (
+                lower(people.user_name), lower(people.username),
+                lower(people.real_name), lower(people.display_name)
+            ))
+            or (not $by_name and people.user_id = $user)
+        )
+        and (
+            $workspace is null
+            or lower($workspace) in (
+                lower(workspaces.workspace_id), lower(workspaces.workspace_slug),
+                lower(workspaces.workspace_name)
+            )
+        )
+        order by 1, 2
+        """,
+        {"by_name": by_name, "text": text, "user": wanted, "workspace": workspace},
+    ).fetchall()
+    where = f" in workspace {workspace!r}" if workspace else ""
+    if not rows:
+        if (
+            workspace is not None
+            and not conn.execute(
+                "select count(*) from workspaces where lower($w) in "
+                "(lower(workspace_id), lower(workspace_slug), lower(workspace_name))",
+                {"w": workspace},
+            ).fetchone()[0]
+        ):  # type: ignore[index]
+            raise SlackqueryError(f"unknown workspace {workspace!r} in the published artifact")
+        raise SlackqueryError(f"unknown user {user!r}{where} in the published artifact")
+    if len(rows) > 1:
+        found = ", ".join(f"{ws}:{uid}" for ws, uid in rows)
+        raise SlackqueryError(
+            f"user {user!r}{where} is ambiguous ({found}); pass --workspace or a user id"
+        )
+    return Requester(user_id=rows[0][1], workspace_id=rows[0][0], no_dms=no_dms)
+
+
+def published_requester(
+    settings: Settings, user: str, workspace: str | None, no_dms: bool = False
+) -> Requester:
+    """`resolve_requester` against the published artifact (grants and `--as`)."""
+    path = current_artifact(settings)
+    if path is None:
+        raise SlackqueryError(
+            "no published search artifact to resolve users against; "
+            "run `slackquery build` then `slackquery publish`"
+        )
+    conn = connect(str(path), read_only=True)
+    try:
+        return resolve_requester(conn, user, workspace, no_dms)
+    finally:
+        conn.close()

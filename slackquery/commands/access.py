@@ -1,0 +1,95 @@
+"""`slackquery access grant|list|revoke`: requester tokens for the MCP server."""
+
+import argparse
+from datetime import UTC, date, datetime
+
+from serving.access import published_requester
+from slackquery.access.grants import GrantStore, grants_path
+from slackquery.commands import add_json_flag, emit
+from slackquery.errors import SlackqueryError
+from slackquery.settings import Settings
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the `access` subcommand and its three actions."""
+    parser = subparsers.add_parser(
+        "access",
+        help="grant, list and revoke requester tokens for the MCP server",
+        description="Each grant is a token for one Slack user of one workspace: over HTTP "
+        "that requester sees public channels of their workspace and the private channels, "
+        "DMs and group DMs they are a member of. Once any grant exists, /mcp needs a granted "
+        "token or the admin token (SLACKQUERY_SERVE_TOKEN). Only a hash of each token is "
+        "kept, under SLACKQUERY_HOME/access/.",
+    )
+    actions = parser.add_subparsers(title="actions", metavar="ACTION", required=True)
+    grant = actions.add_parser("grant", help="create a token for one Slack user; shown once")
+    grant.add_argument("--user", required=True, help="Slack user id (U…) or @name")
+    grant.add_argument("--workspace", help="workspace id, slug or name (when ambiguous)")
+    grant.add_argument("--label", help="a unique name for the grant (default: the user id)")
+    grant.add_argument("--no-dms", action="store_true", help="never show DMs or group DMs")
+    grant.add_argument("--expires", metavar="YYYY-MM-DD", help="last day (UTC) the token works")
+    add_json_flag(grant)
+    grant.set_defaults(handler=run_grant)
+    listing = actions.add_parser("list", help="list grants (never their tokens)")
+    add_json_flag(listing)
+    listing.set_defaults(handler=run_list)
+    revoke = actions.add_parser("revoke", help="end one grant now (by label or id)")
+    revoke.add_argument("grant", metavar="LABEL_OR_ID")
+    add_json_flag(revoke)
+    revoke.set_defaults(handler=run_revoke)
+
+
+def _expires(value: str | None) -> str | None:
+    if value is None:
+        return None
+    try:
+        return date.fromisoformat(value).isoformat()
+    except ValueError:
+        raise SlackqueryError(f"--expires must be YYYY-MM-DD, not {value!r}") from None
+
+
+def run_grant(args: argparse.Namespace, settings: Settings) -> int:
+    """Resolve the user against the published artifact, store the grant, print the token."""
+    expires = _expires(args.expires)
+    requester = published_requester(settings, args.user, args.workspace, args.no_dms)
+    grant, token = GrantStore(grants_path(settings)).add(
+        user_id=requester.user_id,
+        workspace_id=requester.workspace_id,
+        label=args.label or f"{requester.workspace_id}:{requester.user_id}",
+        no_dms=args.no_dms,
+        expires=expires,
+        now=datetime.now(UTC),
+    )
+    result = {**grant.public(datetime.now(UTC)), "token": token}
+    emit(
+        args,
+        result,
+        f"granted {grant.label} ({grant.grant_id}): {grant.workspace_id}:{grant.user_id}"
+        f"{', no DMs' if grant.no_dms else ''}"
+        f"{f', until {grant.expires}' if grant.expires else ''}\n"
+        f"token (shown once): {token}",
+    )
+    return 0
+
+
+def run_list(args: argparse.Namespace, settings: Settings) -> int:
+    """Every grant with its state; tokens are never stored, so never shown."""
+    now = datetime.now(UTC)
+    grants = [grant.public(now) for grant in GrantStore(grants_path(settings)).grants()]
+    lines = [
+        f"{row['grant_id']}  {row['label']}  {row['workspace_id']}:{row['user_id']}  "
+        f"{'active' if row['active'] else 'revoked' if row['revoked_at'] else 'expired'}"
+        f"{'  no-dms' if row['no_dms'] else ''}"
+        f"{'  until ' + str(row['expires']) if row['expires'] else ''}"
+        for row in grants
+    ]
+    emit(args, {"grants": grants}, "\n".join(lines) or "no grants")
+    return 0
+
+
+def run_revoke(args: argparse.Namespace, settings: Settings) -> int:
+    """Revoke one grant; a running server refuses its token from the next request on."""
+    now = datetime.now(UTC)
+    grant = GrantStore(grants_path(settings)).revoke(args.grant, now)
+    emit(args, grant.public(now), f"revoked {grant.label} ({grant.grant_id})")
+    return 0

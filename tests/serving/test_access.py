@@ -1,0 +1,337 @@
+"""Who may see what, end to end: grants from the CLI, requesters over real HTTP through the
+official MCP client, and `--as` on the CLI.
+
+Chen Wei (U3) belongs to no restricted conversation of Acme; Bob Smith (U2) belongs to the
+private channel, the DM and the group DM (tests/serving/slack_export.py). Every leak
+attempt below is made as Chen and compared with what a nonexistent object gives.
+"""
+
+import json
+import os
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+import anyio
+import httpx
+import numpy as np
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from serving.access import Requester
+from serving.engine import SearchEngine
+from serving.models import SearchRequest
+from serving.server import build_http_app
+from slackquery.access.grants import grants_path
+from slackquery.artifacts.publish import publish
+from slackquery.cli import main
+from slackquery.settings import Settings
+from tests.loopback import serve
+
+from .conftest import Pipeline
+from .slack_export import ACME, RESTRICTED_WORDS, message_id
+from .test_mcp import ROOT, call, http_server, run_client
+
+ADMIN = "admin-token-for-tests"
+RESTRICTED = set(RESTRICTED_WORDS)
+NARWHAL_ROOT = message_id(41, "G1")
+THREAD = f"{ACME}:G1:{NARWHAL_ROOT.rsplit(':', 1)[1]}"
+DM_MESSAGE = message_id(43, "D1")
+
+
+def grant(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
+    """Run `slackquery access grant … --json` and return its JSON (token included)."""
+    capsys.readouterr()
+    assert main(["access", "grant", *args, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def cli_error(capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    capsys.readouterr()
+    assert main(list(args)) == 1
+    return capsys.readouterr().err
+
+
+@pytest.fixture
+def tokens(published: Settings, capsys: pytest.CaptureFixture[str]) -> dict[str, str]:
+    """Grants for Bob, Chen, Bob without DMs, Bob in Beta, and one that expires."""
+    made = {
+        "bob": grant(capsys, "--user", "U2", "--workspace", "acme", "--label", "bob"),
+        "chen": grant(capsys, "--user", "@chen.wei", "--workspace", "acme", "--label", "chen"),
+        "bob-no-dms": grant(
+            capsys,
+            "--user",
+            "@Bob Smith",
+            "--workspace",
+            "T0ACME",
+            "--no-dms",
+            "--label",
+            "bob-no-dms",
+        ),
+        "bob-beta": grant(capsys, "--user", "U2", "--workspace", "beta", "--label", "bob-beta"),
+        "expiring": grant(
+            capsys,
+            "--user",
+            "U2",
+            "--workspace",
+            "acme",
+            "--label",
+            "expiring",
+            "--expires",
+            "2031-01-01",
+        ),
+    }
+    assert made["chen"]["user_id"] == "U3" and made["chen"]["workspace_id"] == ACME
+    assert made["bob-beta"]["workspace_id"] == "T0BETA"
+    return {label: row["token"] for label, row in made.items()}
+
+
+def test_grants_from_the_cli(published: Settings, capsys: pytest.CaptureFixture[str]) -> None:
+    made = grant(capsys, "--user", "U3", "--workspace", "acme", "--label", "chen")
+    assert made["token"].startswith("sqr_") and made["label"] == "chen"
+    assert "ambiguous" in cli_error(capsys, "access", "grant", "--user", "@chen.wei")
+    assert "unknown user 'U404'" in cli_error(capsys, "access", "grant", "--user", "U404")
+    assert "unknown workspace 'gamma'" in cli_error(
+        capsys, "access", "grant", "--user", "U2", "--workspace", "gamma"
+    )
+    assert "exists" in cli_error(
+        capsys, "access", "grant", "--user", "U3", "--label", "chen", "--workspace", "acme"
+    )
+    stored = grants_path(published).read_text(encoding="utf-8")
+    assert made["token"] not in stored and made["grant_id"] in stored
+    assert grants_path(published).stat().st_mode & 0o077 == 0
+    capsys.readouterr()
+    assert main(["access", "list", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)["grants"]
+    assert [row["label"] for row in listed] == ["chen"] and listed[0]["active"] is True
+    assert "token" not in listed[0] and "token_sha256" not in listed[0]
+    assert main(["access", "revoke", made["grant_id"]]) == 0
+    assert "already revoked" in cli_error(capsys, "access", "revoke", "chen")
+    assert "no grant" in cli_error(capsys, "access", "revoke", "nobody")
+    for artifact in published.artifact_path.glob("search-*.duckdb"):
+        assert made["token"].encode() not in artifact.read_bytes()
+
+
+def _channels(response: dict[str, Any]) -> set[str]:
+    return {hit["channel_id"] for hit in response["results"]}
+
+
+def _same_error(forbidden: str, absent: str, forbidden_value: str, absent_value: str) -> None:
+    """A forbidden object's error is the nonexistent one's, but for the value asked for."""
+    assert forbidden.startswith("ERROR: ")
+    assert forbidden.replace(forbidden_value, "<value>") == absent.replace(absent_value, "<value>")
+
+
+def test_a_non_member_sees_nothing_restricted_over_http(
+    published: Settings, tokens: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = published.model_copy(update={"serve_token": ADMIN})
+
+    async def as_bob(client: Client) -> dict[str, Any]:
+        seen = {}
+        for channel, word in RESTRICTED_WORDS.items():
+            hits = await call(client, "search_slack", query=word, mode="lexical")
+            assert channel in _channels(hits), word
+            seen[channel] = hits["results"][0]
+        seen["page"] = await call(client, "search_slack", query="the", mode="lexical", limit=1)
+        seen["thread"] = await call(client, "get_slack_thread", thread_id=THREAD)
+        return seen
+
+    async def as_chen(client: Client, bob: dict[str, Any]) -> None:
+        for channel, word in RESTRICTED_WORDS.items():
+            for mode in ("lexical", "semantic", "hybrid"):
+                hits = await call(
+                    client, "search_slack", query=f"{word} budget roadmap", mode=mode, limit=50
+                )
+                assert not _channels(hits) & RESTRICTED, (word, mode)
+            lexical = await call(client, "search_slack", query=word, mode="lexical")
+            absent = await call(client, "search_slack", query="zzyzxq", mode="lexical")
+            assert lexical["results"] == absent["results"] == []
+            assert lexical["notes"] == [f"terms found in no message: {word}"]
+            assert absent["notes"] == ["terms found in no message: zzyzxq"]
+            for filters in ({"channel_ids": [channel]}, {"conversation_types": ["private"]}):
+                filtered = await call(client, "search_slack", query="the", **filters)
+                assert isinstance(filtered, str) or not _channels(filtered) & RESTRICTED
+            by_id = await call(client, "search_slack", query="the", channel_ids=[channel])
+            none = await call(client, "search_slack", query="the", channel_ids=["G404"])
+            _same_error(by_id, none, channel, "G404")
+            hit = bob[channel]
+            fetched = await call(client, "get_slack_message", document_id=hit["document_id"])
+            missing = hit["document_id"][:-3] + "999"
+            nothing = await call(client, "get_slack_message", document_id=missing)
+            _same_error(fetched, nothing, hit["document_id"], missing)
+            by_link = await call(client, "get_slack_message", document_id=hit["permalink"])
+            bad_link = hit["permalink"].replace(hit["channel_id"], "C404")
+            no_link = await call(client, "get_slack_message", document_id=bad_link)
+            _same_error(by_link, no_link, hit["permalink"], bad_link)
+        by_name = await call(client, "search_slack", query="in:#secret-plans the")
+        no_name = await call(client, "search_slack", query="in:#secret-plane the")
+        _same_error(by_name, no_name, "secret-plans", "secret-plane")
+        assert "secret-plans" not in by_name.replace("'#secret-plans'", "")
+        thread = await call(client, "get_slack_thread", thread_id=THREAD)
+        no_thread = await call(client, "get_slack_thread", thread_id=THREAD + "9")
+        _same_error(thread, no_thread, THREAD, THREAD + "9")
+        via_message = await call(client, "get_slack_thread", thread_id=NARWHAL_ROOT)
+        assert "no thread" in via_message
+        # The thread's context document (root + reply) never votes: its words are unknown
+        # and no hybrid hit comes from its channel.
+        context = await call(client, "search_slack", query="narwhal launch checklist", limit=50)
+        assert "G1" not in _channels(context)
+        assert any("narwhal" in note for note in context["notes"])
+        neighbours = await call(
+            client,
+            "get_slack_message",
+            document_id=message_id(13),
+            context_before=50,
+            context_after=50,
+        )
+        assert {item["channel_id"] for item in neighbours["messages"]} == {"C1"}
+        scopes = await call(client, "list_slack_scopes")
+        assert {scope["channel_id"] for scope in scopes["scopes"]} == {"C1", "C2", "C3"}
+        secret = await call(client, "list_slack_scopes", channel_name="secret-plans")
+        assert "unknown channel" in secret and "close matches" not in secret
+        beta = await call(client, "list_slack_scopes", workspace_id="beta")
+        assert "unknown workspace 'beta'" in beta
+        reused = await call(
+            client,
+            "search_slack",
+            query="the",
+            mode="lexical",
+            limit=1,
+            cursor=bob["page"]["next_cursor"],
+        )
+        assert "cursor was issued for a different" in reused
+
+    async def as_admin(client: Client, bob: dict[str, Any]) -> None:
+        for word in RESTRICTED_WORDS.values():
+            assert (await call(client, "search_slack", query=word, mode="lexical"))["results"]
+        reused = await call(
+            client,
+            "search_slack",
+            query="the",
+            mode="lexical",
+            limit=1,
+            cursor=bob["page"]["next_cursor"],
+        )
+        assert "cursor was issued for a different" in reused
+
+    async def as_bob_without_dms(client: Client) -> None:
+        assert (await call(client, "search_slack", query="narwhal", mode="lexical"))["results"]
+        for channel in ("D1", "M1"):
+            hits = await call(client, "search_slack", query=RESTRICTED_WORDS[channel])
+            assert not _channels(hits) & {"D1", "M1"}
+        dm = await call(client, "get_slack_message", document_id=DM_MESSAGE)
+        assert "no message" in dm
+
+    async def as_bob_in_beta(client: Client) -> None:
+        hits = await call(client, "search_slack", query="ERR-42", mode="lexical")
+        assert {hit["workspace_id"] for hit in hits["results"]} == {"T0BETA"}
+        acme = await call(client, "get_slack_message", document_id=message_id(0))
+        assert "no message" in acme
+        scopes = await call(client, "list_slack_scopes")
+        assert {scope["channel_id"] for scope in scopes["scopes"]} == {"C9"}
+
+    with http_server(settings) as url:
+        assert httpx.post(f"{url}/mcp", json={}).status_code == 401
+        forged = {"Authorization": "Bearer sqr_not-a-granted-token"}
+        assert httpx.post(f"{url}/mcp", json={}, headers=forged).status_code == 401
+        bob = run_client(url, as_bob, tokens["bob"])
+        assert bob["thread"]["messages"][0]["document_id"] == NARWHAL_ROOT
+        run_client(url, lambda client: as_chen(client, bob), tokens["chen"])
+        run_client(url, lambda client: as_admin(client, bob), ADMIN)
+        run_client(url, as_bob_without_dms, tokens["bob-no-dms"])
+        run_client(url, as_bob_in_beta, tokens["bob-beta"])
+        # Revoked while the server runs: refused from the next request on.
+        assert main(["access", "revoke", "chen"]) == 0
+        revoked = {"Authorization": f"Bearer {tokens['chen']}"}
+        assert httpx.post(f"{url}/mcp", json={}, headers=revoked).status_code == 401
+
+
+def test_expired_tokens_are_refused_from_the_day_after(
+    published: Settings, tokens: dict[str, str]
+) -> None:
+    now = [datetime(2031, 1, 1, 23, 59, tzinfo=UTC)]
+
+    async def scopes(client: Client) -> Any:
+        return await call(client, "list_slack_scopes")
+
+    with serve(build_http_app(published, clock=lambda: now[0]), lifespan="on") as url:
+        assert run_client(url, scopes, tokens["expiring"])["scopes"]
+        now[0] = datetime(2031, 1, 2, tzinfo=UTC)
+        headers = {"Authorization": f"Bearer {tokens['expiring']}"}
+        assert httpx.post(f"{url}/mcp", json={}, headers=headers).status_code == 401
+        assert run_client(url, scopes, tokens["bob"])["scopes"]
+
+
+def test_membership_change_applies_after_the_next_publish(
+    publishable: Settings, pipeline: Pipeline
+) -> None:
+    chen = Requester("U3", ACME)
+    engine = SearchEngine(publishable)
+    try:
+        request = SearchRequest(query="narwhal", mode="lexical")
+        assert engine.search(request, requester=chen).results == []
+        publish(publishable, pipeline.second_build)
+        after = engine.search(request, requester=chen)
+        assert {hit.channel_id for hit in after.results} == {"G1"}
+        assert engine.get_thread(THREAD, requester=chen).messages
+    finally:
+        engine.close()
+
+
+def test_cli_as_a_requester(published: Settings, capsys: pytest.CaptureFixture[str]) -> None:
+    for word in RESTRICTED_WORDS.values():
+        capsys.readouterr()
+        args = ["search", word, "--mode", "lexical", "--json"]
+        assert main([*args, "--as", "@chen.wei", "--as-workspace", "acme"]) == 0
+        as_chen = json.loads(capsys.readouterr().out)
+        assert as_chen["results"] == [] and as_chen["notes"] == [
+            f"terms found in no message: {word}"
+        ]
+        assert main([*args, "--as", "U2", "--as-workspace", "acme"]) == 0
+        assert json.loads(capsys.readouterr().out)["results"]
+        assert main(args) == 0  # the local operator sees everything
+        assert json.loads(capsys.readouterr().out)["results"]
+    error = cli_error(
+        capsys, "search", "the", "--in", "#secret-plans", "--as", "U3", "--as-workspace", "acme"
+    )
+    assert "unknown channel '#secret-plans'" in error
+    assert "ambiguous" in cli_error(capsys, "search", "the", "--as", "@chen.wei")
+
+
+def test_stdio_as_a_requester(published: Settings) -> None:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("SLACKQUERY_")}
+    env["SLACKQUERY_HOME"] = str(published.home)
+    arguments = ["-m", "slackquery.cli", "serve", "--stdio", "--as", "U3", "--as-workspace", "acme"]
+    parameters = StdioServerParameters(command=sys.executable, args=arguments, env=env, cwd=ROOT)
+
+    async def main() -> tuple[Any, Any]:
+        async with Client(parameters) as client:
+            hidden = await call(client, "search_slack", query="narwhal", mode="lexical")
+            scopes = await call(client, "list_slack_scopes")
+            return hidden, scopes
+
+    hidden, scopes = anyio.run(main)
+    assert hidden["results"] == [] and hidden["notes"] == ["terms found in no message: narwhal"]
+    assert {scope["channel_id"] for scope in scopes["scopes"]} == {"C1", "C2", "C3"}
+
+
+def test_bm25_counts_only_the_documents_a_requester_sees(engine: SearchEngine) -> None:
+    chen = Requester("U3", ACME)
+    request = SearchRequest(query="the", mode="lexical", limit=50)
+    overall = {hit.document_id: hit for hit in engine.search(request).results}
+    scoped = engine.search(request, requester=chen).results
+    with engine.artifact() as artifact:
+        bm25, visible = artifact.bm25, artifact.visibility(chen)
+        assert visible is not None
+        term = bm25.term_ids["the"]
+        postings = bm25.posting_rows[bm25.offsets[term] : bm25.offsets[term + 1]]
+        seen = np.count_nonzero(visible.rows[postings])
+        assert 0 < seen < postings.size  # hidden messages say "the" too
+        factor = bm25.idf_of(np.array([seen]), visible.document_count)[0] / bm25.idf[term]
+    compared = [hit for hit in scoped if hit.document_id in overall]
+    assert compared and not {hit.channel_id for hit in scoped} & RESTRICTED
+    for hit in compared:
+        expected = overall[hit.document_id].lexical.score * factor
+        assert hit.lexical.score == pytest.approx(expected, abs=2e-6)
