@@ -1,19 +1,20 @@
 """The answer tools (`answer_slack_question`, `verify_citations`) and the `answer_from_slack`
 prompt. Their docstrings are the contract an agent reads.
 
-They share serving/tools.py's `_run`: the engine work runs on a worker thread, metrics are
-recorded, and a user-facing failure becomes a one-line tool error.
+They share serving/tools.py's `ToolRunner` with the search tools: the engine work runs on a
+worker thread within the same in-flight cap and time budget, metrics are recorded, and a
+user-facing failure becomes a one-line tool error.
 """
 
 from functools import partial
 
 from mcp.server.mcpserver import MCPServer
 
+from serving.access import current_requester
 from serving.answer_models import AnswerResponse, VerificationResponse
 from serving.answers import answer_question, verify_citations
 from serving.engine import SearchEngine
-from serving.metrics import Metrics
-from serving.tools import _run
+from serving.tools import ToolRunner
 
 PROMPT = """\
 Answer this question from the team's Slack history: {question}
@@ -32,7 +33,7 @@ Answer this question from the team's Slack history: {question}
 """
 
 
-def register_answer_tools(server: MCPServer, engine: SearchEngine, metrics: Metrics) -> None:
+def register_answer_tools(server: MCPServer, engine: SearchEngine, runner: ToolRunner) -> None:
     """Add answer_slack_question, verify_citations and the answer_from_slack prompt."""
 
     async def answer_slack_question(
@@ -67,8 +68,9 @@ def register_answer_tools(server: MCPServer, engine: SearchEngine, metrics: Metr
             start_ts_us=start_ts_us,
             end_ts_us=end_ts_us,
             max_evidence=max_evidence,
+            requester=current_requester.get(),
         )
-        return await _run(metrics, "answer_slack_question", "hybrid", call)
+        return await runner.run("answer_slack_question", "hybrid", lambda deadline: call())
 
     async def verify_citations_tool(
         text: str, cited_at_artifact: str | None = None
@@ -82,8 +84,10 @@ def register_answer_tools(server: MCPServer, engine: SearchEngine, metrics: Metr
         citation; a draft with no citation is `unverified` unless it says the evidence is
         missing. Fix or drop every citation listed with problems.
         """
-        call = partial(verify_citations, engine, text, cited_at_artifact)
-        return await _run(metrics, "verify_citations", "-", call)
+        call = partial(
+            verify_citations, engine, text, cited_at_artifact, requester=current_requester.get()
+        )
+        return await runner.run("verify_citations", "-", lambda deadline: call())
 
     server.add_tool(answer_slack_question, structured_output=True)
     server.add_tool(verify_citations_tool, name="verify_citations", structured_output=True)

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 import duckdb
 
+from serving.access import Requester
 from serving.answer_models import (
     AnswerPart,
     AnswerResponse,
@@ -49,7 +50,6 @@ from slackquery.errors import SlackqueryError
 
 # Whether the requester may see a message, by document id. The default sees everything;
 # per-requester visibility (access control) plugs in here.
-Visibility = Callable[[str], bool]
 
 # Words a message uses when it takes back or replaces something said earlier.
 CORRECTION_CUES = re.compile(
@@ -252,7 +252,7 @@ def answer_question(
     start_ts_us: int | None = None,
     end_ts_us: int | None = None,
     max_evidence: int = 12,
-    visible: Visibility | None = None,
+    requester: Requester | None = None,
 ) -> AnswerResponse:
     """Retrieve, split into parts, pick each part's evidence and answering sentence, and
     answer with `[document_id]` after every claim, or abstain."""
@@ -271,10 +271,10 @@ def answer_question(
         end_ts_us=end_ts_us,
         limit=engine.settings.search_max_results,
     )
-    response = engine.search(request)
-    hits = [hit for hit in response.results if visible is None or visible(hit.document_id)]
+    response = engine.search(request, requester=requester)
+    hits = list(response.results)
     text = parse_query(question).text
-    names = query_aspects(text) or [text]
+    names = query_aspects(text, engine.settings.search_max_query_parts).parts or [text]
     threshold = engine.settings.answer_min_coverage
     room = max(1, max_evidence // len(names))
     with engine.artifact() as artifact:
@@ -432,20 +432,29 @@ def verify_citations(
     text: str,
     cited_at_artifact: str | None = None,
     *,
-    visible: Visibility | None = None,
+    requester: Requester | None = None,
 ) -> VerificationResponse:
     """Check every citation of a drafted answer against the current artifact.
 
     `verified` only when every citation exists, is visible to the requester, is active and
     (with `cited_at_artifact`) has the text it had there; an answer without citations is
-    `verified` only when it says the evidence is missing.
+    `verified` only when it says the evidence is missing. For a requester, a message they
+    may not see is reported exactly like one that does not exist.
     """
     if len(text) > engine.settings.search_max_query_chars * 50:
         raise SlackqueryError("text is too long to verify")
     problems: list[str] = []
     with engine.artifact() as artifact:
         found = find_citations(artifact, engine, text)
-        documents = sorted({item.document_id for item in found if item.document_id})
+        visibility = artifact.visibility(requester)
+        documents = sorted(
+            {
+                item.document_id
+                for item in found
+                if item.document_id
+                and (visibility is None or visibility.rows[artifact.row_of[item.document_id]])
+            }
+        )
         current = {
             document: str(artifact.display_row(artifact.row_of[document])["text_display"] or "")
             for document in documents
@@ -459,7 +468,9 @@ def verify_citations(
             )
         except SlackqueryError as error:
             problems.append(str(error))
-    checks = [_check(item, current, before, visible) for item in found]
+    if before is not None and requester is not None:
+        before = {key: value for key, value in before.items() if key in current}
+    checks = [_check(item, current, before) for item in found]
     if not found and not _MISSING_EVIDENCE.search(text):
         problems.append("the text cites nothing and does not say the evidence is missing")
     ok = not problems and all(not check.problems for check in checks)
@@ -476,7 +487,6 @@ def _check(
     item: Cited,
     current: dict[str, str],
     before: dict[str, str] | None,
-    visible: Visibility | None,
 ) -> CitationCheck:
     """What holds for one citation, and a problem line for each thing that does not."""
     document = item.document_id
@@ -489,9 +499,6 @@ def _check(
             if was_there
             else "no such message in the current artifact"
         )
-    shown = exists and (visible is None or visible(document or ""))
-    if exists and not shown:
-        problems.append("not visible to the requester")
     unchanged: bool | None = None
     if before is not None and exists:
         unchanged = was_there and before[document or ""] == current[document or ""]
@@ -504,7 +511,7 @@ def _check(
         kind=item.kind,
         document_id=document,
         exists=exists,
-        visible=shown,
+        visible=exists,
         active=exists,
         unchanged=unchanged,
         problems=problems,

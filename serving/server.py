@@ -23,7 +23,7 @@ from serving.access import Requester, current_requester
 from serving.answer_tools import register_answer_tools
 from serving.engine import SearchEngine
 from serving.metrics import Metrics
-from serving.tools import ToolServer, register_tools
+from serving.tools import ToolRunner, ToolServer, register_tools
 from slackquery import __version__
 from slackquery.access.grants import GrantStore, grants_path
 from slackquery.errors import SlackqueryError
@@ -66,8 +66,9 @@ def build_server(engine: SearchEngine, metrics: Metrics) -> MCPServer:
         instructions=GUIDE,
         version=__version__,
     )
-    register_tools(server, engine, metrics)
-    register_answer_tools(server, engine, metrics)
+    runner = ToolRunner(engine.settings, metrics)
+    register_tools(server, engine, runner)
+    register_answer_tools(server, engine, runner)
 
     @server.resource(
         "slackquery://guide",

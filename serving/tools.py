@@ -197,10 +197,9 @@ class ToolRunner:
         return call(deadline)
 
 
-def register_tools(server: MCPServer, engine: SearchEngine, metrics: Metrics) -> None:
+def register_tools(server: MCPServer, engine: SearchEngine, runner: ToolRunner) -> None:
     """Add search_slack, get_slack_message, get_slack_thread and list_slack_scopes."""
     settings = engine.settings
-    runner = ToolRunner(settings, metrics)
 
     async def search_slack(
         query: str,

@@ -6,7 +6,7 @@ import sys
 from serving.answer_models import AnswerResponse
 from serving.answers import answer_question
 from serving.engine import SearchEngine
-from slackquery.commands import add_json_flag, emit
+from slackquery.commands import add_json_flag, add_requester_flags, emit, requester_from
 from slackquery.commands.search import add_filter_flags, filtered_query
 from slackquery.settings import Settings
 
@@ -27,6 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--max-evidence", type=int, default=12, help="supporting messages in all (1-50)"
     )
+    add_requester_flags(parser)
     add_json_flag(parser)
     parser.set_defaults(handler=run)
 
@@ -42,6 +43,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             author_ids=args.authors,
             workspace_ids=args.workspaces,
             max_evidence=args.max_evidence,
+            requester=requester_from(args, settings),
         )
     finally:
         engine.close()

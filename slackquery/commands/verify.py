@@ -6,7 +6,7 @@ import sys
 from serving.answer_models import VerificationResponse
 from serving.answers import verify_citations
 from serving.engine import SearchEngine
-from slackquery.commands import add_json_flag, emit
+from slackquery.commands import add_json_flag, add_requester_flags, emit, requester_from
 from slackquery.settings import Settings
 
 
@@ -24,6 +24,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--cited-at", metavar="BUILD_ID", help="artifact id the citations were taken from"
     )
+    add_requester_flags(parser)
     add_json_flag(parser)
     parser.set_defaults(handler=run)
 
@@ -33,7 +34,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     text = sys.stdin.read() if args.text == "-" else args.text
     engine = SearchEngine(settings)
     try:
-        response = verify_citations(engine, text, args.cited_at)
+        response = verify_citations(
+            engine, text, args.cited_at, requester=requester_from(args, settings)
+        )
     finally:
         engine.close()
     emit(args, response.model_dump(mode="json"), render(response))
