@@ -221,7 +221,7 @@ class Settings(BaseSettings):
         default=64, ge=1, description="Query tokens kept for BM25; the rest are dropped."
     )
     search_candidate_window: int = Field(
-        default=100,
+        default=50,
         ge=1,
         le=10_000,
         description="Candidates each retrieval arm contributes to hybrid fusion; pagination "

@@ -46,7 +46,7 @@ def test_corpus_home_is_dedicated_and_keeps_embedding_settings(settings: Setting
 
 
 def test_fusion_config_changes_only_the_named_axes() -> None:
-    base = runner.FusionConfig()
+    base = runner.FusionConfig(disabled_arms=frozenset())
     config = runner.fusion_config(
         GridPoint("x", {"rrf_k": 10, "arm.context": False, "answer_cue_boost": 0.0}), base
     )

@@ -18,8 +18,13 @@ from .slack_export import ACME, BETA, message_id
 ERR_THREAD = "T0ACME:C1:1709280000.000000"  # the thread of ERR-42 messages 0-4
 
 
-def search(engine: SearchEngine, query: str, **kwargs: object):
-    return engine.search(SearchRequest(query=query, **kwargs))  # type: ignore[arg-type]
+# Every registered arm on: the thread-context, question-part and named-author arms are off by
+# default (docs/evaluation.md, round 5) but stay available to configure.
+EVERY_ARM = FusionConfig(disabled_arms=frozenset())
+
+
+def search(engine: SearchEngine, query: str, fusion: FusionConfig | None = None, **kwargs: object):
+    return engine.search(SearchRequest(query=query, **kwargs), fusion)  # type: ignore[arg-type]
 
 
 def ids(response) -> list[str]:
@@ -84,7 +89,9 @@ def test_semantic_finds_paraphrase(engine: SearchEngine) -> None:
 
 
 def test_hybrid_reports_arms_and_routes(engine: SearchEngine) -> None:
-    response = search(engine, "how did the ERR-42 deploy incident get resolved")
+    default = search(engine, "how did the ERR-42 deploy incident get resolved")
+    assert set(default.weights) == {"lexical", "semantic"}
+    response = search(engine, "how did the ERR-42 deploy incident get resolved", EVERY_ARM)
     assert response.route in {"mixed", "conceptual"}
     assert set(response.weights) == {"lexical", "semantic", "context"}
     hit = response.results[0]
@@ -284,7 +291,7 @@ def test_stop_words_do_not_drive_lexical_ranking(engine: SearchEngine) -> None:
 def _context_hits(engine: SearchEngine, target: str) -> dict[str, int]:
     response = engine.search(
         SearchRequest(query="connection pool exhausted ERR-42", limit=50),
-        FusionConfig(context_target=target, max_per_thread=10),
+        FusionConfig(context_target=target, max_per_thread=10, disabled_arms=frozenset()),
     )
     return {
         hit.document_id: hit.context.rank
@@ -310,7 +317,7 @@ def test_multi_part_question_searches_each_part(
     engine: SearchEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     question = "Catch me up: what filled the staging disk, and who fixed the kafka consumer lag?"
-    response = search(engine, question)
+    response = search(engine, question, EVERY_ARM)
     assert set(response.weights) == {"lexical", "semantic", "context", "aspects"}
     assert (
         "searched each part: what filled the staging disk | who fixed the kafka consumer lag"
@@ -325,14 +332,16 @@ def test_multi_part_question_searches_each_part(
 
     # At scale the parts rank only among the whole question's best matches by cosine.
     monkeypatch.setattr(serving.arms, "ASPECT_POOL", 5)
-    pooled = search(engine, question)
+    pooled = search(engine, question, EVERY_ARM)
     assert pooled.notes == response.notes
     with_parts = [hit for hit in pooled.results if hit.aspects is not None]
     assert with_parts and all(hit.semantic and hit.semantic.rank <= 5 for hit in with_parts)
     monkeypatch.undo()
 
-    assert "aspects" not in search(engine, "why is everything slow when the nightly jobs").weights
-    assert "aspects" not in search(engine, question, mode="semantic").weights
+    single = search(engine, "why is everything slow when the nightly jobs", EVERY_ARM)
+    assert "aspects" not in single.weights
+    assert "aspects" not in search(engine, question, EVERY_ARM, mode="semantic").weights
+    assert "aspects" not in search(engine, question).weights  # off by default
     off = engine.search(
         SearchRequest(query=question), FusionConfig(disabled_arms=frozenset({"aspects"}))
     )
@@ -341,7 +350,7 @@ def test_multi_part_question_searches_each_part(
 
 def test_question_naming_a_person_adds_their_messages(engine: SearchEngine) -> None:
     question = "what did zoe say about the mobile rate limits"
-    response = search(engine, question)
+    response = search(engine, question, EVERY_ARM)
     assert "authors" in response.weights
     by_author = [hit for hit in response.results if hit.authors is not None]
     assert by_author and {hit.author_id for hit in by_author} == {"U4"}  # Zoë, accents folded
@@ -349,8 +358,10 @@ def test_question_naming_a_person_adds_their_messages(engine: SearchEngine) -> N
     # A hint, not a filter: other people's messages still rank.
     assert {hit.author_id for hit in response.results} - {"U4"}
 
-    assert "authors" not in search(engine, "what about the mobile rate limits").weights
-    assert "authors" not in search(engine, question, author_ids=["@zoe.muller"]).weights
+    assert "authors" not in search(engine, "what about the mobile rate limits", EVERY_ARM).weights
+    filtered = search(engine, question, EVERY_ARM, author_ids=["@zoe.muller"])
+    assert "authors" not in filtered.weights
+    assert "authors" not in search(engine, question).weights  # off by default
     off = engine.search(
         SearchRequest(query=question), FusionConfig(disabled_arms=frozenset({"authors"}))
     )
