@@ -375,10 +375,10 @@ def test_calls_over_the_in_flight_cap_are_busy_at_once(
     entered, release = threading.Event(), threading.Event()
     original = engine.get_thread
 
-    def stalled(*args: Any) -> Any:  # simulates one slow call holding the only slot
+    def stalled(*args: Any, **kwargs: Any) -> Any:  # one slow call holding the only slot
         entered.set()
         release.wait(30)
-        return original(*args)
+        return original(*args, **kwargs)
 
     monkeypatch.setattr(engine, "get_thread", stalled)
     with http_server(single, engine) as url:
