@@ -19,6 +19,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from serving.budget import BudgetExceeded, Deadline
 from serving.engine import SearchEngine
+from serving.fusion import FusionConfig
 from serving.metrics import Metrics
 from serving.models import SearchRequest
 from serving.server import build_http_app
@@ -431,7 +432,8 @@ def test_search_checks_its_deadline_before_each_arm(engine: SearchEngine) -> Non
 
 def test_long_lists_of_question_parts_are_capped_with_a_note(engine: SearchEngine) -> None:
     question = ", ".join(f"what about deploy step {index}" for index in range(20))
-    found = engine.search(SearchRequest(query=question, mode="hybrid", limit=3))
+    with_parts = FusionConfig(disabled_arms=frozenset())  # the question-part arm is off by default
+    found = engine.search(SearchRequest(query=question, mode="hybrid", limit=3), with_parts)
     assert "only the first 8 question parts were searched on their own (12 dropped)" in found.notes
     searched = next(note for note in found.notes if note.startswith("searched each part: "))
     assert searched.count(" | ") == 7
