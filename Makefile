@@ -29,8 +29,10 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/sqlfluff fix models macros data-tests
 
+# One pytest worker per core (pytest-xdist): the suite is CPU-bound, and each worker builds
+# its own session fixtures in its own temporary folders.
 test: lint
-	$(BIN)/pytest
+	$(BIN)/pytest -n auto
 
 clean:
 	rm -rf $(VENV) .slackquery target dbt_packages logs .pytest_cache .ruff_cache

@@ -1,4 +1,4 @@
-"""Readers querying `current` in a loop while ten publishes happen see no errors, and
+"""Readers querying `current` in a loop while publishes happen see no errors, and
 every response comes from exactly one artifact."""
 
 import json
@@ -41,7 +41,7 @@ json.dump({"responses": responses, "errors": errors}, sys.stdout)
 """
 
 
-def test_readers_see_one_artifact_per_response_during_ten_publishes(
+def test_readers_see_one_artifact_per_response_during_four_publishes(
     state_settings: Settings,
 ) -> None:
     settings = state_settings
@@ -60,7 +60,7 @@ def test_readers_see_one_artifact_per_response_during_ten_publishes(
     )
     assert reader.stdout is not None and reader.stdin is not None
     assert reader.stdout.readline().strip() == "ready"
-    for index in range(10):
+    for index in range(4):  # each publish re-runs GX in a fresh process: ~5 s apiece
         publish(settings, second if index % 2 == 0 else first)
     reader.stdin.close()
     report = json.loads(reader.stdout.read())

@@ -43,8 +43,8 @@ def _assert_current_intact(settings: Settings, build_id: str) -> None:
 def test_kills_during_import_and_projection_then_reconcile_matches_uninterrupted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    first_export = generate_sample(tmp_path / "week1.zip", messages=300)["path"]
-    second_export = generate_sample(tmp_path / "week2.zip", messages=360)["path"]
+    first_export = generate_sample(tmp_path / "week1.zip", messages=150)["path"]
+    second_export = generate_sample(tmp_path / "week2.zip", messages=180)["path"]
 
     # The interrupted history: publish week 1, then die while importing and projecting week 2.
     home = tmp_path / "interrupted"
