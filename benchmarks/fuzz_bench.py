@@ -13,7 +13,7 @@ What counts against the server (`Tally.failures`): an unhandled error (the SDK's
 short line, a leak (traceback, source path, SQL, pydantic text not echoed from the
 input), a client time-out, a response over 5 s, an HTTP 5xx, an unhealthy server after.
 
-`tests/serving/test_fuzz_campaign.py` runs a short seeded campaign in `make test`; this
+`tests/serving/test_fuzz_tools.py` runs a short seeded campaign in `make test`; this
 command runs the long one against a separate `python -m serving` process on the sample
 workspace, in rounds of concurrent clients, and reports resident memory after each round:
 

@@ -56,6 +56,7 @@ How to search well:
 """
 
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz"})
+READY_FIELDS = ("ready", "artifact_id", "generation_id")
 
 
 def build_server(engine: SearchEngine, metrics: Metrics) -> MCPServer:
@@ -89,7 +90,8 @@ def build_server(engine: SearchEngine, metrics: Metrics) -> MCPServer:
             status = await anyio.to_thread.run_sync(engine.status)
         except SlackqueryError as error:
             return JSONResponse({"ready": False, "error": str(error)}, status_code=503)
-        return JSONResponse(status)
+        # Public and unauthenticated: no counts, which would include private conversations.
+        return JSONResponse({key: status[key] for key in READY_FIELDS})
 
     @server.custom_route("/metrics", methods=["GET"])
     async def metrics_route(request: Request) -> Response:

@@ -8,6 +8,7 @@ runs `dbt build` (models and their tests), and reports document counts afterward
 """
 
 import functools
+import logging
 import os
 import time
 from collections.abc import Iterator
@@ -25,7 +26,10 @@ from slackquery.settings import Settings
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 PROFILES_DIR = PROJECT_DIR / "profiles"
 DOCUMENT_KINDS = ("message", "thread_context")
+logger = logging.getLogger(__name__)
 DOCUMENTS_TABLE = "search_documents"
+# What dbt says when an incremental model's columns differ from the table it would extend.
+SCHEMA_DRIFT = "schemas on this incremental model are out of sync"
 
 
 def project(
@@ -52,7 +56,18 @@ def project(
         "SLACKQUERY_CANONICAL_DB": str(canonical.resolve()),
         "SLACKQUERY_STATE_DB": str(state.resolve()),
     }
-    run_dbt(settings, args, environment=environment, target_subdir="target", progress=progress)
+    try:
+        run_dbt(settings, args, environment=environment, target_subdir="target", progress=progress)
+    except SlackqueryError as error:
+        # A state projected by an older version whose incremental models lack a column this
+        # version adds: rebuilding them from canonical gives the same rows an incremental
+        # run would have, and vectors live outside the models, so nothing is re-embedded.
+        if full_refresh or SCHEMA_DRIFT not in str(error):
+            raise
+        logger.warning("search models predate this version's columns; rebuilding them")
+        full_refresh = True
+        args.append("--full-refresh")
+        run_dbt(settings, args, environment=environment, target_subdir="target", progress=progress)
     counts = document_counts(state)
     counts["full_refresh"] = full_refresh
     counts["elapsed_s"] = round(time.perf_counter() - started, 3)

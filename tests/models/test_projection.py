@@ -38,6 +38,26 @@ def test_dbt_failure_names_the_failing_node(tmp_path: Path) -> None:
         project(settings, tests=False)
 
 
+def test_state_of_an_older_version_is_rebuilt_once(tmp_path: Path) -> None:
+    settings = settings_for(tmp_path)
+    build_canonical(settings.canonical_path)
+    first = project(settings, tests=False)
+    connection = duckdb.connect(str(settings.state_path))
+    try:  # what a version before `has_link` became a mart column left behind
+        connection.execute("alter table search_documents drop column has_link")
+    finally:
+        connection.close()
+    again = project(settings, tests=False)
+    assert again["full_refresh"] is True
+    assert again["documents"] == first["documents"]
+    connection = duckdb.connect(str(settings.state_path), read_only=True)
+    try:
+        columns = {row[0] for row in connection.execute("describe search_documents").fetchall()}
+    finally:
+        connection.close()
+    assert "has_link" in columns
+
+
 def test_cli_prints_counts_as_json(
     projected: Projected, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

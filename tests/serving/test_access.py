@@ -165,6 +165,12 @@ def test_a_non_member_sees_nothing_restricted_over_http(
             bad_link = hit["permalink"].replace(hit["channel_id"], "C404")
             no_link = await call(client, "get_slack_message", document_id=bad_link)
             _same_error(by_link, no_link, hit["permalink"], bad_link)
+            answer = await call(client, "answer_slack_question", question=f"what about {word}?")
+            assert answer["verdict"] == "insufficient_evidence" and answer["citations"] == []
+            cited = await call(client, "verify_citations", text=f"x [{hit['document_id']}]")
+            made_up = await call(client, "verify_citations", text=f"x [{missing}]")
+            assert cited["verdict"] == made_up["verdict"] == "unverified"
+            assert cited["citations"][0]["problems"] == made_up["citations"][0]["problems"]
         by_name = await call(client, "search_slack", query="in:#secret-plans the")
         no_name = await call(client, "search_slack", query="in:#secret-plane the")
         _same_error(by_name, no_name, "secret-plans", "secret-plane")

@@ -239,6 +239,7 @@ def test_health_readiness_auth_and_body_cap(settings: Settings, pipeline: Pipeli
         install(settings, pipeline)
         ready = httpx.get(f"{url}/readyz").json()
         assert ready["ready"] is True and ready["artifact_id"] == pipeline.first_build
+        assert "documents" not in ready and "messages" not in ready  # public: no archive size
         big = httpx.post(
             f"{url}/mcp",
             content=b"x" * (secured.serve_max_request_bytes + 1),
