@@ -194,7 +194,10 @@ def _quantised_scores(
     query_codes, factors = codes.quantise_queries(np.asarray(queries, dtype=np.float32))
 
     def product(rows: np.ndarray, out: np.ndarray) -> None:
-        simsimd.cdist(rows, query_codes, metric="dot", out=out, out_dtype="float32")
+        # Not `cdist(..., out=out)`: simsimd 6.5 returns None from that path without a new
+        # reference, so every call takes one from None's count until Python 3.11 aborts
+        # ("deallocating None") after enough searches.
+        out[:] = np.asarray(simsimd.cdist(rows, query_codes, metric="dot", out_dtype="float32"))
 
     scores = _scan(codes.codes, positions, len(query_codes), product)
     scores *= factors[:, None]

@@ -23,7 +23,7 @@ from .test_mcp import ROOT, call, http_server, run_client
 
 PASSWORD = message_id(6, "C2")  # "28P01 means invalid password; rotate the credentials in vault"
 QUESTION = "What should we rotate after a 28P01 invalid password error?"
-UNANSWERABLE = "Which sponsor is funding the zebra safari offsite?"
+UNANSWERABLE = "What is the zqvorp blixtran wobbuzz?"
 
 
 def test_answer_cites_the_evidence_and_verifies(engine: SearchEngine) -> None:

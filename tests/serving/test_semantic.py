@@ -1,5 +1,6 @@
 """The query-embedding step: one model call for the uncached texts, cached per text."""
 
+import sys
 from collections.abc import Sequence
 
 import numpy as np
@@ -149,3 +150,16 @@ def test_sets_within_the_rescore_depth_are_scored_exactly() -> None:
         vector_scores_many(matrix, matrix[:2], positions, codes),
         vector_scores_many(matrix, matrix[:2], positions),
     )
+
+
+def test_the_quantised_scan_leaves_nones_reference_count_alone() -> None:
+    # simsimd's `out=` path returned None without a reference: each block scanned took one,
+    # and a long-running server aborted with "deallocating None" (Python 3.11).
+    matrix = clustered(3, count=20_000)
+    codes = Int8Codes.of(matrix)
+    query = matrix[0]
+    vector_scores(matrix, query, None, codes)  # warm-up: first-call caches
+    before = sys.getrefcount(None)
+    for _ in range(50):
+        vector_scores(matrix, query, None, codes)
+    assert abs(sys.getrefcount(None) - before) < 10
