@@ -123,6 +123,18 @@ def _same_error(forbidden: str, absent: str, forbidden_value: str, absent_value:
     assert forbidden.replace(forbidden_value, "<value>") == absent.replace(absent_value, "<value>")
 
 
+async def _reuse_cursor(client: Client, bob: dict[str, Any]) -> str:
+    """Bob's next-page cursor presented by another requester."""
+    return await call(
+        client,
+        "search_slack",
+        query="the",
+        mode="lexical",
+        limit=1,
+        cursor=bob["page"]["next_cursor"],
+    )
+
+
 def test_a_non_member_sees_nothing_restricted_over_http(
     published: Settings, tokens: dict[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -199,28 +211,12 @@ def test_a_non_member_sees_nothing_restricted_over_http(
         assert "unknown channel" in secret and "close matches" not in secret
         beta = await call(client, "list_slack_scopes", workspace_id="beta")
         assert "unknown workspace 'beta'" in beta
-        reused = await call(
-            client,
-            "search_slack",
-            query="the",
-            mode="lexical",
-            limit=1,
-            cursor=bob["page"]["next_cursor"],
-        )
-        assert "cursor was issued for a different" in reused
+        assert "cursor was issued for a different" in await _reuse_cursor(client, bob)
 
     async def as_admin(client: Client, bob: dict[str, Any]) -> None:
         for word in RESTRICTED_WORDS.values():
             assert (await call(client, "search_slack", query=word, mode="lexical"))["results"]
-        reused = await call(
-            client,
-            "search_slack",
-            query="the",
-            mode="lexical",
-            limit=1,
-            cursor=bob["page"]["next_cursor"],
-        )
-        assert "cursor was issued for a different" in reused
+        assert "cursor was issued for a different" in await _reuse_cursor(client, bob)
 
     async def as_bob_without_dms(client: Client) -> None:
         assert (await call(client, "search_slack", query="narwhal", mode="lexical"))["results"]
