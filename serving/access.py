@@ -13,7 +13,7 @@ object and a nonexistent one get the same answer.
 from __future__ import annotations
 
 import contextvars
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import duckdb
@@ -57,6 +57,17 @@ class Visibility:
     workspace_id: str
     vector_positions: np.ndarray  # matrix positions of the visible message vectors
     document_count: int  # visible documents of any kind: BM25's N for this requester
+    # Visible document frequency per term id, filled as queries use the terms: a common
+    # term's postings need not be re-counted on every query of this requester.
+    term_frequencies: dict[int, int] = field(default_factory=dict, compare=False, repr=False)
+
+    def frequency(self, term_id: int, posting_rows: np.ndarray) -> int:
+        """How many visible rows hold the term whose postings are `posting_rows`."""
+        found = self.term_frequencies.get(term_id)
+        if found is None:
+            found = int(np.count_nonzero(self.rows[posting_rows]))
+            self.term_frequencies[term_id] = found  # same value from any thread: no lock
+        return found
 
 
 def compute_visibility(artifact: LoadedArtifact, requester: Requester) -> Visibility:

@@ -84,15 +84,12 @@ class QueryContext:
 
     def lexical_candidates(self, kind: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Eligible rows of the given kind matching a known query term with their BM25
-        scores: at least the window's best, read without scoring every match
-        (`BM25Index.candidates`). A requester's rescaled idf scores every match."""
+        scores (a requester's with their rescaled idf): at least the window's best, read
+        without scoring every match (`BM25Index.candidates`)."""
         eligible = kind if self.mask is None else kind & self.mask
-        bm25 = self.artifact.bm25
-        if self.terms.idf_scale is not None:
-            rows, scores = bm25.matches(self.terms.known, self.terms.idf_scale)
-            keep = eligible[rows]
-            return rows[keep], scores[keep]
-        return bm25.candidates(self.terms.known, self.window, eligible)
+        return self.artifact.bm25.candidates(
+            self.terms.known, self.window, eligible, self.terms.idf_scale
+        )
 
     @cached_property
     def aspects(self) -> list[str]:

@@ -667,13 +667,13 @@ def visible_terms(
     the requester may not see is unknown, in the query's order, so the note "terms found
     in no message" reads the same as for a word nobody ever wrote; and each known term's
     idf is that of the visible rows, so scores do not reveal how many hidden messages use
-    a word. Costs the postings of the query's known terms."""
+    a word. Costs the postings of each term the first time this requester uses it."""
     bm25 = artifact.bm25
     frequencies: dict[str, int] = {}
     for token in terms.known:
         term_id = bm25.term_ids[token]
         postings = bm25.posting_rows[bm25.offsets[term_id] : bm25.offsets[term_id + 1]]
-        frequencies[token] = int(np.count_nonzero(visible.rows[postings]))
+        frequencies[token] = visible.frequency(term_id, postings)
     known = [token for token in terms.known if frequencies[token]]
     hidden = set(terms.known) - set(known)
     unknown = set(terms.unknown) | hidden

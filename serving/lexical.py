@@ -223,15 +223,19 @@ class BM25Index:
             start, end = spans[0]
             return self.posting_rows[start:end], self._posting_scores(spans[0], scales[0])
         total = sum(end - start for start, end in spans)
-        if idf_scale is not None or total * DENSE_SHARE >= self.row_count:
+        if total * DENSE_SHARE >= self.row_count:
             scores = self.score(terms, idf_scale)
             rows = np.flatnonzero(scores)
             return rows, scores[rows]
         rows = self._union(spans)
-        return rows, self._exact(spans, rows)
+        return rows, self._exact(spans, rows, scales)
 
     def candidates(
-        self, terms: list[str], count: int, eligible: np.ndarray
+        self,
+        terms: list[str],
+        count: int,
+        eligible: np.ndarray,
+        idf_scale: list[float] | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Eligible matching rows and their scores (equal to `score`'s), among them the
         `count` best by score, ties by row; other eligible rows score strictly lower.
@@ -241,34 +245,41 @@ class BM25Index:
         reach `theta` if it holds a term whose cumulative best ("essential", MaxScore) and,
         for each term it holds, scores at least `theta` minus the other terms' best; those
         are prefixes in impact order, so only they are read and scored. Short postings, and
-        probes that find fewer than `count` rows, are scored exhaustively.
+        probes that find fewer than `count` rows, are scored exhaustively. A requester's
+        `idf_scale` multiplies every posting of a term by one factor, which keeps each
+        term's impact order, so the same bounds hold on the scaled scores.
         """
         spans = self._spans(terms)
+        scales = idf_scale or [None] * len(spans)
         if sum(end - start for start, end in spans) > EXHAUSTIVE_POSTINGS:
             probe = max(FIRST_DEPTH_FACTOR * count, 1)
             rows = self._union([(start, min(start + probe, end)) for start, end in spans])
             rows = rows[eligible[rows]]
             if rows.size >= count:
-                scores = self._exact(spans, rows)
+                scores = self._exact(spans, rows, scales)
                 theta = float(np.partition(scores, rows.size - count)[rows.size - count])
-                rows = self._union(self._reachable(spans, theta * (1 - 1e-6)))
+                rows = self._union(self._reachable(spans, theta * (1 - 1e-6), scales))
                 rows = rows[eligible[rows]]
-                return rows, self._exact(spans, rows)
-        rows, scores = self.matches(terms)
+                return rows, self._exact(spans, rows, scales)
+        rows, scores = self.matches(terms, idf_scale)
         keep = eligible[rows]
         return rows[keep], scores[keep]
 
-    def _reachable(self, spans: list[tuple[int, int]], theta: float) -> list[tuple[int, int]]:
+    def _reachable(
+        self, spans: list[tuple[int, int]], theta: float, scales: list[float | None]
+    ) -> list[tuple[int, int]]:
         """Impact-order prefixes holding every row that may score `theta` or more."""
         impact = self.postings.impact_scores
-        best = np.array([impact[start] for start, _ in spans], dtype=np.float64)
+        factor = np.array([1.0 if scale is None else scale for scale in scales])
+        best = np.array([impact[start] for start, _ in spans], dtype=np.float64) * factor
         # Terms whose best scores together stay below theta cannot carry a row alone.
         order = np.argsort(best, kind="stable")
         optional = int(np.searchsorted(np.cumsum(best[order]), theta, side="left"))
         prefixes = []
         for term in order[optional:].tolist():
             start, end = spans[term]
-            need = theta - (best.sum() - best[term])
+            # The posting score this term needs, unscaled; the margin absorbs rounding.
+            need = (theta - (best.sum() - best[term])) / factor[term] * (1 - 1e-6)
             # impact scores descend: count those >= need on the reversed (ascending) view
             below = np.searchsorted(impact[start:end][::-1], need, side="left")
             prefixes.append((start, end - int(below)))
@@ -283,22 +294,25 @@ class BM25Index:
         rows = np.sort(np.concatenate(parts))
         return rows[np.concatenate(([True], rows[1:] != rows[:-1]))] if rows.size else rows
 
-    def _exact(self, spans: list[tuple[int, int]], rows: np.ndarray) -> np.ndarray:
+    def _exact(
+        self, spans: list[tuple[int, int]], rows: np.ndarray, scales: list[float | None]
+    ) -> np.ndarray:
         """Scores of these (ascending) rows, summed in term order like `score` so that both
         agree to the bit: each term's postings are searched for the rows, or, for many
         rows, one dense pass gives them all."""
         if rows.size * len(spans) * DENSE_SHARE > self.row_count:
             dense = np.zeros(self.row_count, dtype=np.float32)
-            for start, end in spans:
-                dense[self.posting_rows[start:end]] += self.posting_scores[start:end]
+            for span, scale in zip(spans, scales, strict=True):
+                dense[self.posting_rows[span[0] : span[1]]] += self._posting_scores(span, scale)
             return dense[rows]
         summed = np.zeros(rows.size, dtype=np.float32)
-        for start, end in spans:
+        for (start, end), scale in zip(spans, scales, strict=True):
             term_rows = self.posting_rows[start:end]
             found = np.searchsorted(term_rows, rows)
             found[found == term_rows.size] = 0
             hit = term_rows[found] == rows
-            summed[hit] += self.posting_scores[start:end][found[hit]]
+            values = self.posting_scores[start:end][found[hit]]
+            summed[hit] += values if scale is None else values * np.float32(scale)
         return summed
 
     def rows_with_all(self, terms: list[str]) -> np.ndarray:

@@ -51,10 +51,12 @@ def test_candidates_hold_the_best_rows_of_a_full_scoring(
         terms = [f"t{i}" for i in rng.choice(40, int(rng.integers(1, 5)), replace=False)]
         eligible = rng.random(ROWS) < rng.choice([1.0, 0.9, 0.3, 0.02])
         count = int(rng.choice([1, 10, 100]))
-        dense = index.score(terms)
+        # Half the queries as a requester: each term's idf rescaled by its own factor.
+        scale = rng.uniform(0.3, 1.6, len(terms)).tolist() if rng.random() < 0.5 else None
+        dense = index.score(terms, scale)
         everything = np.flatnonzero((dense > 0) & eligible)
         expected = top_candidates(everything, dense[everything], count)
-        rows, scores = index.candidates(terms, count, eligible)
+        rows, scores = index.candidates(terms, count, eligible, scale)
         assert eligible[rows].all()
         np.testing.assert_array_equal(scores, dense[rows])  # bit-equal to the full scoring
         got = top_candidates(rows, scores, count)
@@ -69,9 +71,10 @@ def test_sparse_and_dense_matches_agree_on_generated_postings(
 ) -> None:
     index = generated_index(9)
     terms = ["t0", "t5", "t17", "t33"]
-    dense = index.score(terms)
-    for share in (0, 10**9):  # 0 forces the sparse sum, a huge share the dense one
-        monkeypatch.setattr(serving.lexical, "DENSE_SHARE", share)
-        rows, scores = index.matches(terms)
-        assert rows.tolist() == np.flatnonzero(dense).tolist()
-        np.testing.assert_array_equal(scores, dense[rows])
+    for scale in (None, [0.5, 1.25, 0.9, 1.1]):  # the operator, then a requester's idf
+        dense = index.score(terms, scale)
+        for share in (0, 10**9):  # 0 forces the sparse sum, a huge share the dense one
+            monkeypatch.setattr(serving.lexical, "DENSE_SHARE", share)
+            rows, scores = index.matches(terms, scale)
+            assert rows.tolist() == np.flatnonzero(dense).tolist()
+            np.testing.assert_array_equal(scores, dense[rows])
