@@ -245,27 +245,44 @@ def time_modes(
     modes: Sequence[str],
     requester: Requester | None = None,
 ) -> dict[str, Any]:
-    result: dict[str, Any] = {}
+    return time_paired(engine, texts, modes, (requester,))[0]
+
+
+def time_paired(
+    engine: SearchEngine,
+    texts: list[str],
+    modes: Sequence[str],
+    requesters: Sequence[Requester | None],
+) -> list[dict[str, Any]]:
+    """Per requester, each mode's latency summaries; every query runs as each requester in
+    turn, the first one alternating, so drift over the run (load, caches) falls on all
+    alike."""
+    totals: list[dict[str, list[float]]] = [{mode: [] for mode in modes} for _ in requesters]
+    without: list[dict[str, list[float]]] = [{mode: [] for mode in modes} for _ in requesters]
     for mode in modes:
-        totals, without_embed = [], []
-        for text in texts:
+        for index, text in enumerate(texts):
             request = SearchRequest(query=text, mode=mode, limit=10)  # type: ignore[arg-type]
-            response = engine.search(request, requester=requester)
-            total = response.timings_ms["total"]
-            totals.append(total)
-            without_embed.append(total - response.timings_ms.get("embed", 0.0))
-        result[mode] = {
-            "total_ms": summary(totals),
-            "excluding_embedding_ms": summary(without_embed),
+            shift = index % len(requesters)
+            for turn in range(len(requesters)):
+                which = (turn + shift) % len(requesters)
+                timings = engine.search(request, requester=requesters[which]).timings_ms
+                totals[which][mode].append(timings["total"])
+                without[which][mode].append(timings["total"] - timings.get("embed", 0.0))
+    return [
+        {
+            mode: {"total_ms": summary(total[mode]), "excluding_embedding_ms": summary(bare[mode])}
+            for mode in modes
         }
-    return result
+        for total, bare in zip(totals, without, strict=True)
+    ]
 
 
 def time_as_requester(
     engine: SearchEngine, texts: list[str], requester: Requester
 ) -> dict[str, Any]:
-    """Every mode as `requester` and as the admin over the same queries: those the requester
-    may run (a filter naming a channel they cannot see is an error for them, by design)."""
+    """Every mode as `requester` and as the admin over the same queries, interleaved: those
+    the requester may run (a filter naming a channel they cannot see is an error for them,
+    by design)."""
     started = time.perf_counter()
     with engine.artifact() as loaded:
         visible = loaded.visibility(requester)
@@ -279,14 +296,14 @@ def time_as_requester(
             continue
         runnable.append(text)
     modes = ("lexical", "semantic", "hybrid")
-    admin = time_modes(engine, runnable, modes)
-    scoped = time_modes(engine, runnable, modes, requester)
+    admin, scoped = time_paired(engine, runnable, modes, (None, requester))
     return {
         "requester": requester.key,
         "visible_documents": visible.document_count,
         "visibility_s": round(visibility_s, 3),
         "queries": len(runnable),
         "skipped_queries": len(texts) - len(runnable),
+        "timing": "each query as the admin and as the requester in turn (first alternating)",
         "admin_random_query_vectors": admin,
         "random_query_vectors": scoped,
         "p95_change_pct": {
