@@ -135,6 +135,7 @@ def bench_dask(model: str, root: Path, texts: list[str], workers: int) -> dict[s
     wall = result["elapsed_s"]
     return {
         "workers": workers,
+        "batches": result["batches"],
         "documents": result["succeeded"],
         "wall_s": wall,
         "docs_per_s": round(result["succeeded"] / wall, 1),
@@ -199,7 +200,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="embed-bench-") as tmp:
         root = Path(tmp)
         default = Settings(home=root)
-        report: dict[str, Any] = {"batch_size": default.embedding_batch_size}
+        report: dict[str, Any] = {
+            "batch_size": default.embedding_batch_size,
+            "dask_batch_size": default.embedding_dask_batch_size,
+            "load_average_1m_before": round(os.getloadavg()[0], 2),
+        }
         for model in args.model or [default.embedding_model]:
             home = root / f"inprocess-{len(report)}"
             home.mkdir()

@@ -9,8 +9,10 @@ when the owning process is gone).
 
 Fan-out: `embed_batch` runs wherever the flow's task runner puts it: threads of this process
 by default, or Dask workers (`with_dask()`: a LocalCluster of N workers, or the scheduler of a
-real cluster). Workers only compute vectors and return them; this process claims, records
-and holds the only connection to the state database (one writer per DuckDB file). Each
+real cluster), in batches of `embedding_dask_batch_size` documents (256: a task's
+scheduling and task-run bookkeeping stay a small share of it). Workers only compute vectors
+and return them; this process claims, records and holds the only connection to the state
+database (one writer per DuckDB file). Each
 worker unpickles the embedder into its own process-wide copy, so it loads the model once.
 A killed worker's task is re-run by Dask on another worker; a killed flow leaves leases
 that the next run releases, since their owner process is gone.
@@ -37,7 +39,7 @@ from slackquery.embedding.errors import TransientEmbeddingError
 from slackquery.embedding.http import parse_retry_after
 from slackquery.embedding.state import Claim
 from slackquery.embedding.work import BatchOutcome, EmbedRun, drive_batches, embed_texts, utc_now
-from slackquery.settings import get_settings
+from slackquery.settings import Settings, get_settings
 
 # A Retry-After longer than this is not waited out inside the run: the items are recorded
 # as retryable_failed with that retry time and a later run picks them up.
@@ -65,12 +67,6 @@ def enqueue(run_key: str) -> dict[str, int]:
     return get_run(run_key).prepare()
 
 
-@task(cache_policy=NO_CACHE, persist_result=False)
-def claim_batch(run_key: str, limit: int) -> Claim:
-    """Lease the next batch of claimable items (committed before embedding)."""
-    return get_run(run_key).claim(limit)
-
-
 @task(
     cache_policy=NO_CACHE,
     persist_result=False,
@@ -89,12 +85,6 @@ def embed_batch(embedder: Embedder, generation_id: str, texts: list[str]) -> Bat
             outcome.error_class, outcome.error_message or "", outcome.retry_after
         )
     return outcome
-
-
-@task(cache_policy=NO_CACHE, persist_result=False)
-def record_batch(run_key: str, claim: Claim, outcome: BatchOutcome) -> dict[str, int]:
-    """Commit a batch's vectors and failures."""
-    return get_run(run_key).record(claim, outcome)
 
 
 class _Submitted:
@@ -116,10 +106,23 @@ class _Submitted:
             )
 
 
+def _dask_client() -> Any | None:
+    """The Dask client of the running flow's task runner (None: threads of this process)."""
+    context = FlowRunContext.get()
+    return getattr(context.task_runner, "client", None) if context else None
+
+
+def _batch_size(settings: Settings) -> int:
+    """Documents per `embed_batch` task: larger on Dask, where each task also pays its
+    scheduling and Prefect's task-run bookkeeping on the worker."""
+    if _dask_client() is None:
+        return settings.embedding_batch_size
+    return settings.embedding_dask_batch_size
+
+
 def _batches_in_flight() -> int:
     """1 on the default runner; on Dask, enough batches to keep every worker thread busy."""
-    context = FlowRunContext.get()
-    client = getattr(context.task_runner, "client", None) if context else None
+    client = _dask_client()
     if client is None:
         return 1
     return BATCHES_PER_WORKER_THREAD * max(1, sum(client.nthreads().values()))
@@ -148,15 +151,19 @@ def embed_flow(max_items: int | None = None, progress: bool = False) -> dict[str
             future = embed_batch.submit(run.embedder, run.generation_id, texts)
             return _Submitted(future, logger)
 
+        # Claiming and recording are plain calls on the flow's one state connection, not
+        # tasks: each task run costs API writes here and in the API server, per batch, on
+        # the cores the Dask workers embed on.
         drive_batches(
             run,
             prepared["claimable"],
             max_items=max_items,
             progress=progress,
-            claim=lambda limit: claim_batch(run_key, limit),
+            claim=run.claim,
             submit=submit,
-            record=lambda claim, outcome: record_batch(run_key, claim, outcome),
+            record=run.record,
             in_flight=in_flight,
+            batch_size=_batch_size(settings),
         )
         summary = run.summary(started, prepared)
         logger.info("embed finished: %s", summary["counts"])

@@ -117,6 +117,14 @@ class Settings(BaseSettings):
     embedding_batch_size: int = Field(
         default=32, ge=1, le=256, description="Documents per embedding request."
     )
+    embedding_dask_batch_size: int = Field(
+        default=256,
+        ge=1,
+        le=4096,
+        description="Documents per embedding task when the embed flow runs on Dask: each "
+        "task pays scheduling and Prefect's task-run bookkeeping, so Dask gets larger "
+        "batches than an in-process or HTTP run.",
+    )
     embedding_timeout_s: float = Field(
         default=120.0, gt=0, description="HTTP timeout for one embedding request, seconds."
     )

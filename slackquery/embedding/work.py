@@ -285,13 +285,15 @@ def drive_batches(
     submit: Callable[[state.Claim], Pending],
     record: Callable[[state.Claim, BatchOutcome], object],
     in_flight: int = 1,
+    batch_size: int | None = None,
 ) -> None:
     """Claim, embed and record batches until nothing is claimable or `max_items` is reached.
 
     The one batch loop: the plain function passes the run's own steps, the Prefect flow
     its tasks (retries, Dask fan-out). Up to `in_flight` claimed batches are out being
     embedded at once; this process alone records them, oldest first, so the state
-    database keeps one writer however many workers embed.
+    database keeps one writer however many workers embed. `batch_size` defaults to the
+    `embedding_batch_size` setting.
     """
     total = claimable if max_items is None else min(claimable, max_items)
     out: deque[tuple[state.Claim, Pending]] = deque()
@@ -299,7 +301,7 @@ def drive_batches(
     with ProgressBar(progress, total) as advance:
         while True:
             while not exhausted and len(out) < in_flight:
-                limit = run.settings.embedding_batch_size
+                limit = batch_size or run.settings.embedding_batch_size
                 if max_items is not None:
                     limit = min(limit, max_items - run.tally["claimed"])
                 batch = claim(limit) if limit > 0 else state.Claim("", ())

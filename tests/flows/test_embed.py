@@ -8,7 +8,7 @@ import pytest
 from prefect.states import Completed, Failed
 
 from flows._state import get_run, pop_run, put_run
-from flows.embed import claim_batch, embed_batch, embed_flow, enqueue, record_batch, retry_transient
+from flows.embed import embed_batch, embed_flow, enqueue, retry_transient
 from slackquery.embedding.base import GenerationMismatchError
 from slackquery.embedding.errors import RequestRejectedError, TransientEmbeddingError
 from slackquery.embedding.work import EmbedRun
@@ -29,12 +29,12 @@ def run_key(settings: Settings) -> Iterator[str]:
 def test_task_bodies_compose_into_one_batch(run_key: str) -> None:
     prepared = enqueue.fn(run_key)
     assert prepared["enqueued"] == 6 and prepared["claimable"] == 6
-    claim = claim_batch.fn(run_key, 4)
-    assert len(claim.items) == 4
     run = get_run(run_key)
+    claim = run.claim(4)
+    assert len(claim.items) == 4
     outcome = embed_batch.fn(run.embedder, run.generation_id, [item.text for item in claim.items])
     assert outcome.vectors is not None and outcome.vectors.shape == (4, 768)
-    assert record_batch.fn(run_key, claim, outcome) == {"succeeded": 4, "failed": 0}
+    assert run.record(claim, outcome) == {"succeeded": 4, "failed": 0}
 
 
 def test_a_worker_with_another_generation_is_refused(run_key: str) -> None:

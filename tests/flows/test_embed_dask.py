@@ -51,7 +51,7 @@ def dask_env(
     markers = tmp_path / "markers"
     markers.mkdir()
     monkeypatch.setenv(MARKERS_ENV, str(markers))
-    monkeypatch.setenv("SLACKQUERY_EMBEDDING_BATCH_SIZE", "4")
+    monkeypatch.setenv("SLACKQUERY_EMBEDDING_DASK_BATCH_SIZE", "4")
     monkeypatch.setattr(work, "build_embedder", lambda _settings: load())
     create_state_db(settings.state_path, message_texts(40))
     return settings, markers
