@@ -242,6 +242,11 @@ def test_rollback_retention_and_refusals(state_settings: Settings, tmp_path: Pat
     assert sorted(outcome["retention"]["kept"]) == [f"search-{b}.duckdb" for b in (second, third)]
     assert f"search-{first}.duckdb" in outcome["retention"]["removed"]
     assert not files.manifest_file(settings.artifact_path, first).exists()
+    assert not files.arrays_dir_of(first_path).exists()  # the arrays go with their artifact
+    assert all(
+        files.arrays_dir_of(files.artifact_file(settings.artifact_path, kept)).is_dir()
+        for kept in (second, third)
+    )
     with pytest.raises(SlackqueryError, match="no artifact file"):
         rollback(settings, first)
 
