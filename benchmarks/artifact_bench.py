@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from slackquery.artifacts import build, files, fts, inputs, validate
+from slackquery.artifacts import arrays, build, files, fts, inputs, validate
 from slackquery.artifacts.build import build_artifact
 from slackquery.artifacts.publish import publish
 from slackquery.embedding import configured_identity
@@ -35,8 +35,10 @@ PHASES = (
     (build, "write_candidate", "copy_documents_and_vectors"),
     (fts, "build_index", "fts_index_dbt"),
     (build, "seal_candidate", "metadata_and_checkpoint"),
+    (arrays, "write_arrays", "vector_arrays"),
     (validate, "run_checkpoint", "gx_validation_process"),
     (build, "finalize", "rename_chmod_sha256"),
+    (arrays, "describe", "arrays_sha256"),
     (validate, "verify_sealed", "publish_seal_check_sha256"),
 )
 

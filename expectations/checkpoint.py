@@ -1,8 +1,9 @@
 """Validate one candidate artifact against every suite; one pass/fail result for publish.
 
 Run as `python -m expectations.checkpoint ARTIFACT [--previous PUBLISHED] [--output JSON]`:
-the build starts it in a fresh process, which opens the candidate (and the previous
-published artifact, for the drift check) read-only. Exit status 0 = passed, 1 = failed;
+the build starts it in a fresh process, which opens the candidate with its arrays folder
+(`files.arrays_dir_of`) and the previous published artifact, for the drift check,
+read-only. Exit status 0 = passed, 1 = failed;
 the result JSON lists each failed expectation with sample offending ids.
 """
 
@@ -27,10 +28,11 @@ from expectations.suites import (
     fts_main_search_documents,
     search_documents,
     users,
+    vector_arrays,
     workspaces,
 )
 from slackquery.artifacts import schema
-from slackquery.artifacts.files import write_json_atomic
+from slackquery.artifacts.files import arrays_dir_of, write_json_atomic
 from slackquery.duckdb_setup import connect
 from slackquery.settings import Settings
 
@@ -38,6 +40,7 @@ SUITES = (
     artifact_metadata,
     search_documents,
     document_vectors,
+    vector_arrays,
     workspaces,
     channels,
     users,
@@ -188,7 +191,9 @@ def validate_artifact(
         )
         result["build_id"] = metadata["build_id"]
         result["parameters"] = parameters
-        artifact = Artifact(conn=conn, chunk_rows=chunk_rows, has_fts=_has_fts(conn))
+        artifact = Artifact(
+            conn=conn, chunk_rows=chunk_rows, has_fts=_has_fts(conn), arrays=arrays_dir_of(path)
+        )
         context = make_context()
         for module in SUITES:
             outcome = run_suite(

@@ -1,10 +1,11 @@
 """One published artifact, opened read-only and loaded into memory once.
 
 An artifact never changes after publish, so everything a query needs on its hot path is
-read once: filter columns as integer codes, BM25 postings, the vector matrix, thread
-structure, the display columns of every row (so a result page costs no DuckDB round trip),
-and the name tables that turn `#eng` / `@priya` into ids. DuckDB stays the place for
-neighbour/thread lookups and phrase verification, always with bound parameters. Rows are
+read once: filter columns as integer codes, BM25 postings, thread structure, the display
+columns of every row (so a result page costs no DuckDB round trip), and the name tables
+that turn `#eng` / `@priya` into ids. The vector matrices are not read but mapped, from
+the arrays the build wrote beside the file. DuckDB stays the place for neighbour/thread
+lookups and phrase verification, always with bound parameters. Rows are
 `search_documents` in `document_id` order, so a row index doubles as the stable
 document-id tie-break.
 """
@@ -22,8 +23,8 @@ import numpy as np
 from serving.access import Requester, Visibility, compute_visibility
 from serving.lexical import BM25Index
 from serving.query import STOPWORDS, fts_tokens, normalize
-from serving.semantic import Int8Codes
-from slackquery.artifacts import schema
+from slackquery.artifacts import arrays, files, schema
+from slackquery.artifacts.arrays import Int8Codes
 from slackquery.artifacts.schema import CONVERSATION_TYPES as CONVERSATION_TYPES
 from slackquery.duckdb_setup import connect
 from slackquery.errors import SlackqueryError
@@ -39,9 +40,6 @@ EXPECTED_FTS_CONFIG = {
 # threads, names); capping it evicts the pages the load scanned, so resident memory is the
 # NumPy arrays, not DuckDB's cache of them.
 SERVING_DUCKDB_MEMORY_LIMIT = "1GiB"
-# Vectors stream in chunks of this many DuckDB vectors (2,048 rows each; ~200 MB of 768-d
-# floats), straight into one preallocated matrix: no sort, no full-table object array.
-VECTOR_FETCH_CHUNKS = 32
 DISPLAY_COLUMNS = (
     "document_id",
     "source_message_id",
@@ -215,9 +213,11 @@ class LoadedArtifact:
         self._visibility: dict[str, Visibility] = {}
         try:
             self._load()
-        except duckdb.Error as error:
+        except BaseException as error:
             self._connection.close()
-            raise SlackqueryError(f"cannot read search artifact {path}: {error}") from error
+            if isinstance(error, duckdb.Error):
+                raise SlackqueryError(f"cannot read search artifact {path}: {error}") from error
+            raise
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         """A connection for one request (DuckDB connections are not shared across threads)."""
@@ -305,46 +305,29 @@ class LoadedArtifact:
             for name in DISPLAY_COLUMNS
         ]
 
-    def _rows_of(self, document_ids: Sequence[str]) -> np.ndarray:
-        rows = np.array([self.row_of.get(doc, -1) for doc in document_ids], dtype=np.int64)
-        if (rows < 0).any():
-            raise SlackqueryError(f"artifact {self.build_id} has vectors for unknown documents")
-        return rows
-
     def _load_vectors(self) -> None:
-        connection = self._connection
-        documents = connection.execute("select document_id from document_vectors").fetchnumpy()[
-            "document_id"
-        ]
+        # The build wrote the matrices beside the file (slackquery/artifacts/arrays.py):
+        # mapped read-only, a load copies nothing and every process shares the page cache.
+        # Position i is row vector_rows[i], ascending, so ranking by position keeps the
+        # row-index tie-break. Thread contexts have no vector.
+        mapped = arrays.open_arrays(files.arrays_dir_of(self.path))
         self.has_vector = np.zeros(self.row_count, dtype=bool)
-        if len(documents) == 0:
+        if len(mapped.rows) != self.metadata["vector_count"] or (
+            len(mapped.rows) and not 0 <= mapped.rows[0] <= mapped.rows[-1] < self.row_count
+        ):
+            raise SlackqueryError(f"artifact {self.build_id} has vector arrays of another build")
+        if len(mapped.rows) == 0:
             self.dimension = 0
             self.vectors = np.zeros((0, 0), dtype=np.float32)
             self.vector_rows = np.zeros(0, dtype=np.int64)
             self.vector_codes: Int8Codes | None = None
             self.searchable_vectors = None
             return
-        # One contiguous matrix of the vectors that exist, in row order: position i is row
-        # vector_rows[i], ascending, so ranking by position keeps the row-index tie-break.
-        # Thread contexts have no vector.
-        self.vector_rows = np.sort(self._rows_of(documents.tolist()))
-        if np.any(self.vector_rows[1:] == self.vector_rows[:-1]):
-            raise SlackqueryError(f"artifact {self.build_id} has two vectors for one document")
-        self.vectors = np.empty((0, 0), dtype=np.float32)
-        cursor = connection.execute("select document_id, embedding from document_vectors")
-        filled = 0
-        while not (chunk := cursor.fetch_df_chunk(VECTOR_FETCH_CHUNKS)).empty:
-            embeddings = np.stack(chunk["embedding"].to_numpy()).astype(np.float32, copy=False)
-            if filled == 0:
-                self.vectors = np.empty((len(documents), embeddings.shape[1]), np.float32)
-            positions = np.searchsorted(self.vector_rows, self._rows_of(chunk["document_id"]))
-            self.vectors[positions] = embeddings
-            filled += len(chunk)
-        if filled != len(documents):
-            raise SlackqueryError(f"artifact {self.build_id} changed while its vectors loaded")
+        self.vector_rows = mapped.rows
+        self.vectors = mapped.vectors
         self.dimension = int(self.vectors.shape[1])
-        # The int8 copy the semantic scan reads (serving/semantic.py re-scores its best).
-        self.vector_codes = Int8Codes.of(self.vectors)
+        # The int8 codes the semantic scan reads (serving/semantic.py re-scores its best).
+        self.vector_codes = mapped.codes
         self.has_vector[self.vector_rows] = True
         on_messages = self.is_message[self.vector_rows]
         # Positions semantic search may return without filters (None: all of them).

@@ -1,7 +1,8 @@
 """Cosine ranking over the artifact's vectors, and the query-embedding step.
 
-Document vectors are stored L2-normalised, so cosine is a dot product. The scan reads an
-int8 copy of the matrix (one scale per dimension; a quarter of float32's bytes) with
+Document vectors are stored L2-normalised, so cosine is a dot product. The scan reads the
+artifact's int8 codes of the matrix (`slackquery.artifacts.arrays.Int8Codes`: one scale
+per dimension; a quarter of float32's bytes) with
 SIMD int8 dot products (simsimd), then re-scores the best `RESCORE_DEPTH` of each query
 with the float32 vectors, so the top of every ranking carries exact cosines (measured
 recall@100 against the exact scan: benchmarks/vector_recall_bench.py). Without codes, or
@@ -13,11 +14,11 @@ identity is checked against the artifact's before any query is embedded.
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
 import numpy as np
 import simsimd
 
+from slackquery.artifacts.arrays import Int8Codes
 from slackquery.embedding.base import Embedder, ensure_same_generation
 from slackquery.errors import SlackqueryError
 
@@ -33,51 +34,6 @@ _GATHER_BYTES = 3 * 1024 * 1024
 # Positions per query whose int8 estimate is replaced by the exact float32 cosine: every
 # ranking the engine cuts (candidate windows of ~100) lies well inside it.
 RESCORE_DEPTH = 400
-_INT8_MAX = 127
-
-
-@dataclass(frozen=True)
-class Int8Codes:
-    """A vector matrix as int8 codes with one float32 scale per dimension.
-
-    `codes[i, j] * scales[j]` approximates `matrix[i, j]`; a query is scaled by `scales`
-    and quantised with one scale of its own, so `codes @ query_codes` times both scales
-    estimates the cosine. Per-dimension scales keep each half of a concatenated model pair
-    at full int8 resolution.
-    """
-
-    codes: np.ndarray
-    scales: np.ndarray
-
-    @classmethod
-    def of(cls, matrix: np.ndarray) -> "Int8Codes":
-        """Quantise `matrix` (rows of float32) one small block at a time, in one reused
-        buffer: fresh multi-MiB temporaries per step measured 50x slower on the loaded host
-        (huge-page faults, as for the gather blocks above)."""
-        block_rows = max(1, _GATHER_BYTES // max(1, matrix.shape[1] * 4))
-        buffer = np.empty((min(block_rows, matrix.shape[0]), matrix.shape[1]), np.float32)
-        peak = np.zeros(matrix.shape[1], dtype=np.float32)
-        for start in range(0, matrix.shape[0], block_rows):
-            block = buffer[: len(matrix[start : start + block_rows])]
-            np.abs(matrix[start : start + block_rows], out=block)
-            np.maximum(peak, block.max(axis=0), out=peak)
-        scales = np.where(peak > 0, peak / _INT8_MAX, 1.0).astype(np.float32)
-        codes = np.empty(matrix.shape, dtype=np.int8)
-        for start in range(0, matrix.shape[0], block_rows):
-            block = buffer[: len(matrix[start : start + block_rows])]
-            np.divide(matrix[start : start + block_rows], scales, out=block)
-            np.rint(block, out=block)
-            np.clip(block, -_INT8_MAX, _INT8_MAX, out=block)
-            codes[start : start + block_rows] = block
-        return cls(codes, scales)
-
-    def quantise_queries(self, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Int8 query rows and the factor turning their integer dot products into cosines."""
-        scaled = queries * self.scales
-        peak = np.abs(scaled).max(axis=1)
-        factor = np.where(peak > 0, peak / _INT8_MAX, 1.0).astype(np.float32)
-        codes = np.rint(scaled / factor[:, None]).astype(np.int8)
-        return codes, factor
 
 
 def dot_scores(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:

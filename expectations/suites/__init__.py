@@ -1,6 +1,6 @@
-"""One module per published table, each exposing `TABLE`, `ID_COLUMNS`,
-`build_suite() -> gx.ExpectationSuite` (named after the table) and
-`check_frames(artifact) -> Iterator[DataFrame]`, the batches the suite validates.
+"""One module per published table (and `vector_arrays` for the arrays beside them), each
+exposing `TABLE`, `ID_COLUMNS`, `build_suite() -> gx.ExpectationSuite` (named after the
+table) and `check_frames(artifact) -> Iterator[DataFrame]`, the batches the suite validates.
 
 Expected values (counts from `artifact_metadata`, the stored dimension, drift bounds
 from the previous published artifact, schema signatures) arrive at run time as GX
@@ -9,6 +9,7 @@ expectation parameters (`{"$PARAMETER": name}`), so suites stay static code.
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import duckdb
 import great_expectations.expectations as gxe
@@ -20,11 +21,13 @@ STANDARD_VECTOR_SIZE = 2048
 
 @dataclass(frozen=True)
 class Artifact:
-    """A read-only connection to the artifact under validation and how to batch it."""
+    """A read-only connection to the artifact under validation, the arrays folder beside
+    it, and how to batch them."""
 
     conn: duckdb.DuckDBPyConnection
     chunk_rows: int
     has_fts: bool
+    arrays: Path
 
 
 def param(name: str) -> dict[str, str]:

@@ -5,9 +5,12 @@ Order of work, and why each step is safe to die in:
    `.tmp` files removed (a build holds the lock for its whole run, so none is running).
 2. Coverage gate, then a `building` row in `search_builds`.
 3. The serving subset is copied into `search-<id>.duckdb.tmp` (readers never look at
-   `.tmp` names), the FTS index is built by the dbt macro, metadata written, CHECKPOINT.
-4. Great Expectations validates the file in a fresh process that opens it read-only.
-5. Rename to `search-<id>.duckdb`, chmod 0444, sha256, manifest written atomically
+   `.tmp` names), the FTS index is built by the dbt macro, metadata written, CHECKPOINT;
+   then the vector arrays are written from that file into `search-<id>.arrays.tmp/`.
+4. Great Expectations validates the file and its arrays in a fresh process that opens
+   them read-only.
+5. Rename the arrays folder to `search-<id>.arrays`, then the file to
+   `search-<id>.duckdb`, chmod 0444, sha256 of each, manifest written atomically
    (publish refuses a file without a matching manifest), status `validated`.
 """
 
@@ -24,7 +27,7 @@ from typing import Any
 import duckdb
 
 from slackquery import __version__, projection
-from slackquery.artifacts import files, fts, history, inputs, schema, validate
+from slackquery.artifacts import arrays, files, fts, history, inputs, schema, validate
 from slackquery.crash import crash_point
 from slackquery.duckdb_setup import connect
 from slackquery.embedding import current
@@ -208,20 +211,35 @@ def seal_candidate(
 
 
 def remove_stale_temp_files(artifact_dir: Path) -> list[str]:
-    """Delete `.tmp` files of dead builds; only call while holding the artifact lock."""
+    """Delete `.tmp` files and arrays folders of dead builds; only call while holding the
+    artifact lock."""
     removed = []
     for path in artifact_dir.glob(f"{files.ARTIFACT_PREFIX}*{files.TEMP_SUFFIX}*"):
         path.unlink(missing_ok=True)
         removed.append(path.name)
+    for folder in artifact_dir.glob(f"{files.ARTIFACT_PREFIX}*{files.TEMP_ARRAYS_SUFFIX}"):
+        arrays.remove(folder)
+        removed.append(folder.name)
     return removed
 
 
+def remove_candidate(temp: Path) -> None:
+    """Delete a build's temp file and temp arrays folder (the build failed or was refused)."""
+    temp.unlink(missing_ok=True)
+    arrays.remove(files.arrays_dir_of(temp))
+
+
 def finalize(temp: Path, final: Path) -> str:
-    """Rename the validated temp file to its final name, make it read-only, checksum it."""
+    """Rename the validated temp arrays folder and file to their final names (the folder
+    first: a final-named file always has its arrays), make them read-only, checksum the
+    file."""
+    final_arrays = files.arrays_dir_of(final)
+    os.replace(files.arrays_dir_of(temp), final_arrays)
     os.replace(temp, final)
     files.fsync_dir(final.parent)
     crash_point("after_rename")
-    final.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
+    for path in (final, *final_arrays.iterdir()):
+        path.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
     return files.sha256_file(final)
 
 
@@ -234,7 +252,8 @@ def manifest_for(
     watermark: str,
     version: str,
 ) -> dict[str, Any]:
-    """The manifest beside an artifact: enough to re-check it without opening it."""
+    """The manifest beside an artifact: enough to re-check it and its arrays without
+    opening them."""
     return {
         "build_id": build_id,
         "artifact_file": final.name,
@@ -246,6 +265,7 @@ def manifest_for(
         "source_watermark": watermark,
         "counts": sealed["counts"],
         "fts_config": sealed["fts_config"],
+        "arrays": arrays.describe(files.arrays_dir_of(final)),
         "built_at": sealed["built_at"],
         "code_version": version,
         "validation": {
@@ -305,6 +325,12 @@ def build_artifact(settings: Settings) -> str:
                     watermark=watermark,
                     version=version,
                 )
+                arrays.write_arrays(
+                    temp,
+                    files.arrays_dir_of(temp),
+                    generation.stored_dimension,
+                    settings.artifact_build_memory_limit,
+                )
                 crash_point("after_tmp_write")
                 result = validate.run_checkpoint(settings, temp, result_path)
                 if not result["success"]:
@@ -327,7 +353,7 @@ def build_artifact(settings: Settings) -> str:
                     validation=result,
                 )
             except BaseException as error:
-                temp.unlink(missing_ok=True)
+                remove_candidate(temp)
                 if not isinstance(error, validate.ValidationFailed):
                     history.mark_failed(conn, build_id, f"{type(error).__name__}: {error}")
                 raise

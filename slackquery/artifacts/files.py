@@ -20,6 +20,9 @@ from slackquery.errors import SlackqueryError
 ARTIFACT_PREFIX = "search-"
 ARTIFACT_SUFFIX = ".duckdb"
 TEMP_SUFFIX = ".duckdb.tmp"
+# The folder of memory-mappable vector arrays beside each artifact file (arrays.py).
+ARRAYS_SUFFIX = ".arrays"
+TEMP_ARRAYS_SUFFIX = ".arrays.tmp"
 MANIFEST_SUFFIX = ".manifest.json"
 VALIDATION_SUFFIX = ".validation.json"
 CURRENT_NAME = "current.duckdb"
@@ -40,6 +43,20 @@ def artifact_file(artifact_dir: Path, build_id: str) -> Path:
 def temp_file(artifact_dir: Path, build_id: str) -> Path:
     """Path a build writes before validation; never opened by readers."""
     return artifact_dir / f"{ARTIFACT_PREFIX}{build_id}{TEMP_SUFFIX}"
+
+
+def arrays_dir_of(artifact: Path) -> Path:
+    """The arrays folder that belongs with an artifact file: a temp file's is a temp folder.
+
+    Readers, validation and the seal check all find the arrays through this one rule, so a
+    candidate is validated with exactly the arrays that are renamed alongside it.
+    """
+    name = artifact.name
+    if name.endswith(TEMP_SUFFIX):
+        return artifact.with_name(name.removesuffix(TEMP_SUFFIX) + TEMP_ARRAYS_SUFFIX)
+    if name.endswith(ARTIFACT_SUFFIX):
+        return artifact.with_name(name.removesuffix(ARTIFACT_SUFFIX) + ARRAYS_SUFFIX)
+    raise SlackqueryError(f"{artifact.name} is not an artifact file name; it has no arrays")
 
 
 def manifest_file(artifact_dir: Path, build_id: str) -> Path:

@@ -2,16 +2,18 @@
 
 Kept: the current artifact, the `retain_artifacts` newest others, and anything younger
 than `retention_min_age_s` (a reader may have just resolved it). Deleted: the rest with
-their manifests and validation results, plus leftovers of dead runs (`.tmp` files and
-temp pointer links). Run only under the artifact lock, which every build holds, so a
-`.tmp` seen here can never belong to a running build.
+their arrays folders, manifests and validation results, plus leftovers of dead runs
+(`.tmp` files and folders, temp pointer links). A serving process that still maps a
+deleted artifact's arrays keeps reading them: POSIX keeps unlinked files while mapped.
+Run only under the artifact lock, which every build holds, so a `.tmp` seen here can
+never belong to a running build.
 """
 
 import time
 from pathlib import Path
 from typing import Any
 
-from slackquery.artifacts import files
+from slackquery.artifacts import arrays, files
 from slackquery.artifacts.pointer import TEMP_LINK_PREFIX, current_target
 from slackquery.settings import Settings
 
@@ -52,18 +54,26 @@ def apply_retention(settings: Settings, *, now: float | None = None) -> dict[str
         path.unlink(missing_ok=True)
         for sidecar in _sidecars(artifact_dir, build_id):
             sidecar.unlink(missing_ok=True)
+        arrays.remove(files.arrays_dir_of(path))
         removed.append(path.name)
     kept_ids = {files.build_id_of(artifact_dir / name) for name in kept}
     for pattern in (
         f"{files.ARTIFACT_PREFIX}*{files.MANIFEST_SUFFIX}",
         f"{files.ARTIFACT_PREFIX}*{files.VALIDATION_SUFFIX}",
+        f"{files.ARTIFACT_PREFIX}*{files.ARRAYS_SUFFIX}",
     ):
         for sidecar in artifact_dir.glob(pattern):
             build_id = sidecar.name[len(files.ARTIFACT_PREFIX) :].split(".", 1)[0]
             old = moment - sidecar.stat().st_mtime >= settings.retention_min_age_s
             if build_id not in kept_ids and old:
-                sidecar.unlink(missing_ok=True)
+                if sidecar.is_dir():
+                    arrays.remove(sidecar)
+                else:
+                    sidecar.unlink(missing_ok=True)
                 removed.append(sidecar.name)
+    for folder in artifact_dir.glob(f"{files.ARTIFACT_PREFIX}*{files.TEMP_ARRAYS_SUFFIX}"):
+        arrays.remove(folder)
+        removed.append(folder.name)
     for leftover in [
         *artifact_dir.glob(f"{files.ARTIFACT_PREFIX}*{files.TEMP_SUFFIX}"),
         *artifact_dir.glob(f"{TEMP_LINK_PREFIX}*"),

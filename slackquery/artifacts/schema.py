@@ -1,4 +1,8 @@
-"""The artifact schema (version 2): one ordered column list per published table.
+"""The artifact schema (version 3): one ordered column list per published table.
+
+Version 3 added the vector arrays beside the DuckDB file (arrays.py); serving maps them
+instead of reading `document_vectors`, so a version 2 artifact (no arrays) is refused
+with "build and publish a new one" rather than loaded the old way.
 
 This module is the single Python statement of the artifact contract in
 docs/architecture.md. The build creates tables from it and the Great Expectations suites
@@ -9,7 +13,7 @@ from dataclasses import dataclass
 
 from slackquery.projection import project_vars
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # The FTS index the dbt macro builds over the artifact's documents.
 FTS_RELATION = "search_documents"

@@ -1,8 +1,9 @@
 """Validation of artifacts: the GX checkpoint in a fresh process, and seal checks.
 
 A sealed artifact is a final-named, read-only file whose sha256 and metadata match its
-manifest. Publish trusts a sealed file that a build validated; rollback re-runs the
-full GX checkpoint as well, because a retained file may have sat on disk for days.
+manifest, with the arrays folder beside it whose files' sha256 match it too. Publish
+trusts a sealed file that a build validated; rollback re-runs the full GX checkpoint as
+well, because a retained file may have sat on disk for days.
 """
 
 import subprocess
@@ -12,7 +13,7 @@ from typing import Any
 
 import duckdb
 
-from slackquery.artifacts import files
+from slackquery.artifacts import arrays, files
 from slackquery.artifacts.pointer import current_artifact
 from slackquery.crash import crash_point
 from slackquery.errors import SlackqueryError
@@ -106,7 +107,8 @@ def resolve_artifact(settings: Settings, reference: str) -> tuple[str, Path]:
 
 
 def verify_sealed(artifact_dir: Path, build_id: str, path: Path) -> dict[str, Any]:
-    """Check the manifest, checksum and metadata of a sealed artifact; return the manifest."""
+    """Check the manifest, checksums and metadata of a sealed artifact and its arrays;
+    return the manifest."""
     manifest_path = files.manifest_file(artifact_dir, build_id)
     if not manifest_path.is_file():
         raise SlackqueryError(f"build {build_id} has no manifest ({manifest_path.name})")
@@ -124,6 +126,10 @@ def verify_sealed(artifact_dir: Path, build_id: str, path: Path) -> dict[str, An
             f"checksum mismatch for {path.name}: file {checksum[:12]}…, "
             f"manifest {str(manifest.get('checksum_sha256'))[:12]}…"
         )
+    try:
+        arrays.verify_sealed(files.arrays_dir_of(path), manifest.get("arrays"))
+    except SlackqueryError as error:
+        raise SlackqueryError(f"build {build_id} is not sealed: {error}") from error
     try:
         conn = duckdb.connect(str(path), read_only=True)
     except duckdb.Error as error:

@@ -14,6 +14,7 @@ from slackquery.artifacts import files, history, schema
 from slackquery.artifacts.build import build_artifact, write_candidate
 from slackquery.artifacts.inputs import current_generation
 from slackquery.artifacts.publish import current_artifact, publish, rollback
+from slackquery.artifacts.retention import apply_retention
 from slackquery.cli import main
 from slackquery.duckdb_setup import connect
 from slackquery.errors import SlackqueryError
@@ -242,6 +243,11 @@ def test_rollback_retention_and_refusals(state_settings: Settings, tmp_path: Pat
     assert sorted(outcome["retention"]["kept"]) == [f"search-{b}.duckdb" for b in (second, third)]
     assert f"search-{first}.duckdb" in outcome["retention"]["removed"]
     assert not files.manifest_file(settings.artifact_path, first).exists()
+    assert not files.arrays_dir_of(first_path).exists()  # the arrays go with their artifact
+    assert all(
+        files.arrays_dir_of(files.artifact_file(settings.artifact_path, kept)).is_dir()
+        for kept in (second, third)
+    )
     with pytest.raises(SlackqueryError, match="no artifact file"):
         rollback(settings, first)
 
@@ -257,3 +263,26 @@ def test_a_small_workspace_that_grows_builds_and_publishes(
     grown = build_artifact(settings)
     publish(settings, grown)
     assert current_artifact(settings) == files.artifact_file(settings.artifact_path, grown)
+
+
+def test_retention_removes_arrays_folders_of_dead_builds(state_settings: Settings) -> None:
+    settings = state_settings
+    build_id = build_artifact(settings)
+    publish(settings, build_id)
+    artifact_dir = settings.artifact_path
+    # A build killed between renaming its arrays folder and its file, and one killed
+    # while writing its arrays: neither has an artifact file.
+    dead = [
+        files.arrays_dir_of(
+            files.artifact_file(artifact_dir, "20260101T000000Z-00000000-0000dead")
+        ),
+        files.arrays_dir_of(files.temp_file(artifact_dir, "20260101T000000Z-00000000-0000beef")),
+    ]
+    for folder in dead:
+        folder.mkdir()
+        (folder / "vectors.npy").write_bytes(b"partial")
+    with files.artifact_lock(artifact_dir):
+        removed = apply_retention(settings)["removed"]
+    assert sorted(removed) == sorted(folder.name for folder in dead)
+    assert not any(folder.exists() for folder in dead)
+    assert files.arrays_dir_of(files.artifact_file(artifact_dir, build_id)).is_dir()

@@ -2,13 +2,15 @@
 
 import shutil
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from expectations.checkpoint import main, validate_artifact
 from expectations.suites.artifact_metadata import DRIFT_RULE
-from slackquery.artifacts import files
+from slackquery.artifacts import arrays, files
 from slackquery.artifacts.build import build_artifact
 from slackquery.duckdb_setup import connect
 from tests.artifacts.conftest import apply_env, identity_for
@@ -25,10 +27,18 @@ def artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
         return files.artifact_file(settings.artifact_path, build_id)
 
 
-def _damaged(artifact: Path, tmp_path: Path, sql: str) -> Path:
+def _copied(artifact: Path, tmp_path: Path) -> Path:
+    """A writable copy of the artifact and its arrays folder in `tmp_path`."""
     copy = tmp_path / artifact.name
     shutil.copy(artifact, copy)
-    copy.chmod(stat.S_IRUSR | stat.S_IWUSR)
+    shutil.copytree(files.arrays_dir_of(artifact), files.arrays_dir_of(copy))
+    for path in (copy, *files.arrays_dir_of(copy).iterdir()):
+        path.chmod(stat.S_IRUSR | stat.S_IWUSR)
+    return copy
+
+
+def _damaged(artifact: Path, tmp_path: Path, sql: str) -> Path:
+    copy = _copied(artifact, tmp_path)
     conn = connect(str(copy))
     try:
         conn.execute(sql)
@@ -46,10 +56,12 @@ def test_sound_artifact_passes_in_chunks(artifact: Path) -> None:
     assert result["success"], result["failures"]
     assert result["suites"]["search_documents"]["batches"] == 10  # 65 rows / 7
     assert result["suites"]["document_vectors"]["batches"] == 9  # 59 rows / 7
+    assert result["suites"]["vector_arrays"]["batches"] == 9  # 59 positions / 7
     assert set(result["suites"]) == {
         "artifact_metadata",
         "search_documents",
         "document_vectors",
+        "vector_arrays",
         "workspaces",
         "channels",
         "users",
@@ -131,6 +143,84 @@ def test_damage_is_caught_and_named(artifact: Path, tmp_path: Path, damage: str)
     assert not result["success"]
     assert expected <= _failed(result), result["failures"]
     assert all(failure["sample"] or failure["expectation"] for failure in result["failures"])
+
+
+def _rewrite(folder: Path, name: str, change: Callable[[np.ndarray], np.ndarray]) -> None:
+    np.save(arrays.array_file(folder, name), change(np.load(arrays.array_file(folder, name))))
+
+
+def _swap_first_two(values: np.ndarray) -> np.ndarray:
+    return values[[1, 0, *range(2, len(values))]]
+
+
+def _last_row_outside(rows: np.ndarray) -> np.ndarray:
+    return np.r_[rows[:-1], 10**6]
+
+
+def _drop_last_position(folder: Path) -> None:
+    for name in ("vectors", "vector_codes", "vector_rows"):
+        _rewrite(folder, name, lambda values: values[:-1])
+
+
+ARRAY_DAMAGE: dict[str, tuple[Callable[[Path], None], set[tuple[str, str]]]] = {
+    "swapped_vectors": (
+        lambda folder: _rewrite(folder, "vectors", _swap_first_two),
+        {
+            ("vector_arrays", "sampled float32 vectors equal their document_vectors rows"),
+            (
+                "vector_arrays",
+                "sampled int8 codes decode to their float32 vectors within half a "
+                "quantisation step",
+            ),
+        },
+    ),
+    "rows_out_of_order": (
+        lambda folder: _rewrite(folder, "vector_rows", _swap_first_two),
+        {
+            ("vector_arrays", "vector_rows strictly ascending"),
+            ("vector_arrays", "sampled float32 vectors equal their document_vectors rows"),
+        },
+    ),
+    "row_without_vector": (
+        lambda folder: _rewrite(folder, "vector_rows", _last_row_outside),
+        {
+            (
+                "vector_arrays",
+                "each vector row is a search_documents row with a vector in document_vectors",
+            ),
+            ("vector_arrays", "sampled float32 vectors equal their document_vectors rows"),
+        },
+    ),
+    "position_missing": (
+        _drop_last_position,
+        {
+            ("vector_arrays", "vector array length equals artifact_metadata.vector_count"),
+            ("vector_arrays", "as many array positions as document_vectors has rows"),
+        },
+    ),
+    "file_missing": (
+        lambda folder: arrays.array_file(folder, "vector_codes").unlink(),
+        {
+            (
+                "vector_arrays",
+                "the arrays folder beside the artifact opens: every .npy file present with "
+                "its dtype, and their shapes agree",
+            )
+        },
+    ),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(ARRAY_DAMAGE))
+def test_arrays_that_disagree_with_the_tables_fail(
+    artifact: Path, tmp_path: Path, damage: str
+) -> None:
+    change, expected = ARRAY_DAMAGE[damage]
+    copy = _copied(artifact, tmp_path)
+    change(files.arrays_dir_of(copy))
+    result = validate_artifact(copy, chunk_rows=7)
+    assert not result["success"]
+    assert _failed(result) == expected, result["failures"]
 
 
 def test_count_drift_against_previous_and_cli_exit_status(

@@ -1,20 +1,31 @@
-"""Loading an artifact: vectors streamed into row order, DuckDB's memory capped afterwards."""
+"""Loading an artifact: vectors mapped from the build's arrays, DuckDB's memory capped."""
 
+import mmap
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-import serving.artifact
 from serving.artifact import LoadedArtifact
-from slackquery.artifacts import files
+from slackquery.artifacts import arrays, files
 from slackquery.artifacts.build import build_artifact
 from slackquery.duckdb_setup import connect
+from slackquery.errors import SlackqueryError
 from tests.artifacts.conftest import apply_env, identity_for
 from tests.artifacts.synthetic import synthesize_state
 
 
-def test_streamed_vectors_land_in_row_order_and_duckdb_memory_is_capped(
+def _is_mapped(array: np.ndarray) -> bool:
+    """Whether `array` views a file map (a memmap, or an array over one) and owns nothing."""
+    base = array
+    while base is not None:
+        if isinstance(base, np.memmap | mmap.mmap):
+            return True
+        base = base.base
+    return False
+
+
+def test_vectors_are_read_only_maps_in_row_order_and_duckdb_memory_is_capped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings = apply_env(monkeypatch, tmp_path / "home")
@@ -27,16 +38,33 @@ def test_streamed_vectors_land_in_row_order_and_duckdb_memory_is_capped(
         ).fetchnumpy()
     finally:
         reference.close()
-    # One DuckDB vector (2,048 rows) per fetch: the ~4,900 vectors arrive in three chunks.
-    monkeypatch.setattr(serving.artifact, "VECTOR_FETCH_CHUNKS", 1)
     artifact = LoadedArtifact(path)
     try:
         expected_rows = np.array([artifact.row_of[doc] for doc in table["document_id"]])
-        assert len(expected_rows) > 2 * 2048
         np.testing.assert_array_equal(artifact.vector_rows, expected_rows)
         np.testing.assert_array_equal(artifact.vectors, np.stack(table["embedding"]))
+        assert artifact.vector_codes is not None
+        mapped = (
+            artifact.vectors,
+            artifact.vector_rows,
+            artifact.vector_codes.codes,
+            artifact.vector_codes.scales,
+        )
+        assert all(_is_mapped(array) and not array.flags["WRITEABLE"] for array in mapped)
         assert artifact.vectors.flags["C_CONTIGUOUS"] and artifact.vectors.dtype == np.float32
         limit = artifact.cursor().execute("select current_setting('memory_limit')").fetchone()
         assert limit == ("1.0 GiB",)
     finally:
         artifact.close()
+    # Arrays that belong to another build (here: one position short) are refused.
+    folder = files.arrays_dir_of(path)
+    folder.chmod(0o755)
+    for name in ("vectors", "vector_codes", "vector_rows"):
+        file = arrays.array_file(folder, name)
+        file.chmod(0o644)
+        np.save(file, np.load(file)[:-1])
+    with pytest.raises(SlackqueryError, match="vector arrays of another build"):
+        LoadedArtifact(path)
+    arrays.remove(folder)
+    with pytest.raises(SlackqueryError, match="build and publish a new artifact"):
+        LoadedArtifact(path)

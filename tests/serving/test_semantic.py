@@ -8,12 +8,12 @@ import pytest
 
 from serving.semantic import (
     RESCORE_DEPTH,
-    Int8Codes,
     QueryEmbedder,
     dot_scores,
     vector_scores,
     vector_scores_many,
 )
+from slackquery.artifacts.arrays import Int8Codes
 from slackquery.embedding.base import GenerationIdentity
 from slackquery.errors import SlackqueryError
 

@@ -1,0 +1,243 @@
+"""The vector arrays beside an artifact: `search-<build_id>.arrays/`, one `.npy` per array.
+
+Serving ranks by vectors in matrix form. Copying a million 768-d vectors out of DuckDB
+and quantising them took most of a 43-53 s load and ~3 GB of private memory per process,
+paid again by every CLI search. The build writes the matrices once instead, and every
+reader maps them read-only (`np.load(mmap_mode="r")`): a load costs no copy, and all
+serving processes share one copy in the page cache.
+
+Position i of every array is the i-th document that has a vector, in `document_id` order:
+- `vectors.npy`: float32 `(count, dimension)`, the artifact's `document_vectors` rows;
+- `vector_codes.npy`, `vector_scales.npy`: their `Int8Codes` (int8 `(count, dimension)`,
+  float32 `(dimension,)`), the copy the semantic scan reads;
+- `vector_rows.npy`: int64 `(count,)`, the `search_documents` row (in `document_id` order)
+  of each position, strictly ascending.
+The manifest records each file's sha256, dtype and shape; the GX suite `vector_arrays`
+checks them against the DuckDB tables.
+"""
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from slackquery.artifacts import files
+from slackquery.duckdb_setup import connect
+from slackquery.errors import SlackqueryError
+
+# Array name -> dtype; each is stored as `<name>.npy`.
+DTYPES = {
+    "vectors": np.dtype(np.float32),
+    "vector_codes": np.dtype(np.int8),
+    "vector_scales": np.dtype(np.float32),
+    "vector_rows": np.dtype(np.int64),
+}
+# Quantisation works in blocks of this many bytes of float32 rows, in one reused buffer:
+# fresh multi-MiB temporaries per step measured 50x slower on the loaded host (huge-page
+# faults; serving.semantic gathers rows in blocks of the same size for the same reason).
+_BLOCK_BYTES = 3 * 1024 * 1024
+_INT8_MAX = 127
+# Vectors stream out of DuckDB in chunks of this many DuckDB vectors (2,048 rows each;
+# ~200 MB of 768-d floats), scattered into the mapped matrix: no sort, no object array.
+VECTOR_FETCH_CHUNKS = 32
+
+
+@dataclass(frozen=True)
+class Int8Codes:
+    """A vector matrix as int8 codes with one float32 scale per dimension.
+
+    `codes[i, j] * scales[j]` approximates `matrix[i, j]`; a query is scaled by `scales`
+    and quantised with one scale of its own, so `codes @ query_codes` times both scales
+    estimates the cosine. Per-dimension scales keep each half of a concatenated model pair
+    at full int8 resolution.
+    """
+
+    codes: np.ndarray
+    scales: np.ndarray
+
+    @classmethod
+    def of(cls, matrix: np.ndarray, out: np.ndarray | None = None) -> "Int8Codes":
+        """Quantise `matrix` (rows of float32) one small block at a time, into `out` (an
+        int8 array of the matrix's shape, e.g. a file being written) or a new array."""
+        block_rows = max(1, _BLOCK_BYTES // max(1, matrix.shape[1] * 4))
+        buffer = np.empty((min(block_rows, matrix.shape[0]), matrix.shape[1]), np.float32)
+        peak = np.zeros(matrix.shape[1], dtype=np.float32)
+        for start in range(0, matrix.shape[0], block_rows):
+            block = buffer[: len(matrix[start : start + block_rows])]
+            np.abs(matrix[start : start + block_rows], out=block)
+            np.maximum(peak, block.max(axis=0), out=peak)
+        scales = np.where(peak > 0, peak / _INT8_MAX, 1.0).astype(np.float32)
+        codes = np.empty(matrix.shape, dtype=np.int8) if out is None else out
+        for start in range(0, matrix.shape[0], block_rows):
+            block = buffer[: len(matrix[start : start + block_rows])]
+            np.divide(matrix[start : start + block_rows], scales, out=block)
+            np.rint(block, out=block)
+            np.clip(block, -_INT8_MAX, _INT8_MAX, out=block)
+            codes[start : start + block_rows] = block
+        return cls(codes, scales)
+
+    def quantise_queries(self, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Int8 query rows and the factor turning their integer dot products into cosines."""
+        scaled = queries * self.scales
+        peak = np.abs(scaled).max(axis=1)
+        factor = np.where(peak > 0, peak / _INT8_MAX, 1.0).astype(np.float32)
+        codes = np.rint(scaled / factor[:, None]).astype(np.int8)
+        return codes, factor
+
+
+@dataclass(frozen=True)
+class VectorArrays:
+    """An artifact's arrays as read-only maps of their files."""
+
+    vectors: np.ndarray
+    codes: Int8Codes
+    rows: np.ndarray
+
+
+def array_file(folder: Path, name: str) -> Path:
+    """The `.npy` file of one array in an arrays folder."""
+    return folder / f"{name}.npy"
+
+
+def _rows_of(row_of: dict[str, int], document_ids: list[str]) -> np.ndarray:
+    rows = np.array([row_of.get(doc, -1) for doc in document_ids], dtype=np.int64)
+    if (rows < 0).any():
+        raise SlackqueryError("document_vectors has vectors for documents not in the artifact")
+    return rows
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_arrays(artifact: Path, folder: Path, dimension: int, memory_limit: str) -> None:
+    """Write the arrays of the DuckDB file `artifact` into the new folder `folder`.
+
+    Matrices are written through file maps (`open_memmap`), so a 3 GB matrix is never
+    held in private memory, let alone twice. Every file is fsynced; the caller renames the
+    folder to its final name once the artifact has been validated.
+    """
+    folder.mkdir()
+    conn = connect(str(artifact), read_only=True)
+    try:
+        conn.execute("set memory_limit = ?", [memory_limit])
+        conn.execute("set enable_progress_bar = false")
+        ids = conn.execute("select document_id from search_documents order by document_id")
+        row_of = {doc: row for row, doc in enumerate(ids.fetchnumpy()["document_id"].tolist())}
+        vector_ids = conn.execute("select document_id from document_vectors").fetchnumpy()
+        unsorted_rows = _rows_of(row_of, vector_ids["document_id"].tolist())
+        count = len(unsorted_rows)
+        rows = np.lib.format.open_memmap(
+            array_file(folder, "vector_rows"), "w+", DTYPES["vector_rows"], (count,)
+        )
+        rows[:] = np.sort(unsorted_rows)
+        if np.any(rows[1:] == rows[:-1]):
+            raise SlackqueryError("document_vectors has two vectors for one document")
+        vectors = np.lib.format.open_memmap(
+            array_file(folder, "vectors"), "w+", DTYPES["vectors"], (count, dimension)
+        )
+        cursor = conn.execute("select document_id, embedding from document_vectors")
+        while not (chunk := cursor.fetch_df_chunk(VECTOR_FETCH_CHUNKS)).empty:
+            positions = np.searchsorted(rows, _rows_of(row_of, chunk["document_id"].tolist()))
+            vectors[positions] = np.stack(chunk["embedding"].to_numpy())
+    finally:
+        conn.close()
+    codes = np.lib.format.open_memmap(
+        array_file(folder, "vector_codes"), "w+", DTYPES["vector_codes"], (count, dimension)
+    )
+    scales = Int8Codes.of(vectors, out=codes).scales
+    np.save(array_file(folder, "vector_scales"), scales)
+    for mapped in (rows, vectors, codes):
+        mapped.flush()
+    for name in DTYPES:
+        _fsync(array_file(folder, name))
+    files.fsync_dir(folder)
+
+
+def describe(folder: Path) -> dict[str, Any]:
+    """What the manifest records of an arrays folder: its name and each file's sha256,
+    dtype and shape."""
+    described = {}
+    for name in DTYPES:
+        path = array_file(folder, name)
+        mapped = np.load(path, mmap_mode="r")
+        described[name] = {
+            "file": path.name,
+            "sha256": files.sha256_file(path),
+            "dtype": str(mapped.dtype),
+            "shape": list(mapped.shape),
+        }
+    return {"folder": folder.name, "files": described}
+
+
+def verify_sealed(folder: Path, recorded: dict[str, Any] | None) -> None:
+    """Raise unless `folder` holds exactly the arrays the manifest recorded (`recorded`).
+
+    A `.npy` file's header holds its dtype and shape, so a matching sha256 covers them too.
+    """
+    if not recorded:
+        raise SlackqueryError(
+            f"the manifest records no vector arrays for {folder.name}: the artifact was built "
+            "by an older version; build a new one"
+        )
+    if recorded.get("folder") != folder.name or set(recorded.get("files", {})) != set(DTYPES):
+        raise SlackqueryError(f"the manifest names other arrays than {folder.name}")
+    if not folder.is_dir() or folder.is_symlink():
+        raise SlackqueryError(f"vector arrays {folder.name} are missing")
+    for name, entry in recorded["files"].items():
+        path = array_file(folder, name)
+        if not path.is_file() or path.is_symlink():
+            raise SlackqueryError(f"vector array {folder.name}/{path.name} is missing")
+        checksum = files.sha256_file(path)
+        if checksum != entry.get("sha256"):
+            raise SlackqueryError(
+                f"checksum mismatch for {folder.name}/{path.name}: file {checksum[:12]}…, "
+                f"manifest {str(entry.get('sha256'))[:12]}…"
+            )
+
+
+def open_arrays(folder: Path) -> VectorArrays:
+    """Map an artifact's arrays read-only, checking the shapes agree with each other.
+
+    The maps are plain ndarray views of `np.memmap`s: a memmap subclass runs Python code
+    on every slice and carries its type into every result. Nothing may write into them.
+    """
+    if not folder.is_dir():
+        raise SlackqueryError(
+            f"vector arrays {folder} are missing: build and publish a new artifact"
+        )
+    mapped = {}
+    for name, dtype in DTYPES.items():
+        try:
+            array = np.load(array_file(folder, name), mmap_mode="r")
+        except (OSError, ValueError) as error:
+            raise SlackqueryError(f"vector array {folder.name}/{name}.npy: {error}") from error
+        if array.dtype != dtype:
+            raise SlackqueryError(f"vector array {folder.name}/{name}.npy is {array.dtype}")
+        mapped[name] = np.asarray(array)
+    vectors, codes = mapped["vectors"], mapped["vector_codes"]
+    count, dimension = vectors.shape
+    if (
+        codes.shape != vectors.shape
+        or mapped["vector_scales"].shape != (dimension,)
+        or mapped["vector_rows"].shape != (count,)
+    ):
+        raise SlackqueryError(f"vector arrays {folder.name} disagree on their shapes")
+    return VectorArrays(
+        vectors=vectors,
+        codes=Int8Codes(codes, mapped["vector_scales"]),
+        rows=mapped["vector_rows"],
+    )
+
+
+def remove(folder: Path) -> None:
+    """Delete an arrays folder and its files (retention, failed or dead builds)."""
+    if folder.is_dir() and not folder.is_symlink():
+        shutil.rmtree(folder)

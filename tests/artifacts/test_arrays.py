@@ -1,0 +1,105 @@
+"""The vector arrays beside an artifact: written in matrix order, sealed, refused when changed."""
+
+import stat
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from slackquery.artifacts import arrays, files, validate
+from slackquery.artifacts.arrays import Int8Codes
+from slackquery.artifacts.build import build_artifact
+from slackquery.artifacts.publish import publish
+from slackquery.duckdb_setup import connect
+from slackquery.errors import SlackqueryError
+from slackquery.settings import Settings
+
+
+def _table(path: Path) -> tuple[list[str], dict[str, np.ndarray]]:
+    """Document ids in `document_id` order and each vector by its document."""
+    conn = connect(str(path), read_only=True)
+    try:
+        ids = conn.execute("select document_id from search_documents").fetchall()
+        vectors = conn.execute("select document_id, embedding from document_vectors").fetchall()
+    finally:
+        conn.close()
+    by_document = {doc: np.asarray(vector, np.float32) for doc, vector in vectors}
+    return sorted(doc for (doc,) in ids), by_document
+
+
+def test_build_writes_read_only_arrays_in_matrix_order_and_seals_them(
+    state_settings: Settings,
+) -> None:
+    build_id = build_artifact(state_settings)
+    path = files.artifact_file(state_settings.artifact_path, build_id)
+    folder = files.arrays_dir_of(path)
+    assert folder == state_settings.artifact_path / f"search-{build_id}.arrays"
+    assert sorted(child.name for child in folder.iterdir()) == sorted(
+        f"{name}.npy" for name in arrays.DTYPES
+    )
+    assert all(stat.S_IMODE(child.stat().st_mode) == 0o444 for child in folder.iterdir())
+    assert not list(state_settings.artifact_path.glob("*.tmp"))
+
+    ids, by_document = _table(path)
+    mapped = arrays.open_arrays(folder)
+    with_vectors = [row for row, doc in enumerate(ids) if doc in by_document]
+    np.testing.assert_array_equal(mapped.rows, with_vectors)
+    np.testing.assert_array_equal(
+        mapped.vectors, np.stack([by_document[ids[row]] for row in with_vectors])
+    )
+    # The codes are exactly what quantising the matrix in memory gives.
+    in_memory = Int8Codes.of(np.array(mapped.vectors))
+    np.testing.assert_array_equal(mapped.codes.codes, in_memory.codes)
+    np.testing.assert_array_equal(mapped.codes.scales, in_memory.scales)
+
+    manifest = files.read_json(files.manifest_file(state_settings.artifact_path, build_id))
+    assert manifest["arrays"]["folder"] == folder.name
+    assert manifest["arrays"]["files"]["vectors"] == {
+        "file": "vectors.npy",
+        "sha256": files.sha256_file(arrays.array_file(folder, "vectors")),
+        "dtype": "float32",
+        "shape": [59, 8],
+    }
+    assert {name: entry["shape"] for name, entry in manifest["arrays"]["files"].items()} == {
+        "vectors": [59, 8],
+        "vector_codes": [59, 8],
+        "vector_scales": [8],
+        "vector_rows": [59],
+    }
+    validate.verify_sealed(state_settings.artifact_path, build_id, path)
+
+
+def _flip_last_byte(path: Path) -> None:
+    path.chmod(0o644)
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def test_a_changed_or_missing_array_makes_the_build_unsealed(state_settings: Settings) -> None:
+    build_id = build_artifact(state_settings)
+    artifact_dir = state_settings.artifact_path
+    path = files.artifact_file(artifact_dir, build_id)
+    folder = files.arrays_dir_of(path)
+    codes = arrays.array_file(folder, "vector_codes")
+    original = codes.read_bytes()
+
+    _flip_last_byte(codes)
+    with pytest.raises(SlackqueryError, match=r"not sealed: checksum mismatch .*/vector_codes"):
+        validate.verify_sealed(artifact_dir, build_id, path)
+    with pytest.raises(SlackqueryError, match="not sealed"):
+        publish(state_settings, build_id)
+
+    codes.unlink()
+    with pytest.raises(SlackqueryError, match=r"vector_codes\.npy is missing"):
+        validate.verify_sealed(artifact_dir, build_id, path)
+    codes.write_bytes(original)
+    validate.verify_sealed(artifact_dir, build_id, path)
+
+    manifest_path = files.manifest_file(artifact_dir, build_id)
+    manifest = files.read_json(manifest_path)
+    files.write_json_atomic(manifest_path, {**manifest, "arrays": None})
+    with pytest.raises(SlackqueryError, match="built by an older version"):
+        validate.verify_sealed(artifact_dir, build_id, path)
+    files.write_json_atomic(manifest_path, manifest)
+    assert publish(state_settings, build_id)["build_id"] == build_id
