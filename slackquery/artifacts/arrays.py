@@ -195,12 +195,7 @@ def verify_sealed(folder: Path, recorded: dict[str, Any] | None) -> None:
         path = array_file(folder, name)
         if not path.is_file() or path.is_symlink():
             raise SlackqueryError(f"vector array {folder.name}/{path.name} is missing")
-        checksum = files.sha256_file(path)
-        if checksum != entry.get("sha256"):
-            raise SlackqueryError(
-                f"checksum mismatch for {folder.name}/{path.name}: file {checksum[:12]}…, "
-                f"manifest {str(entry.get('sha256'))[:12]}…"
-            )
+        files.require_checksum(path, entry.get("sha256"), f"{folder.name}/{path.name}")
 
 
 def open_arrays(folder: Path) -> VectorArrays:

@@ -114,6 +114,15 @@ def sha256_file(path: Path, block_size: int = 8 * 1024 * 1024) -> str:
     return digest.hexdigest()
 
 
+def require_checksum(path: Path, expected: object, label: str) -> None:
+    """Raise unless the sha256 of `path` is `expected` (a manifest's record of it)."""
+    checksum = sha256_file(path)
+    if checksum != expected:
+        raise SlackqueryError(
+            f"checksum mismatch for {label}: file {checksum[:12]}…, manifest {str(expected)[:12]}…"
+        )
+
+
 @contextlib.contextmanager
 def exclusive_lock(path: Path, what: str) -> Iterator[None]:
     """Hold an exclusive `flock` on `path`; fail at once if another process holds it.

@@ -120,12 +120,7 @@ def verify_sealed(artifact_dir: Path, build_id: str, path: Path) -> dict[str, An
         raise SlackqueryError(f"manifest of build {build_id} names another artifact")
     if not manifest.get("validation", {}).get("success"):
         raise SlackqueryError(f"build {build_id} did not pass validation")
-    checksum = files.sha256_file(path)
-    if checksum != manifest.get("checksum_sha256"):
-        raise SlackqueryError(
-            f"checksum mismatch for {path.name}: file {checksum[:12]}…, "
-            f"manifest {str(manifest.get('checksum_sha256'))[:12]}…"
-        )
+    files.require_checksum(path, manifest.get("checksum_sha256"), path.name)
     try:
         arrays.verify_sealed(files.arrays_dir_of(path), manifest.get("arrays"))
     except SlackqueryError as error:
