@@ -159,14 +159,24 @@ def _evidence(hit: SearchHitBase, terms: PartTerms, *, is_correction: bool = Fal
     )
 
 
-def rank_support(hits: Sequence[SearchHitBase], terms: PartTerms) -> list[SearchHitBase]:
-    """Hits ordered as support for one part: coverage, then a stated answer of the asked-for
-    kind, then the search's own fused order."""
+def rank_support(
+    hits: Sequence[SearchHitBase], terms: PartTerms, threshold: float
+) -> list[SearchHitBase]:
+    """Hits ordered as support for one part: those covering at least `threshold` of it in
+    the search's own fused order, then the rest by coverage, a stated answer of the
+    asked-for kind, and fused order.
+
+    Coverage decides *whether* a message supports the part; among those that do, the
+    fused ranking picks better than coverage does (paired over every judged set: strict
+    citation precision +0.031 [+0.008, +0.055], docs/evaluation.md).
+    """
+    covering = [hit for hit in hits if terms.coverage(hit.text) >= threshold]
     keyed = [
         (-round(terms.coverage(hit.text), 4), not holds_answer_type(hit.text, terms.kinds), rank)
         for rank, hit in enumerate(hits)
+        if terms.coverage(hit.text) < threshold
     ]
-    return [hits[key[2]] for key in sorted(keyed)]
+    return covering + [hits[key[2]] for key in sorted(keyed)]
 
 
 def correction_of(
@@ -198,8 +208,8 @@ def answer_part(
 ) -> AnswerPart:
     """One part's evidence, cited answer and support verdict."""
     label = f"{part}: " if multi else ""
-    ranked = rank_support(hits, terms)
-    strength = terms.coverage(ranked[0].text) if ranked else 0.0
+    ranked = rank_support(hits, terms, threshold)
+    strength = max((terms.coverage(hit.text) for hit in hits), default=0.0)
     if strength < threshold or not ranked:
         return AnswerPart(
             part=part,

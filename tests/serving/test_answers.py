@@ -74,14 +74,18 @@ def test_highlight_bolds_the_sentence() -> None:
     assert highlight("A", "missing") == "A"
 
 
-def test_support_orders_by_coverage_then_answer_kind_then_search_rank() -> None:
+def test_support_keeps_search_order_above_the_threshold_then_orders_by_coverage() -> None:
     part = terms("sync", "time", kinds=("time",))
     hits = [
         hit("a", "sync", 1),
         hit("b", "sync time", 2),
         hit("c", "sync time at 16:00", 3),
     ]
-    assert [h.document_id for h in rank_support(hits, part)] == ["c", "b", "a"]
+    # a covers half the part, b and c all of it.
+    assert [h.document_id for h in rank_support(hits, part, 0.4)] == ["a", "b", "c"]
+    assert [h.document_id for h in rank_support(hits, part, 0.75)] == ["b", "c", "a"]
+    # Below the threshold: coverage, then a stated answer of the asked-for kind, then rank.
+    assert [h.document_id for h in rank_support(hits, part, 1.01)] == ["c", "b", "a"]
 
 
 def test_a_later_correction_wins_and_the_conflict_is_named() -> None:
