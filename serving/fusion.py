@@ -15,6 +15,10 @@ import numpy as np
 from serving.arms import ARMS, CONTEXT_TARGETS, ROUTES, Arm
 from serving.ranking import ArmRanking, FusedHit
 
+# What may re-rank the fused hits (serving/stages.py): nothing, or the arms' own scores.
+# A cross-encoder would be one more name here and one more function there.
+RERANKERS = ("none", "scores")
+
 
 def default_route_weights(arms: tuple[Arm, ...] = ARMS) -> dict[str, dict[str, float]]:
     """Every route's weight for every registered arm, as the registry declares them."""
@@ -28,7 +32,8 @@ class FusionConfig:
     `disabled_arms` names registered arms that do not run; `context_target` says which
     message of a matching thread gets the context arm's vote (serving.arms.thread_votes);
     `answer_cue_boost` multiplies the fused score of a message that holds the kind of answer
-    the question asks for (serving.stages); 0 turns it off. Why each default:
+    the question asks for (serving.stages); 0 turns it off; `rerank` names the stage that
+    re-ranks the fused hits before that (serving.stages.RERANK_STAGES). Why each default:
     docs/evaluation.md.
     """
 
@@ -43,8 +48,11 @@ class FusionConfig:
     max_per_thread: int = 3
     context_target: str = "best"
     answer_cue_boost: float = 0.25
+    rerank: str = "none"
 
     def __post_init__(self) -> None:
+        if self.rerank not in RERANKERS:
+            raise ValueError(f"rerank must be one of {', '.join(RERANKERS)}, got {self.rerank!r}")
         if self.answer_cue_boost < 0:
             raise ValueError(f"answer_cue_boost must be >= 0, got {self.answer_cue_boost!r}")
         if self.context_target not in CONTEXT_TARGETS:

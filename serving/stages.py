@@ -1,14 +1,16 @@
 """The stages after fusion: each takes the query context and the fused hits, returns hits.
 
-`STAGES` runs in order on every search whose mode a stage lists. Today: the answer-type
-cue. A reranker (and later the requester's final visibility check) drops in as one more
-`Stage` with the same signature.
+`STAGES` runs in order on every search whose mode a stage lists: the reranker the fusion
+config names (`RERANK_STAGES`; none by default), then the answer-type cue. A cross-encoder
+drops in as one more entry of `RERANK_STAGES` with the same signature.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+
+import numpy as np
 
 from serving.context import QueryContext
 from serving.query import answer_types, holds_answer_type
@@ -62,4 +64,45 @@ def answer_cue_stage(ctx: QueryContext, hits: list[FusedHit]) -> list[FusedHit]:
     return boost_answer_cues(hits, cued, ctx.fusion.answer_cue_boost)
 
 
-STAGES: tuple[Stage, ...] = (Stage("answer_cues", answer_cue_stage),)
+def combine_scores(hits: list[FusedHit], weights: dict[str, float]) -> list[FusedHit]:
+    """Re-rank by the weighted sum of each arm's min-max normalised score (ties by row).
+
+    Rank fusion keeps only each arm's order, so an exact identifier match far ahead on BM25
+    counts as much as a near-tie. A convex combination of normalised scores (the fusion
+    research compares it with RRF: Bruch et al., "An Analysis of Fusion Functions for Hybrid
+    Retrieval", 2023) keeps the gaps. Each arm is normalised over the fused hits that it
+    ranked, so its best hit scores 1 and its worst 0; a hit the arm did not rank gets 0
+    from it. The weights are the route's fusion weights, untuned.
+    """
+    if not hits:
+        return hits
+    combined = np.zeros(len(hits))
+    for arm in {arm for hit in hits for arm in hit.scores}:
+        scored = [(index, hit.scores[arm]) for index, hit in enumerate(hits) if arm in hit.scores]
+        values = np.array([score for _, score in scored], dtype=np.float64)
+        spread = float(values.max() - values.min())
+        normalised = (values - values.min()) / spread if spread > 0 else np.ones(values.size)
+        combined[[index for index, _ in scored]] += weights.get(arm, 0.0) * normalised
+    order = sorted(range(len(hits)), key=lambda index: (-combined[index], hits[index].row))
+    return [FusedHit(hits[i].row, float(combined[i]), hits[i].ranks, hits[i].scores) for i in order]
+
+
+def score_rerank_stage(ctx: QueryContext, hits: list[FusedHit]) -> list[FusedHit]:
+    """The fused hits re-ranked by their arms' normalised scores (`combine_scores`)."""
+    return combine_scores(hits, ctx.fusion.weights(ctx.route))
+
+
+# The fusion config's `rerank` name -> its stage (serving.fusion.RERANKERS lists the names).
+RERANK_STAGES = {"scores": score_rerank_stage}
+
+
+def rerank_stage(ctx: QueryContext, hits: list[FusedHit]) -> list[FusedHit]:
+    """The reranker the fusion config names, or the hits unchanged for `none`."""
+    stage = RERANK_STAGES.get(ctx.fusion.rerank)
+    return hits if stage is None else stage(ctx, hits)
+
+
+STAGES: tuple[Stage, ...] = (
+    Stage("rerank", rerank_stage),
+    Stage("answer_cues", answer_cue_stage),
+)

@@ -13,9 +13,10 @@ either inline or a YAML file:
 
 Axes: `rrf_k`, `candidate_window`, `max_per_thread` (integers >= 1), `answer_cue_boost`
 (a number >= 0; 0 is off), `route_aware` (on/off, true/false), `context_target` (best, root,
-thread), and, for every arm of the registry (serving/arms.py), by its name: `arm.<arm>`
-(on/off: whether it runs), `weight.<arm>` (its weight for every route) and
-`weight.<route>.<arm>` (its weight for one route: exact, conceptual or mixed).
+thread), `rerank` (none, scores: serving/stages.py), and, for every arm of the registry
+(serving/arms.py), by its name: `arm.<arm>` (on/off: whether it runs), `weight.<arm>` (its
+weight for every route) and `weight.<route>.<arm>` (its weight for one route: exact,
+conceptual or mixed).
 """
 
 from __future__ import annotations
@@ -29,12 +30,13 @@ from typing import Any
 import yaml
 
 from serving.arms import ARMS, CONTEXT_TARGETS, ROUTES, arm_names
+from serving.fusion import RERANKERS
 from slackquery.errors import SlackqueryError
 
 INT_AXES = ("rrf_k", "candidate_window", "max_per_thread")
 FLOAT_AXES = ("answer_cue_boost",)
 BOOL_AXES = ("route_aware",)
-CHOICE_AXES = {"context_target": CONTEXT_TARGETS}
+CHOICE_AXES = {"context_target": CONTEXT_TARGETS, "rerank": RERANKERS}
 FIXED_AXES = (*INT_AXES, *FLOAT_AXES, *BOOL_AXES, *CHOICE_AXES)
 # Axes derived from the arm registry, each mapped to the arm it concerns.
 ARM_AXES = {f"arm.{name}": name for name in arm_names(ARMS)}

@@ -6,6 +6,7 @@ import pytest
 
 from slackquery.errors import SlackqueryError
 from slackquery.evaluation.grid import STANDARD_GRID, parse_grid
+from slackquery.evaluation.runner import fusion_config
 
 
 def test_sweep_varies_one_axis_at_a_time_with_the_default_first() -> None:
@@ -64,6 +65,14 @@ def test_context_target_axis() -> None:
         "context_target=thread",
     ]
     assert points[1].overrides == {"context_target": "root"}
+
+
+def test_rerank_axis_names_a_registered_reranker() -> None:
+    points = parse_grid("rerank=scores")
+    assert points[1].overrides == {"rerank": "scores"}
+    assert fusion_config(points[1]).rerank == "scores"
+    with pytest.raises(SlackqueryError, match="rerank values must be one of none, scores"):
+        parse_grid("rerank=cross-encoder")
 
 
 def test_standard_grid_is_a_sweep() -> None:

@@ -10,7 +10,7 @@ from serving.engine import SearchEngine
 from serving.fusion import fuse
 from serving.models import SearchRequest
 from serving.ranking import ArmRanking, FusedHit, top_candidates, top_rows
-from serving.stages import boost_answer_cues
+from serving.stages import boost_answer_cues, combine_scores
 
 
 def reference_fuse(
@@ -163,6 +163,31 @@ def test_answer_cue_boost_reorders_near_ties_only() -> None:
     head = boost_answer_cues(hits, [False, True], 0.25)
     assert [hit.row for hit in head] == [2, 1, 3, 4]
     assert not head[3].answer_cue
+
+
+def test_score_rerank_keeps_the_gaps_rank_fusion_drops() -> None:
+    # Fused order 1, 2, 3; BM25 puts row 3 far ahead, cosine barely prefers 1 over 3.
+    hits = [
+        FusedHit(1, 0.09, {"lexical": 2, "semantic": 1}, {"lexical": 2.0, "semantic": 0.80}),
+        FusedHit(2, 0.08, {"lexical": 3, "semantic": 3}, {"lexical": 1.0, "semantic": 0.70}),
+        FusedHit(3, 0.07, {"lexical": 1, "semantic": 2}, {"lexical": 9.0, "semantic": 0.78}),
+    ]
+    reranked = combine_scores(hits, {"lexical": 1.0, "semantic": 1.0})
+    # Normalised: row 1 = 1/8 + 1, row 2 = 0 + 0, row 3 = 1 + 0.8.
+    assert [hit.row for hit in reranked] == [3, 1, 2]
+    assert [hit.fused_score for hit in reranked] == pytest.approx([1.8, 1.125, 0.0])
+    assert reranked[0].ranks == hits[2].ranks and reranked[0].scores == hits[2].scores
+    # An arm's weight scales its share; a hit an arm did not rank gets nothing from it.
+    only = [FusedHit(4, 0.05, {"semantic": 1}, {"semantic": 0.5}), *hits]
+    weighted = combine_scores(only, {"lexical": 0.0, "semantic": 2.0})
+    assert [hit.row for hit in weighted] == [1, 3, 2, 4]
+    # One hit per arm normalises to 1, and equal scores break ties on the row.
+    tied = combine_scores(
+        [FusedHit(9, 0.1, {"lexical": 1}, {"lexical": 3.0}), FusedHit(5, 0.1, {}, {})],
+        {"lexical": 1.0},
+    )
+    assert [(hit.row, hit.fused_score) for hit in tied] == [(9, 1.0), (5, 0.0)]
+    assert combine_scores([], {"lexical": 1.0}) == []
 
 
 @pytest.mark.parametrize("share", [0.0, 0.01, 0.1, 0.5, 1.0])
