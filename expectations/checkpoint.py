@@ -2,8 +2,8 @@
 
 Run as `python -m expectations.checkpoint ARTIFACT [--previous PUBLISHED] [--output JSON]`:
 the build starts it in a fresh process, which opens the candidate with its arrays folder
-(`files.arrays_dir_of`) and the previous published artifact, for the drift check,
-read-only. Exit status 0 = passed, 1 = failed;
+(`files.arrays_dir_of`) and the previous published artifact, for the count-drift and
+vector-coverage checks, read-only. Exit status 0 = passed, 1 = failed;
 the result JSON lists each failed expectation with sample offending ids.
 """
 
@@ -29,6 +29,7 @@ from expectations.suites import (
     search_documents,
     users,
     vector_arrays,
+    vector_coverage,
     workspaces,
 )
 from slackquery.artifacts import schema
@@ -41,6 +42,7 @@ SUITES = (
     search_documents,
     document_vectors,
     vector_arrays,
+    vector_coverage,
     workspaces,
     channels,
     users,
@@ -192,7 +194,11 @@ def validate_artifact(
         result["build_id"] = metadata["build_id"]
         result["parameters"] = parameters
         artifact = Artifact(
-            conn=conn, chunk_rows=chunk_rows, has_fts=_has_fts(conn), arrays=arrays_dir_of(path)
+            conn=conn,
+            chunk_rows=chunk_rows,
+            has_fts=_has_fts(conn),
+            arrays=arrays_dir_of(path),
+            previous=previous_metadata,
         )
         context = make_context()
         for module in SUITES:

@@ -128,7 +128,7 @@ def rank_aspects(ctx: QueryContext) -> ArmRanking | None:
     parts: a message's rank is its best rank in any part's list, so each part's top hits
     compete near the top, not only the part the whole question's vector leans to. One pass
     over the pool's vectors for all parts."""
-    if not ctx.aspects:
+    if not ctx.aspects or ctx.artifact.vector_rows.size == 0:
         return None
     rows, scores = ctx.cosines
     positions = ctx.vector_positions

@@ -51,6 +51,8 @@ class QueryContext:
     # Matrix positions of the mask's message vectors when known in advance (a requester's
     # visibility without filters: computed once per requester, not per query).
     mask_positions: np.ndarray | None = None
+    # Share of messages with a vector, for the semantic and hybrid modes (None: lexical).
+    vector_coverage: float | None = None
     notes: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     _open: list[float] = field(default_factory=list, repr=False)
@@ -131,6 +133,9 @@ class QueryContext:
     def cosines(self) -> tuple[np.ndarray, np.ndarray]:
         """Eligible message rows and their cosine with the question, in matrix order."""
         artifact, positions = self.artifact, self.vector_positions
+        if artifact.vector_rows.size == 0:
+            # Nothing embedded yet: no vector to compare, so the query is not embedded.
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         scores = vector_scores(
             artifact.vectors, self.query_vector, positions, artifact.vector_codes
         )

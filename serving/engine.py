@@ -322,6 +322,15 @@ class SearchEngine:
             )
         if terms.unknown:
             notes.append("terms found in no message: " + ", ".join(terms.unknown[:10]))
+        # Recorded by the build: the share of messages semantic ranking can reach.
+        coverage = (
+            None if request.mode == "lexical" else float(artifact.metadata["vector_coverage"])
+        )
+        if coverage is not None and coverage < 1:
+            notes.append(
+                f"semantic ranking covers {coverage:.1%} of messages; the rest are reachable "
+                "by lexical search until embedding finishes"
+            )
         if request.mode == "lexical" and not terms.known and not terms.unknown:
             raise SlackqueryError(
                 "query has no searchable tokens for lexical search (letters or digits); "
@@ -357,6 +366,7 @@ class SearchEngine:
             embedder=self.query_embedder,
             active_arms=active,
             max_query_parts=self.settings.search_max_query_parts,
+            vector_coverage=coverage,
             notes=notes,
         )
 
@@ -459,6 +469,7 @@ class SearchEngine:
                 else None
             ),
             notes=ctx.notes,
+            vector_coverage=ctx.vector_coverage,
             timings_ms={key: round(value, 3) for key, value in ctx.timings.items()},
         )
 

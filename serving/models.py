@@ -102,7 +102,15 @@ class SearchResponse(BaseModel):
         description="Pass back as `cursor` (same query and filters) for the next page; "
         "null when there are no more results."
     )
-    notes: list[str] = Field(description="Warnings: dropped tokens, unknown terms, caps hit.")
+    notes: list[str] = Field(
+        description="Warnings: dropped tokens, unknown terms, caps hit, partial vector coverage."
+    )
+    vector_coverage: float | None = Field(
+        default=None,
+        description="Share of messages (0-1) that have a vector, so semantic ranking can "
+        "find them (semantic and hybrid modes; null for lexical, which searches every "
+        "message). Below 1, embedding is still running: the rest are found by words only.",
+    )
     timings_ms: dict[str, float]
 
 

@@ -231,7 +231,9 @@ def register_tools(server: MCPServer, engine: SearchEngine, runner: ToolRunner) 
         the same query, mode and filters.
         Returns hits with ids, channel, author, ISO timestamp, thread id, text, permalink,
         each arm's rank/score and the fused score (ranking signals, not probabilities),
-        plus next_cursor. Zero results do not prove something was never said.
+        plus next_cursor and vector_coverage: the share of messages semantic ranking reaches
+        (below 1 while embedding runs; lexical search reaches every message). Zero results
+        do not prove something was never said.
         A call that takes over {budget_s:g} s ends with an error; errors are one line.
         """
         request = SearchRequest(

@@ -191,6 +191,15 @@ class Settings(BaseSettings):
         description="A drop of at most this many documents (or messages) always passes the "
         "count-drift check, however large relatively: a small archive may lose a channel.",
     )
+    artifact_min_vector_coverage: float = Field(
+        default=1.0,
+        ge=0.0,
+        le=1.0,
+        description="Least share of active message documents that must have a vector of the "
+        "configured generation for `build` to build an artifact (1 = all). Below 1, the "
+        "artifact is published with the vectors there are: lexical search covers every "
+        "message, semantic ranking the embedded ones; 0 publishes before any embedding.",
+    )
     artifact_build_memory_limit: str = Field(
         default="2GB",
         description="DuckDB memory_limit of the connection that copies state into a new "

@@ -1,6 +1,7 @@
-"""One module per published table (and `vector_arrays` for the arrays beside them), each
-exposing `TABLE`, `ID_COLUMNS`, `build_suite() -> gx.ExpectationSuite` (named after the
-table) and `check_frames(artifact) -> Iterator[DataFrame]`, the batches the suite validates.
+"""One module per published table (and `vector_arrays` for the arrays beside them,
+`vector_coverage` for the comparison with the published artifact), each exposing `TABLE`,
+`ID_COLUMNS`, `build_suite() -> gx.ExpectationSuite` (named after the table) and
+`check_frames(artifact) -> Iterator[DataFrame]`, the batches the suite validates.
 
 Expected values (counts from `artifact_metadata`, the stored dimension, drift bounds
 from the previous published artifact, schema signatures) arrive at run time as GX
@@ -10,6 +11,7 @@ expectation parameters (`{"$PARAMETER": name}`), so suites stay static code.
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import great_expectations.expectations as gxe
@@ -22,12 +24,14 @@ STANDARD_VECTOR_SIZE = 2048
 @dataclass(frozen=True)
 class Artifact:
     """A read-only connection to the artifact under validation, the arrays folder beside
-    it, and how to batch them."""
+    it, how to batch them, and what the published artifact recorded."""
 
     conn: duckdb.DuckDBPyConnection
     chunk_rows: int
     has_fts: bool
     arrays: Path
+    # The published artifact's metadata row, when the candidate is compared with it.
+    previous: dict[str, Any] | None = None
 
 
 def param(name: str) -> dict[str, str]:

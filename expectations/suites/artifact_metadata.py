@@ -1,7 +1,8 @@
 """`artifact_metadata`: exactly one row that describes the artifact consistently.
 
 Its counts are the yardstick the other suites measure their tables against, so this
-suite checks they agree with each other and did not drop further below the previously
+suite checks they agree with each other (the recorded `vector_coverage` is the tables'
+share of messages with a vector) and did not drop further below the previously
 published artifact's than the settings allow (growth always passes).
 """
 
@@ -50,9 +51,14 @@ def build_suite() -> gx.ExpectationSuite:
             description="document_count = message_count + thread_context_count",
         ),
         gxe.ExpectColumnValuesToBeInSet(
-            column="one_vector_per_message",
+            column="vectors_within_messages",
             value_set=[True],
-            description="vector_count = message_count",
+            description="vector_count <= message_count",
+        ),
+        gxe.ExpectColumnValuesToBeInSet(
+            column="coverage_matches_tables",
+            value_set=[True],
+            description="vector_coverage = document_vectors rows / message documents",
         ),
         gxe.ExpectColumnValuesToBeInSet(
             column="fts_config_complete",
@@ -90,12 +96,19 @@ def check_frames(artifact: Artifact) -> Iterator[pd.DataFrame]:
         select
             build_id, schema_version, generation_id, source_watermark,
             document_count, message_count, thread_context_count, vector_count,
+            vector_coverage,
             {signature_sql(TABLE)} as schema_signature,
             coalesce(json_extract_string(generation_json, '$.generation_id') = generation_id,
                 false) as generation_matches,
             coalesce(document_count = message_count + thread_context_count, false)
                 as counts_add_up,
-            coalesce(vector_count = message_count, false) as one_vector_per_message,
+            coalesce(vector_count <= message_count, false) as vectors_within_messages,
+            coalesce(vector_coverage = coalesce(
+                (select count(*) from document_vectors)::double / nullif(
+                    (select count(*) from search_documents where document_kind = 'message'), 0
+                ),
+                1.0
+            ), false) as coverage_matches_tables,
             coalesce({fts_keys}, false) as fts_config_complete
         from artifact_metadata
         """

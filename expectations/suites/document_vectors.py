@@ -1,4 +1,5 @@
-"""`document_vectors`: one finite unit vector of the stored dimension per message document.
+"""`document_vectors`: finite unit vectors of the stored dimension, at most one per message
+document (how many messages have one is `artifact_metadata.vector_coverage`).
 
 Vectors never reach pandas: SQL reduces each to its dimension, a finiteness flag and its
 norm error in one streamed pass, handed to GX in batches, so a million-vector artifact

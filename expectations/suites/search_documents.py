@@ -1,7 +1,7 @@
 """`search_documents`: every active document once, indexed, non-blank, vectors as needed.
 
 Checked per batch with SQL-computed flags: id duplicates, how many vectors each document
-has (one per message, none per thread context), whether the FTS index has it. One query
+has (at most one per message, none per thread context), whether the FTS index has it. One query
 computes them all in a single pass and streams its result in batches.
 """
 
@@ -47,10 +47,10 @@ def build_suite() -> gx.ExpectationSuite:
         ),
         gxe.ExpectColumnValuesToBeInSet(
             column="vector_count",
-            value_set=[1],
+            value_set=[0, 1],
             row_condition='document_kind=="message"',
             condition_parser="pandas",
-            description="every message document has exactly one vector",
+            description="a message document has at most one vector",
         ),
         gxe.ExpectColumnValuesToBeInSet(
             column="vector_count",

@@ -3,7 +3,8 @@
 Order of work, and why each step is safe to die in:
 1. Under the artifact lock, earlier builds left `building` are marked failed and their
    `.tmp` files removed (a build holds the lock for its whole run, so none is running).
-2. Coverage gate, then a `building` row in `search_builds`.
+2. Coverage gate (`artifact_min_vector_coverage` of the active messages have a vector),
+   then a `building` row in `search_builds`.
 3. The serving subset is copied into `search-<id>.duckdb.tmp` (readers never look at
    `.tmp` names), the FTS index is built by the dbt macro, metadata written, CHECKPOINT;
    then the vector arrays are written from that file into `search-<id>.arrays.tmp/`.
@@ -131,30 +132,37 @@ def write_candidate(
             conn.execute(schema.create_table_sql("candidate", table, tables[table], key))
         for copy in COPIES:
             conn.execute(copy.insert_sql(tables[copy.table]))
-        # Vectors in two steps, so no hash table ever holds the vectors themselves: first
-        # the state rows to copy (ids only), then one scan of the vectors probing that
-        # small exact table, cast to the fixed-size array on the way. A single join lets
-        # DuckDB's filter estimates pick the vector side as the build side, and sorting
-        # them by id would spill; serving orders them on load.
-        conn.execute(
-            f"""
-            create or replace temp table artifact_vector_rows as
-            select work_row, document_id from ({current.CURRENT_VECTORS}) as current_vectors
-            """,
-            {"generation_id": generation.generation_id},
-        )
-        conn.execute(
-            f"""
-            insert into candidate.document_vectors
-            select artifact_vector_rows.document_id, vectors.embedding::float[{dimension}]
-            from main.embedding_work_items as vectors
-            inner join artifact_vector_rows on vectors.rowid = artifact_vector_rows.work_row
-            """
-        )
-        conn.execute("drop table artifact_vector_rows")
+        if generation.in_state:
+            _copy_vectors(conn, generation)
     finally:
         conn.execute("detach candidate")
         conn.execute("set disabled_compression_methods = ?", [disabled_before])
+
+
+def _copy_vectors(conn: duckdb.DuckDBPyConnection, generation: inputs.Generation) -> None:
+    """Insert the generation's current vectors into the attached `candidate`."""
+    dimension = generation.stored_dimension
+    # Vectors in two steps, so no hash table ever holds the vectors themselves: first
+    # the state rows to copy (ids only), then one scan of the vectors probing that
+    # small exact table, cast to the fixed-size array on the way. A single join lets
+    # DuckDB's filter estimates pick the vector side as the build side, and sorting
+    # them by id would spill; serving orders them on load.
+    conn.execute(
+        f"""
+        create or replace temp table artifact_vector_rows as
+        select work_row, document_id from ({current.CURRENT_VECTORS}) as current_vectors
+        """,
+        {"generation_id": generation.generation_id},
+    )
+    conn.execute(
+        f"""
+        insert into candidate.document_vectors
+        select artifact_vector_rows.document_id, vectors.embedding::float[{dimension}]
+        from main.embedding_work_items as vectors
+        inner join artifact_vector_rows on vectors.rowid = artifact_vector_rows.work_row
+        """
+    )
+    conn.execute("drop table artifact_vector_rows")
 
 
 def seal_candidate(
@@ -186,9 +194,10 @@ def seal_candidate(
             "thread_context_count": int(row[2]),
             "vector_count": int(row[3]),
         }
+        coverage = schema.vector_coverage(counts["vector_count"], counts["message_count"])
         built_at = history.now()
         conn.execute(
-            "insert into artifact_metadata values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "insert into artifact_metadata values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 build_id,
                 schema.SCHEMA_VERSION,
@@ -199,6 +208,7 @@ def seal_candidate(
                 counts["message_count"],
                 counts["thread_context_count"],
                 counts["vector_count"],
+                coverage,
                 json.dumps(fts_config, sort_keys=True),
                 version,
                 built_at,
@@ -207,7 +217,12 @@ def seal_candidate(
         conn.execute("checkpoint")
     finally:
         conn.close()
-    return {"counts": counts, "fts_config": fts_config, "built_at": built_at.isoformat()}
+    return {
+        "counts": counts,
+        "vector_coverage": coverage,
+        "fts_config": fts_config,
+        "built_at": built_at.isoformat(),
+    }
 
 
 def remove_stale_temp_files(artifact_dir: Path) -> list[str]:
@@ -264,6 +279,7 @@ def manifest_for(
         "generation": generation.identity,
         "source_watermark": watermark,
         "counts": sealed["counts"],
+        "vector_coverage": sealed["vector_coverage"],
         "fts_config": sealed["fts_config"],
         "arrays": arrays.describe(files.arrays_dir_of(final)),
         "built_at": sealed["built_at"],
@@ -278,8 +294,9 @@ def manifest_for(
 def build_artifact(settings: Settings) -> str:
     """Build, validate and seal a new artifact from state; return its build id.
 
-    Raises SlackqueryError (and records a failed build) when coverage is incomplete or
-    validation fails. The published artifact is never touched.
+    Raises SlackqueryError (and records a failed build) when fewer messages than
+    `artifact_min_vector_coverage` have a vector, or validation fails. The published
+    artifact is never touched.
     """
     state_path = settings.state_path
     if not state_path.exists():
@@ -300,7 +317,7 @@ def build_artifact(settings: Settings) -> str:
             inputs.require_marts(conn, [copy.mart for copy in COPIES])
             watermark = inputs.source_watermark(conn)
             generation = inputs.current_generation(settings, conn)
-            inputs.check_coverage(conn, generation)
+            inputs.check_coverage(conn, generation, settings.artifact_min_vector_coverage)
             version = code_version()
             build_id = new_build_id(watermark)
             temp = files.temp_file(artifact_dir, build_id)

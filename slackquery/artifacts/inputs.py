@@ -35,10 +35,15 @@ from search_documents
 
 @dataclass(frozen=True)
 class Generation:
-    """The embedding generation an artifact is built for, with its full stored identity."""
+    """The embedding generation an artifact is built for, with its full stored identity.
+
+    `in_state` is False for a generation the settings pin but the embed flow has not
+    recorded yet (a workspace built before any embedding): it has no vectors to copy.
+    """
 
     generation_id: str
     identity: dict[str, Any]
+    in_state: bool = True
 
     @property
     def stored_dimension(self) -> int:
@@ -71,23 +76,38 @@ def source_watermark(conn: duckdb.DuckDBPyConnection) -> str:
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
+def _has_embedding_tables(conn: duckdb.DuckDBPyConnection) -> bool:
+    row = conn.execute(
+        "select count(*) from duckdb_tables() where table_name in "
+        "('embedding_generations', 'embedding_work_items')"
+    ).fetchone()
+    return bool(row and row[0] == 2)
+
+
+def _unembedded(pinned: GenerationIdentity | None, settings: Settings) -> Generation | None:
+    """The pinned generation with no vectors, when the settings allow a build without any."""
+    if pinned is None or settings.artifact_min_vector_coverage > 0:
+        return None
+    identity = json.loads(json.dumps(pinned.to_dict()))  # as the embed flow would store it
+    return Generation(generation_id=pinned.generation_id, identity=identity, in_state=False)
+
+
 def current_generation(settings: Settings, conn: duckdb.DuckDBPyConnection) -> Generation:
     """The configured embedding generation, as recorded by the embed flow in state.
 
     The settings pin the identity when they can (`configured_identity`, no endpoint
     contacted); an unpinned HTTP model is only known through what the embed flow stored,
-    so then the newest generation recorded for the configured model is used.
+    so then the newest generation recorded for the configured model is used. With
+    `artifact_min_vector_coverage` 0, a pinned generation the embed flow has not recorded
+    yet is used as it is (no vectors); an unpinned one still needs `embed`, since only
+    the endpoint knows its dimension.
     """
-    tables = {
-        name
-        for (name,) in conn.execute(
-            "select table_name from duckdb_tables() where table_name in "
-            "('embedding_generations', 'embedding_work_items')"
-        ).fetchall()
-    }
-    if tables != {"embedding_generations", "embedding_work_items"}:
-        raise SlackqueryError("the state database has no embeddings: run `slackquery embed` first")
     pinned: GenerationIdentity | None = configured_identity(settings)
+    if not _has_embedding_tables(conn):
+        unembedded = _unembedded(pinned, settings)
+        if unembedded is not None:
+            return unembedded
+        raise SlackqueryError("the state database has no embeddings: run `slackquery embed` first")
     if pinned is not None:
         row = conn.execute(
             "select generation_id, identity_json from embedding_generations "
@@ -95,6 +115,9 @@ def current_generation(settings: Settings, conn: duckdb.DuckDBPyConnection) -> G
             [pinned.generation_id],
         ).fetchone()
         if row is None:
+            unembedded = _unembedded(pinned, settings)
+            if unembedded is not None:
+                return unembedded
             raise SlackqueryError(
                 f"embedding generation {pinned.generation_id} has no vectors yet: "
                 "run `slackquery embed` first"
@@ -149,31 +172,67 @@ select document_kind, coverage, count(*) from classified group by 1, 2 order by 
 """
 
 
-def check_coverage(conn: duckdb.DuckDBPyConnection, generation: Generation) -> dict[str, Any]:
-    """Refuse unless every active message has a succeeded vector at its current text.
+# The same classification for a generation the embed flow has not recorded (its tables
+# may not exist yet): no document is queued.
+UNQUEUED_SQL = f"""
+with wanted as ({WANTED_DOCUMENTS})
+select
+    documents.document_kind,
+    case when wanted.document_id is null then 'not_embedded' else 'not_queued' end,
+    count(*)
+from search_documents as documents
+left join wanted on documents.document_id = wanted.document_id
+where documents.is_active
+group by 1, 2
+order by 1, 2
+"""
+
+
+def coverage_by_kind(
+    conn: duckdb.DuckDBPyConnection, generation: Generation
+) -> dict[str, dict[str, int]]:
+    """Active documents by kind, then by coverage (see `COVERAGE_SQL`)."""
+    if generation.in_state:
+        rows = conn.execute(COVERAGE_SQL, {"generation_id": generation.generation_id}).fetchall()
+    else:
+        rows = conn.execute(UNQUEUED_SQL).fetchall()
+    by_kind: dict[str, dict[str, int]] = {}
+    for kind, coverage, count in rows:
+        by_kind.setdefault(kind, {})[coverage] = int(count)
+    return by_kind
+
+
+def check_coverage(
+    conn: duckdb.DuckDBPyConnection, generation: Generation, min_share: float = 1.0
+) -> dict[str, dict[str, int]]:
+    """Refuse unless at least `min_share` of the active messages have a succeeded vector
+    at their current text (1.0: every one).
 
     Returns the counts by kind and coverage; the error names the missing ones by state
     (pending, in_progress, retryable_failed, terminal_failed, stale_text, not_queued).
     """
-    rows = conn.execute(COVERAGE_SQL, {"generation_id": generation.generation_id}).fetchall()
-    by_kind: dict[str, dict[str, int]] = {}
-    for kind, coverage, count in rows:
-        by_kind.setdefault(kind, {})[coverage] = int(count)
+    by_kind = coverage_by_kind(conn, generation)
     active = sum(sum(states.values()) for states in by_kind.values())
     if active == 0:
         raise SlackqueryError("no active search documents in state: nothing to build")
     messages = by_kind.get("message", {})
+    total = sum(messages.values())
+    embedded = messages.get("succeeded", 0)
+    if embedded >= min_share * total:
+        return by_kind
     missing = {state: count for state, count in messages.items() if state != "succeeded"}
-    if missing:
-        total = sum(messages.values())
-        detail = ", ".join(f"{state}: {count}" for state, count in sorted(missing.items()))
-        kinds = ", ".join(
-            f"{kind}: {sum(states.values())} active" for kind, states in sorted(by_kind.items())
-        )
-        raise SlackqueryError(
-            f"embedding coverage incomplete for generation {generation.generation_id}: "
-            f"{messages.get('succeeded', 0)}/{total} active message documents have a vector "
-            f"for their current text; missing by state: {detail} ({kinds}); "
-            "run `slackquery embed` and build again"
-        )
-    return by_kind
+    detail = ", ".join(f"{state}: {count}" for state, count in sorted(missing.items()))
+    kinds = ", ".join(
+        f"{kind}: {sum(states.values())} active" for kind, states in sorted(by_kind.items())
+    )
+    needed = (
+        f"; SLACKQUERY_ARTIFACT_MIN_VECTOR_COVERAGE={min_share} needs {min_share:.1%}"
+        if min_share < 1
+        else ""
+    )
+    raise SlackqueryError(
+        f"embedding coverage incomplete for generation {generation.generation_id}: "
+        f"{embedded}/{total} active message documents have a vector "
+        f"for their current text; missing by state: {detail} ({kinds}){needed}; "
+        "run `slackquery embed` and build again"
+    )

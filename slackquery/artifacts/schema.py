@@ -1,8 +1,11 @@
-"""The artifact schema (version 3): one ordered column list per published table.
+"""The artifact schema (version 4): one ordered column list per published table.
 
 Version 3 added the vector arrays beside the DuckDB file (arrays.py); serving maps them
 instead of reading `document_vectors`, so a version 2 artifact (no arrays) is refused
-with "build and publish a new one" rather than loaded the old way.
+with "build and publish a new one" rather than loaded the old way. Version 4 records
+`artifact_metadata.vector_coverage`, because an artifact may now hold vectors for only
+part of its messages (`artifact_min_vector_coverage`); older files, all fully covered,
+are refused the same way rather than served under a contract they do not match.
 
 This module is the single Python statement of the artifact contract in
 docs/architecture.md. The build creates tables from it and the Great Expectations suites
@@ -13,7 +16,7 @@ from dataclasses import dataclass
 
 from slackquery.projection import project_vars
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # The FTS index the dbt macro builds over the artifact's documents.
 FTS_RELATION = "search_documents"
@@ -51,6 +54,8 @@ ARTIFACT_METADATA = _columns(
     ("message_count", "BIGINT"),
     ("thread_context_count", "BIGINT"),
     ("vector_count", "BIGINT"),
+    # vector_count / message_count: the share of messages semantic ranking can reach.
+    ("vector_coverage", "DOUBLE"),
     ("fts_config_json", "JSON"),
     ("code_version", "VARCHAR"),
     ("built_at", "TIMESTAMP WITH TIME ZONE"),
@@ -123,6 +128,12 @@ CHANNEL_MEMBERS = _columns(
     ("is_workspace_user", "BOOLEAN"),
     ("is_external", "BOOLEAN"),
 )
+
+
+def vector_coverage(vector_count: int, message_count: int) -> float:
+    """`artifact_metadata.vector_coverage`: the share of message documents with a vector
+    (1.0 when there are no messages: nothing is left for semantic ranking to miss)."""
+    return vector_count / message_count if message_count else 1.0
 
 
 def document_vectors_columns(dimension: int) -> tuple[Column, ...]:

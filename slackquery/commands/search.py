@@ -122,9 +122,14 @@ def snippet(text: str, query: str) -> str:
 
 def render(response: SearchResponse) -> str:
     """Readable results: channel, author, time, highlighted snippet, permalink."""
+    coverage = (
+        f", vector coverage {response.vector_coverage:.1%}"
+        if response.vector_coverage is not None
+        else ""
+    )
     lines = [
-        f"{len(response.results)} result(s) for {response.query!r} "
-        f"(mode {response.mode}, route {response.route}, artifact {response.artifact_id})"
+        f"{len(response.results)} result(s) for {response.query!r} (mode {response.mode}, "
+        f"route {response.route}, artifact {response.artifact_id}{coverage})"
     ]
     for number, hit in enumerate(response.results, start=1):
         lines.append(

@@ -342,3 +342,18 @@ def embed_all(conn: Any, identity: GenerationIdentity, *, seed: int = 0) -> None
             "generation_id": identity.generation_id,
         },
     )
+
+
+def embed_only(state_path: Path, count: int) -> None:
+    """Keep the vectors of the first `count` embedded documents (by id); the rest go back to
+    `pending`, as if embedding had not reached them yet."""
+    conn = connect(str(state_path))
+    try:
+        conn.execute(
+            "update embedding_work_items set state = 'pending', embedding = null "
+            "where document_id not in (select document_id from embedding_work_items "
+            "order by document_id limit ?)",
+            [count],
+        )
+    finally:
+        conn.close()

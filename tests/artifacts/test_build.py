@@ -9,18 +9,20 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from expectations.suites.vector_coverage import RULE
 from slackquery import projection
-from slackquery.artifacts import files, history, schema
+from slackquery.artifacts import arrays, files, history, schema
 from slackquery.artifacts.build import build_artifact, write_candidate
 from slackquery.artifacts.inputs import current_generation
 from slackquery.artifacts.publish import current_artifact, publish, rollback
 from slackquery.artifacts.retention import apply_retention
+from slackquery.artifacts.validate import ValidationFailed
 from slackquery.cli import main
 from slackquery.duckdb_setup import connect
 from slackquery.errors import SlackqueryError
-from slackquery.settings import Settings
+from slackquery.settings import Settings, get_settings
 from tests.artifacts.conftest import apply_env, identity_for
-from tests.artifacts.synthetic import synthesize_state
+from tests.artifacts.synthetic import embed_all, embed_only, synthesize_state
 
 
 def _columns(conn: duckdb.DuckDBPyConnection, table: str) -> list[tuple[str, str]]:
@@ -112,7 +114,91 @@ def test_coverage_gate_refuses_and_names_missing_counts(state_settings: Settings
     assert "56/59 active message documents" in message
     assert "pending: 2" in message and "stale_text: 1" in message
     assert "thread_context: 6 active" in message
+    assert "SLACKQUERY_ARTIFACT_MIN_VECTOR_COVERAGE" not in message  # the default needs all
     assert not any(settings.artifact_path.glob("search-*"))
+
+
+def test_a_lower_coverage_gate_still_refuses_below_its_share(
+    state_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLACKQUERY_ARTIFACT_MIN_VECTOR_COVERAGE", "0.9")
+    embed_only(state_settings.state_path, 36)
+    with pytest.raises(SlackqueryError) as caught:
+        build_artifact(get_settings())
+    message = str(caught.value)
+    assert "embedding coverage incomplete" in message and "36/59 active message" in message
+    assert "SLACKQUERY_ARTIFACT_MIN_VECTOR_COVERAGE=0.9 needs 90.0%" in message
+
+
+def _coverage_recorded(settings: Settings, build_id: str) -> tuple[tuple, float]:
+    """(vector_count, message_count, vector_coverage) of the metadata; the manifest's share."""
+    path = files.artifact_file(settings.artifact_path, build_id)
+    conn = connect(str(path), read_only=True)
+    try:
+        row = conn.execute(
+            "select vector_count, message_count, vector_coverage from artifact_metadata"
+        ).fetchone()
+    finally:
+        conn.close()
+    manifest = files.read_json(files.manifest_file(settings.artifact_path, build_id))
+    return tuple(row or ()), manifest["vector_coverage"]
+
+
+def test_partial_coverage_publishes_but_never_goes_backwards_in_one_generation(
+    state_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLACKQUERY_ARTIFACT_MIN_VECTOR_COVERAGE", "0.5")
+    settings = get_settings()
+    identity = identity_for(settings)
+    embed_only(settings.state_path, 36)
+    partial = build_artifact(settings)
+    assert _coverage_recorded(settings, partial) == ((36, 59, 36 / 59), 36 / 59)
+    conn = connect(str(settings.state_path))
+    embed_all(conn, identity)
+    conn.close()
+    full = build_artifact(settings)
+    publish(settings, full)
+    full_path = files.artifact_file(settings.artifact_path, full)
+
+    with pytest.raises(ValidationFailed) as caught:
+        publish(settings, partial)  # same generation, same messages, 23 vectors fewer
+    message = str(caught.value)
+    assert f"publish of {partial} refused" in message and RULE in message
+    assert f"published {full} covers 100.0% (59/59 messages" in message
+    assert f"candidate {partial} covers 61.0% (36/59 messages" in message
+    assert current_artifact(settings) == full_path
+
+    # A model switch re-embeds from nothing: a lower share of a new generation publishes.
+    monkeypatch.setenv("SLACKQUERY_EMBEDDING_MODEL_REVISION", "r2")
+    switched = get_settings()
+    synthesize_state(switched.state_path, identity_for(switched), messages=60)
+    embed_only(switched.state_path, 30)
+    other_model = build_artifact(switched)
+    publish(switched, other_model)
+    assert current_artifact(switched) == files.artifact_file(switched.artifact_path, other_model)
+    assert _coverage_recorded(switched, other_model)[1] == 30 / 59
+
+
+def test_no_coverage_publishes_before_the_embed_flow_ever_ran(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = apply_env(monkeypatch, tmp_path / "home")
+    synthesize_state(settings.state_path, identity_for(settings), messages=60, embed=False)
+    conn = connect(str(settings.state_path))
+    conn.execute("drop table embedding_work_items")
+    conn.execute("drop table embedding_generations")
+    conn.close()
+    with pytest.raises(SlackqueryError, match="no embeddings: run `slackquery embed` first"):
+        build_artifact(settings)  # the default still needs every vector
+
+    monkeypatch.setenv("SLACKQUERY_ARTIFACT_MIN_VECTOR_COVERAGE", "0")
+    settings = get_settings()
+    build_id = build_artifact(settings)
+    publish(settings, build_id)
+    assert _coverage_recorded(settings, build_id) == ((0, 59, 0.0), 0.0)
+    path = files.artifact_file(settings.artifact_path, build_id)
+    assert current_artifact(settings) == path
+    assert len(arrays.open_arrays(files.arrays_dir_of(path)).rows) == 0
 
 
 def test_vectors_follow_the_current_text_and_generation_stored_plainly(

@@ -1,5 +1,9 @@
 """Retrieval behaviour of SearchEngine over the test artifact (no transport involved)."""
 
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
 import pytest
 
 import serving.arms
@@ -7,10 +11,14 @@ from serving.engine import SearchEngine
 from serving.fusion import FusionConfig
 from serving.models import SearchRequest
 from serving.query import fts_tokens
+from slackquery.artifacts.build import build_artifact
 from slackquery.artifacts.publish import publish
 from slackquery.duckdb_setup import connect
+from slackquery.embedding.base import GenerationIdentity
 from slackquery.errors import SlackqueryError
-from slackquery.settings import Settings
+from slackquery.settings import Settings, get_settings
+from tests.artifacts.conftest import apply_env, identity_for
+from tests.artifacts.synthetic import embed_only, synthesize_state
 
 from .conftest import Pipeline
 from .slack_export import ACME, BETA, message_id
@@ -398,3 +406,98 @@ def test_answer_cues_boost_messages_that_state_the_asked_kind(engine: SearchEngi
     assert scores == sorted(scores, reverse=True)
     # Only hybrid ranking uses the cue; the single arms stay pure.
     assert not any(hit.answer_cue for hit in search(engine, question, mode="semantic").results)
+
+
+def test_a_fully_embedded_artifact_reports_full_coverage(engine: SearchEngine) -> None:
+    for mode in ("hybrid", "semantic"):
+        response = search(engine, "database failover", mode=mode)
+        assert response.vector_coverage == 1.0
+        assert not any("semantic ranking covers" in note for note in response.notes)
+    assert search(engine, "database failover", mode="lexical").vector_coverage is None
+
+
+class CountingEmbedder:
+    """Query vectors of ones for the synthetic generation; counts the texts it embeds."""
+
+    def __init__(self, identity: GenerationIdentity):
+        self.identity = identity
+        self.texts: list[str] = []
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        self.texts.extend(texts)
+        return np.ones((len(texts), self.identity.stored_dimension), dtype=np.float32)
+
+
+def _partly_embedded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, embedded: int
+) -> tuple[SearchEngine, CountingEmbedder, set[str]]:
+    """An engine over a published synthetic artifact (59 messages, `embedded` with a
+    vector) built with a gate of 0; also the ids of the embedded messages."""
+    apply_env(monkeypatch, tmp_path / "home")
+    monkeypatch.setenv("SLACKQUERY_ARTIFACT_MIN_VECTOR_COVERAGE", "0")
+    settings = get_settings()
+    synthesize_state(settings.state_path, identity_for(settings), messages=60)
+    embed_only(settings.state_path, embedded)
+    publish(settings, build_artifact(settings))
+    conn = connect(str(settings.state_path), read_only=True)
+    try:
+        rows = conn.execute(
+            "select document_id from embedding_work_items where state = 'succeeded'"
+        ).fetchall()
+    finally:
+        conn.close()
+    embedder = CountingEmbedder(identity_for(settings))
+    return SearchEngine(settings, embedder=embedder), embedder, {row[0] for row in rows}
+
+
+def _every_page(engine: SearchEngine, query: str, mode: str) -> tuple[list, set[str]]:
+    """Every page's notes-bearing responses and the ids of all their hits."""
+    responses, found, cursor = [], set(), None
+    while True:
+        response = search(engine, query, mode=mode, limit=50, cursor=cursor)
+        responses.append(response)
+        found |= set(ids(response))
+        cursor = response.next_cursor
+        if cursor is None:
+            return responses, found
+
+
+def test_partial_coverage_ranks_embedded_messages_semantically_and_all_lexically(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine, _, embedded = _partly_embedded(tmp_path, monkeypatch, 36)
+    try:
+        note = (
+            "semantic ranking covers 61.0% of messages; the rest are reachable by lexical "
+            "search until embedding finishes"
+        )
+        (semantic, *_), found = _every_page(engine, "deploy incident", "semantic")
+        assert len(embedded) == 36 and found and found <= embedded  # threads capped per page
+        assert semantic.vector_coverage == pytest.approx(36 / 59) and note in semantic.notes
+        (lexical, *_), found = _every_page(engine, "err", "lexical")
+        assert found - embedded  # every message has an ERR-n code, embedded or not
+        assert lexical.vector_coverage is None and note not in lexical.notes
+        hybrid = search(engine, "err", mode="hybrid", limit=50)
+        assert hybrid.vector_coverage == pytest.approx(36 / 59) and note in hybrid.notes
+        assert set(ids(hybrid)) & embedded and set(ids(hybrid)) - embedded
+    finally:
+        engine.close()
+
+
+def test_no_vectors_serve_lexical_hits_and_an_empty_semantic_ranking(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine, embedder, embedded = _partly_embedded(tmp_path, monkeypatch, 0)
+    try:
+        assert embedded == set()
+        semantic = search(engine, "deploy incident", mode="semantic")
+        assert semantic.results == [] and semantic.vector_coverage == 0.0
+        assert any(
+            note.startswith("semantic ranking covers 0.0% of messages") for note in semantic.notes
+        )
+        assert search(engine, "err", mode="lexical").results
+        hybrid = search(engine, "err deploy", mode="hybrid")
+        assert hybrid.results and hybrid.vector_coverage == 0.0
+        assert embedder.texts == []  # nothing to compare a query vector with
+    finally:
+        engine.close()
