@@ -1,8 +1,10 @@
-"""The artifact schema (version 3): one ordered column list per published table.
+"""The artifact schema (version 4): one ordered column list per published table.
 
 Version 3 added the vector arrays beside the DuckDB file (arrays.py); serving maps them
 instead of reading `document_vectors`, so a version 2 artifact (no arrays) is refused
-with "build and publish a new one" rather than loaded the old way.
+with "build and publish a new one" rather than loaded the old way. Version 4 added the
+BM25 postings and per-document arrays (postings.py, documents.py) for the same reason:
+serving maps them instead of reading the FTS tables and `search_documents` at load.
 
 This module is the single Python statement of the artifact contract in
 docs/architecture.md. The build creates tables from it and the Great Expectations suites
@@ -13,7 +15,7 @@ from dataclasses import dataclass
 
 from slackquery.projection import project_vars
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # The FTS index the dbt macro builds over the artifact's documents.
 FTS_RELATION = "search_documents"
