@@ -146,7 +146,8 @@ def document_arrays(conn: duckdb.DuckDBPyConnection) -> tuple[dict[str, np.ndarr
         codes, vocabulary = _codes(columns[column])
         result |= {f"{coded}.codes": codes, **packed.pack(f"{coded}.vocabulary", vocabulary)}
     thread_codes, _ = _codes(columns["thread_id"])
-    result["is_thread"] = np.array([bool(thread) for thread in columns["thread_id"].tolist()])
+    threads = columns["thread_id"].tolist()
+    result["is_thread"] = np.fromiter((bool(thread) for thread in threads), bool, len(threads))
     # Rows outside threads get a key of their own so the per-thread cap ignores them.
     result["thread_keys"] = np.where(
         result["is_thread"],
