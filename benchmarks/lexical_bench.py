@@ -20,14 +20,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from benchmarks.serving_bench import bench_settings, queries, read_corpus, summary
 from serving.lexical import BM25Index
 from serving.query import parse_query
 from serving.ranking import top_candidates
+from slackquery.artifacts import arrays, files
 from slackquery.artifacts.publish import current_artifact
-from slackquery.duckdb_setup import connect
 
 
 def run(folder: Path, query_count: int, window: int, repeat: int) -> dict[str, Any]:
@@ -35,17 +33,11 @@ def run(folder: Path, query_count: int, window: int, repeat: int) -> dict[str, A
     path = current_artifact(bench_settings(folder))
     if path is None:
         raise SystemExit(f"no published artifact under {folder}")
-    connection = connect(str(path), read_only=True)
-    try:
-        kinds = connection.execute(
-            "select document_kind from search_documents order by document_id"
-        ).fetchnumpy()["document_kind"]
-        is_message = np.asarray(kinds == "message", dtype=bool)
-        started = time.perf_counter()
-        index = BM25Index.from_fts(connection, is_message.size)
-        load_s = time.perf_counter() - started
-    finally:
-        connection.close()
+    started = time.perf_counter()
+    mapped = arrays.open_arrays(files.arrays_dir_of(path))
+    is_message = mapped.documents.arrays["is_message"]
+    index = BM25Index(mapped.postings, is_message.size)
+    load_s = time.perf_counter() - started
     load_before = round(os.getloadavg()[0], 2)
     every, early, read = [], [], []
     for text in queries(read_corpus(path), query_count):

@@ -76,8 +76,8 @@ def thread_votes(ctx: QueryContext, threads: ArmRanking) -> ArmRanking:
     for rank, (thread_row, score) in enumerate(
         zip(threads.rows.tolist(), threads.scores.tolist(), strict=True), start=1
     ):
-        members = artifact.context_members.get(thread_row)
-        if members is None or members.size == 0:
+        members = artifact.context_members(thread_row)
+        if members.size == 0:
             continue
         passing = ctx.eligible(members, kind=artifact.is_message)
         if passing.any():

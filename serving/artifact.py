@@ -1,13 +1,14 @@
-"""One published artifact, opened read-only and loaded into memory once.
+"""One published artifact, opened read-only, its arrays mapped once.
 
-An artifact never changes after publish, so everything a query needs on its hot path is
-read once: filter columns as integer codes, BM25 postings, thread structure, the display
-columns of every row (so a result page costs no DuckDB round trip), and the name tables
-that turn `#eng` / `@priya` into ids. The vector matrices are not read but mapped, from
-the arrays the build wrote beside the file. DuckDB stays the place for neighbour/thread
-lookups and phrase verification, always with bound parameters. Rows are
-`search_documents` in `document_id` order, so a row index doubles as the stable
-document-id tie-break.
+An artifact never changes after publish, so everything a query needs on its hot path was
+written by the build beside the file as arrays (slackquery/artifacts/arrays.py), and a
+load maps them read-only instead of reading DuckDB: filter columns as integer codes, BM25
+postings, thread structure, the display columns of every row (so a result page costs no
+DuckDB round trip) and the vector matrices. A load copies nothing, and every process
+shares the page cache. Only the small name tables that turn `#eng` / `@priya` into ids
+are read. DuckDB stays the place for neighbour/thread lookups and phrase verification,
+always with bound parameters. Rows are `search_documents` in `document_id` order, so a
+row index doubles as the stable document-id tie-break.
 """
 
 import difflib
@@ -25,6 +26,8 @@ from serving.lexical import BM25Index
 from serving.query import STOPWORDS, fts_tokens, normalize
 from slackquery.artifacts import arrays, files, schema
 from slackquery.artifacts.arrays import Int8Codes
+from slackquery.artifacts.documents import DISPLAY_COLUMNS, DocumentArrays
+from slackquery.artifacts.packed import SortedKeys
 from slackquery.artifacts.schema import CONVERSATION_TYPES as CONVERSATION_TYPES
 from slackquery.duckdb_setup import connect
 from slackquery.errors import SlackqueryError
@@ -36,30 +39,9 @@ EXPECTED_FTS_CONFIG = {
     "strip_accents": 1,
     "ignore": r"[^\p{L}\p{N}]+",
 }
-# Once the columns are in NumPy, the artifact's DuckDB only answers small lookups (texts,
-# threads, names); capping it evicts the pages the load scanned, so resident memory is the
-# NumPy arrays, not DuckDB's cache of them.
+# The artifact's DuckDB only answers small lookups (texts, threads, names); capping its
+# cache keeps resident memory to the mapped pages queries touch.
 SERVING_DUCKDB_MEMORY_LIMIT = "1GiB"
-DISPLAY_COLUMNS = (
-    "document_id",
-    "source_message_id",
-    "workspace_id",
-    "workspace_name",
-    "workspace_slug",
-    "channel_id",
-    "channel_name",
-    "conversation_type",
-    "author_id",
-    "author_name",
-    "ts",
-    "ts_us",
-    "thread_id",
-    "thread_root_id",
-    "is_thread_parent",
-    "is_thread_reply",
-    "text_display",
-    "permalink",
-)
 
 
 @dataclass(frozen=True)
@@ -147,62 +129,6 @@ def _resolve_names(
     return tuple(sorted(resolved))
 
 
-def _codes(values: np.ndarray) -> tuple[np.ndarray, dict[str, int]]:
-    """Integer codes per row and the value -> code map (None gets its own code)."""
-    as_text = np.array(["" if value is None else str(value) for value in values], dtype=object)
-    vocabulary, codes = np.unique(as_text, return_inverse=True)
-    return codes.astype(np.int32), {str(value): index for index, value in enumerate(vocabulary)}
-
-
-class PackedStrings:
-    """A read-only column of optional strings as one UTF-8 buffer plus offsets.
-
-    Per-row Python strings cost ~50 bytes of object overhead each; packed, a 1M-row text
-    column costs its UTF-8 bytes and 9 bytes of offsets/null flag per row.
-    """
-
-    def __init__(self, values: Sequence[object]):
-        encoded = [b"" if value is None else str(value).encode("utf-8") for value in values]
-        self._none = np.fromiter((value is None for value in values), bool, len(values))
-        self._offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
-        np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)), out=self._offsets[1:])
-        self._data = b"".join(encoded)
-
-    def __getitem__(self, row: int) -> str | None:
-        if self._none[row]:
-            return None
-        return self._data[self._offsets[row] : self._offsets[row + 1]].decode("utf-8")
-
-
-class CodedValues:
-    """A read-only low-cardinality column: per-row integer codes into a list of values."""
-
-    def __init__(self, values: Sequence[object]):
-        code_of: dict[object, int] = {}
-        self._values: list[object] = []
-        codes = np.empty(len(values), dtype=np.int32)
-        for row, value in enumerate(values):
-            code = code_of.get(value)
-            if code is None:
-                code = code_of[value] = len(self._values)
-                self._values.append(value)
-            codes[row] = code
-        self._codes = codes
-
-    def __getitem__(self, row: int) -> object:
-        return self._values[self._codes[row]]
-
-
-def _display_column(values: np.ndarray) -> Sequence[object] | PackedStrings | CodedValues:
-    """Plain Python values per row, stored compactly by shape (text, repeated, scalar)."""
-    plain = values.tolist()  # masked (null) entries become None
-    if values.dtype != object:
-        return plain
-    if len(set(plain)) * 4 <= len(plain):
-        return CodedValues(plain)
-    return PackedStrings(plain)
-
-
 class LoadedArtifact:
     """The in-memory view of one artifact file; safe to share between threads."""
 
@@ -250,67 +176,41 @@ class LoadedArtifact:
                     f"artifact {self.build_id} FTS config has {key}={fts_config.get(key)!r}; "
                     f"serving tokenises queries for {key}={expected!r}"
                 )
-        columns = connection.execute(
-            """
-            select
-                document_id, document_kind, workspace_id, channel_id,
-                conversation_type,
-                author_id, ts_us, coalesce(thread_id, '') as thread_id, message_ids,
-                has_link
-            from search_documents
-            order by document_id
-            """
-        ).fetchnumpy()
-        self.document_ids: list[str] = columns["document_id"].tolist()
-        self.row_count = len(self.document_ids)
-        self.row_of: dict[str, int] = {doc: row for row, doc in enumerate(self.document_ids)}
-        kinds = columns["document_kind"]
-        self.is_message = np.asarray(kinds == "message", dtype=bool)
-        self.is_context = np.asarray(kinds == "thread_context", dtype=bool)
-        self.message_count = int(self.is_message.sum())
-        self.workspace_codes, self.workspace_code_of = _codes(columns["workspace_id"])
-        self.channel_codes, self.channel_code_of = _codes(columns["channel_id"])
-        self.author_codes, self.author_code_of = _codes(columns["author_id"])
-        self.type_codes, self.type_code_of = _codes(columns["conversation_type"])
-        self.ts_us = np.asarray(columns["ts_us"], dtype=np.int64)
-        thread_ids = columns["thread_id"]
-        self.is_thread = np.asarray(thread_ids != "", dtype=bool)
-        self.has_link = np.asarray(columns["has_link"], dtype=bool)
-        thread_codes, _ = _codes(thread_ids)
-        # Rows outside threads get a key of their own so the per-thread cap ignores them.
-        self.thread_keys = np.where(
-            self.is_thread,
-            thread_codes,
-            thread_codes.max(initial=0) + 1 + np.arange(self.row_count),
-        ).astype(np.int64)
-        self.context_members: dict[int, np.ndarray] = {}
-        for row in np.flatnonzero(self.is_context).tolist():
-            listed = columns["message_ids"][row]
-            members = [self.row_of.get(doc) for doc in ([] if listed is None else list(listed))]
-            self.context_members[row] = np.array(
-                [member for member in members if member is not None], dtype=np.int64
-            )
-        self.bm25 = BM25Index.from_fts(connection, self.row_count)
-        self._load_display()
+        mapped = arrays.open_arrays(files.arrays_dir_of(self.path))
+        self._load_documents(mapped.documents)
+        self.bm25 = BM25Index(mapped.postings, self.row_count)
         connection.execute(f"set memory_limit = '{SERVING_DUCKDB_MEMORY_LIMIT}'")
-        self._load_vectors()
+        self._load_vectors(mapped.vectors)
         self._load_names()
 
-    def _load_display(self) -> None:
-        columns = self._connection.execute(
-            f"select {', '.join(DISPLAY_COLUMNS)} from search_documents order by document_id"
-        ).fetchnumpy()
-        self._display = [
-            self.document_ids if name == "document_id" else _display_column(columns[name])
-            for name in DISPLAY_COLUMNS
-        ]
+    def _load_documents(self, documents: DocumentArrays) -> None:
+        self.document_ids = documents.document_ids
+        self.row_count = len(self.document_ids)
+        if self.row_count != self.metadata["document_count"]:
+            raise SlackqueryError(f"artifact {self.build_id} has arrays of another build")
+        # Document id -> row by binary search of the sorted ids (no dict of a million ids).
+        self.row_of = SortedKeys(self.document_ids)
+        self.is_message = documents.arrays["is_message"]
+        self.is_context = documents.arrays["is_context"]
+        self.message_count = int(self.is_message.sum())
+        self.workspace_codes = documents.codes("workspace_id")
+        self.workspace_code_of = documents.vocabulary("workspace_id")
+        self.channel_codes = documents.codes("channel_id")
+        self.channel_code_of = documents.vocabulary("channel_id")
+        self.author_codes = documents.codes("author_id")
+        self.author_code_of = documents.vocabulary("author_id")
+        self.type_codes = documents.codes("conversation_type")
+        self.type_code_of = documents.vocabulary("conversation_type")
+        self.ts_us = documents.arrays["ts_us"]
+        self.is_thread = documents.arrays["is_thread"]
+        self.has_link = documents.arrays["has_link"]
+        self.thread_keys = documents.arrays["thread_keys"]
+        self.context_members = documents.context_members
+        self._display = documents.display()
 
-    def _load_vectors(self) -> None:
-        # The build wrote the matrices beside the file (slackquery/artifacts/arrays.py):
-        # mapped read-only, a load copies nothing and every process shares the page cache.
+    def _load_vectors(self, mapped: arrays.VectorArrays) -> None:
         # Position i is row vector_rows[i], ascending, so ranking by position keeps the
         # row-index tie-break. Thread contexts have no vector.
-        mapped = arrays.open_arrays(files.arrays_dir_of(self.path))
         self.has_vector = np.zeros(self.row_count, dtype=bool)
         if len(mapped.rows) != self.metadata["vector_count"] or (
             len(mapped.rows) and not 0 <= mapped.rows[0] <= mapped.rows[-1] < self.row_count

@@ -1,25 +1,18 @@
-"""BM25 over the artifact's own FTS index, held as compact postings (CSR arrays).
+"""BM25 over the artifact's postings (CSR arrays the build wrote; see
+`slackquery.artifacts.postings`): dense, sparse, or stopping early for the best rows.
 
-DuckDB's `match_bm25` macro re-joins the whole index on every call (53 ms at 100k
-documents, 302 ms at 1M on this machine). The artifact is immutable, so the index tables
-(`dict`, `terms`, `docs`, `stats` of `fts_main_search_documents`) are read once per
-artifact into postings with integer term ids: per term, a slice of artifact rows
-(ascending, int32) and of precomputed per-posting scores (idf x BM25 tf weight, float32),
-plus the same postings in impact order (score descending, then row), so a query can stop
-once no unread posting can reach its best rows. Scores equal `match_bm25`'s (same idf,
-k1 = 1.2, b = 0.75, distinct query terms); tests check it.
+Scores equal DuckDB's `match_bm25` (same idf, k1 = 1.2, b = 0.75, distinct query terms);
+tests check it.
 """
 
 from dataclasses import dataclass
 
-import duckdb
 import numpy as np
 
 from serving.query import content_tokens
-from slackquery.artifacts.schema import FTS_SCHEMA
+from slackquery.artifacts.packed import SortedKeys
+from slackquery.artifacts.postings import Postings, bm25_idf
 
-K1 = 1.2
-B = 0.75
 # Postings of more than 1/DENSE_SHARE of the row count are summed in a dense accumulator.
 DENSE_SHARE = 8
 # Queries with at most this many postings in all are scored exhaustively: reading them
@@ -27,12 +20,6 @@ DENSE_SHARE = 8
 EXHAUSTIVE_POSTINGS = 4096
 # Impact-order postings per term that the probe reads, as a multiple of the rows asked for.
 FIRST_DEPTH_FACTOR = 4
-
-
-def bm25_idf(df: np.ndarray, num_docs: int) -> np.ndarray:
-    """BM25 idf for document frequencies out of `num_docs`; DuckDB's `log` is base 10, and
-    matching it keeps scores equal to `match_bm25`."""
-    return np.log10((num_docs - df + 0.5) / (df + 0.5) + 1.0).astype(np.float32)
 
 
 @dataclass
@@ -47,125 +34,18 @@ class QueryTerms:
     idf_scale: list[float] | None = None
 
 
-@dataclass(frozen=True)
-class Postings:
-    """The index as arrays: term `t`'s postings are `[offsets[t], offsets[t + 1])` of
-    `rows`/`scores` (rows ascending) and of `impact_rows`/`impact_scores` (scores
-    descending, ties by ascending row)."""
-
-    terms: list[str]
-    offsets: np.ndarray
-    rows: np.ndarray
-    scores: np.ndarray
-    impact_rows: np.ndarray
-    impact_scores: np.ndarray
-    # Each term's idf over the whole index (for a requester's rescaled view); None when the
-    # postings were built from scores alone.
-    idf: np.ndarray | None = None
-
-    @classmethod
-    def from_fts(cls, connection: duckdb.DuckDBPyConnection, row_count: int) -> "Postings":
-        """Read the artifact's FTS tables; rows are `search_documents` in document_id order."""
-        stats = connection.execute(f"select num_docs, avgdl from {FTS_SCHEMA}.stats").fetchone()
-        if stats is None:
-            raise ValueError("artifact FTS index has no stats row")
-        num_docs = int(stats[0])
-        avgdl = float(stats[1]) or 1.0
-        docs = connection.execute(
-            f"""
-            with rows_by_id as (
-                select document_id, row_number() over (order by document_id) - 1 as row_index
-                from search_documents
-            )
-            select docs.docid, rows_by_id.row_index, docs.len
-            from {FTS_SCHEMA}.docs as docs
-            inner join rows_by_id on rows_by_id.document_id = docs.name
-            """
-        ).fetchnumpy()
-        docid = docs["docid"].astype(np.int64)
-        docid_to_row = np.full(int(docid.max(initial=-1)) + 1, -1, dtype=np.int64)
-        docid_to_row[docid] = docs["row_index"].astype(np.int64)
-        doc_len = np.zeros(row_count, dtype=np.float32)
-        doc_len[docs["row_index"].astype(np.int64)] = docs["len"].astype(np.float32)
-
-        vocabulary = connection.execute(
-            f"select termid, term, df from {FTS_SCHEMA}.dict order by termid"
-        ).fetchnumpy()
-        term_count = int(vocabulary["termid"].max(initial=-1)) + 1
-        terms = [""] * term_count
-        for term_id, term in zip(
-            vocabulary["termid"].tolist(), vocabulary["term"].tolist(), strict=True
-        ):
-            terms[term_id] = term
-        df = np.zeros(term_count, dtype=np.float64)
-        df[vocabulary["termid"].astype(np.int64)] = vocabulary["df"].astype(np.float64)
-        # DuckDB's `log` is base 10; matching it keeps scores equal to `match_bm25`.
-        idf = bm25_idf(df, num_docs)
-
-        postings = connection.execute(
-            f"""
-            select termid, docid, count(*) as tf
-            from {FTS_SCHEMA}.terms
-            group by termid, docid
-            order by termid, docid
-            """
-        ).fetchnumpy()
-        term_of_posting = postings["termid"].astype(np.int64)
-        rows = docid_to_row[postings["docid"].astype(np.int64)]
-        tf = postings["tf"].astype(np.float32)
-        norm = K1 * (1.0 - B + B * doc_len[rows] / avgdl)
-        weights = tf * (K1 + 1.0) / (tf + norm)
-        scores = (idf[term_of_posting] * weights).astype(np.float32)
-        return cls.build(terms, term_of_posting, rows, scores, idf)
-
-    @classmethod
-    def build(
-        cls,
-        terms: list[str],
-        term_of_posting: np.ndarray,
-        rows: np.ndarray,
-        scores: np.ndarray,
-        idf: np.ndarray | None = None,
-    ) -> "Postings":
-        """Postings from one (term id, row, score) triple per posting, ordered by term id."""
-        same_term = term_of_posting[1:] == term_of_posting[:-1]
-        if np.any(same_term & (rows[1:] <= rows[:-1])):  # not in row order within a term
-            order = np.lexsort((rows, term_of_posting))
-            term_of_posting, rows, scores = term_of_posting[order], rows[order], scores[order]
-        # Impact order: one stable sort by (term, descending score) keeps rows ascending
-        # within equal scores. Non-negative float32 bits sort like their values.
-        descending = np.uint64(0xFFFFFFFF) - scores.view(np.uint32).astype(np.uint64)
-        term_key = term_of_posting.astype(np.uint64) << np.uint64(32)
-        impact = np.argsort(term_key | descending, kind="stable")
-        return cls(
-            terms=terms,
-            offsets=np.searchsorted(term_of_posting, np.arange(len(terms) + 1)).astype(np.int64),
-            rows=rows.astype(np.int32),
-            scores=scores,
-            impact_rows=rows[impact].astype(np.int32),
-            impact_scores=scores[impact],
-            idf=idf,
-        )
-
-
 class BM25Index:
     """BM25 scoring over `Postings`: dense, sparse, or stopping early for the best rows."""
 
     def __init__(self, postings: Postings, row_count: int):
         self.postings = postings
         self.row_count = row_count
-        self.term_ids: dict[str, int] = {
-            term: term_id for term_id, term in enumerate(postings.terms) if term
-        }
+        # Term -> term id by binary search of the sorted vocabulary (no dict of every term).
+        self.term_ids = SortedKeys(postings.terms)
         self.posting_rows = postings.rows
         self.posting_scores = postings.scores
         self.offsets = postings.offsets
         self.idf = postings.idf
-
-    @classmethod
-    def from_fts(cls, connection: duckdb.DuckDBPyConnection, row_count: int) -> "BM25Index":
-        """The index of an artifact's FTS tables (see `Postings.from_fts`)."""
-        return cls(Postings.from_fts(connection, row_count), row_count)
 
     def query_terms(
         self, text: str, max_tokens: int, phrases: list[str] | tuple[str, ...] = ()

@@ -15,33 +15,36 @@ from slackquery import __version__
 from slackquery.errors import SlackqueryError
 from slackquery.settings import get_settings
 
-# Order is the order `--help` lists them: the pipeline from input to answers.
-COMMAND_MODULES = (
-    "sample",
-    "importer",
-    "sync",
-    "project",
-    "embed",
-    "embedding_status",
-    "embed_server",
-    "build",
-    "publish",
-    "artifacts",
-    "rollback",
-    "reconcile",
-    "search",
-    "ask",
-    "verify",
-    "serve",
-    "access",
-    "bench",
-    "show_settings",
-    "eval",
-)
+# Command -> its module; the order is the order `--help` lists them: the pipeline from
+# input to answers.
+COMMAND_MODULES = {
+    "sample": "sample",
+    "import": "importer",
+    "sync": "sync",
+    "project": "project",
+    "embed": "embed",
+    "embedding-status": "embedding_status",
+    "embed-server": "embed_server",
+    "build": "build",
+    "publish": "publish",
+    "artifacts": "artifacts",
+    "rollback": "rollback",
+    "reconcile": "reconcile",
+    "search": "search",
+    "ask": "ask",
+    "verify": "verify",
+    "serve": "serve",
+    "access": "access",
+    "bench": "bench",
+    "settings": "show_settings",
+    "eval": "eval",
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full argument parser, with every subcommand registered."""
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser with `command` registered, or every subcommand when `command`
+    is None or unknown (help, typos). Importing all command modules (pandas, SciPy,
+    the Slack client) took ~4 s, most of a cold `slackquery search`."""
     parser = argparse.ArgumentParser(
         prog="slackquery",
         description="Search Slack history offline: import an export, project it with dbt, "
@@ -51,14 +54,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"slackquery {__version__}")
     subparsers = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
-    for name in COMMAND_MODULES:
+    modules = [COMMAND_MODULES[command]] if command in COMMAND_MODULES else COMMAND_MODULES.values()
+    for name in modules:
         importlib.import_module(f"slackquery.commands.{name}").register(subparsers)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script."""
-    args = build_parser().parse_args(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
+    # The top-level options take no values, so the first other word names the command.
+    command = next((word for word in words if not word.startswith("-")), None)
+    args = build_parser(command).parse_args(words)
     try:
         return args.handler(args, get_settings()) or 0
     except SlackqueryError as error:

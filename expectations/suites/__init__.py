@@ -1,6 +1,7 @@
-"""One module per published table (and `vector_arrays` for the arrays beside them,
-`vector_coverage` for the comparison with the published artifact), each exposing `TABLE`,
-`ID_COLUMNS`, `build_suite() -> gx.ExpectationSuite` (named after the table) and
+"""One module per published table (and `vector_arrays`, `document_arrays` and
+`postings_arrays` for the arrays beside them, `vector_coverage` for the comparison with the
+published artifact), each exposing `TABLE`, `ID_COLUMNS`,
+`build_suite() -> gx.ExpectationSuite` (named after the table) and
 `check_frames(artifact) -> Iterator[DataFrame]`, the batches the suite validates.
 
 Expected values (counts from `artifact_metadata`, the stored dimension, drift bounds

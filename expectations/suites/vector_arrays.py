@@ -165,7 +165,7 @@ def check_frames(artifact: Artifact) -> Iterator[pd.DataFrame]:
     """Batches of `chunk_rows` positions, each carrying the whole-array facts."""
     no_position = {column: [None] for column in POSITION_COLUMNS}
     try:
-        mapped = arrays.open_arrays(artifact.arrays)
+        mapped = arrays.open_arrays(artifact.arrays).vectors
     except SlackqueryError:
         # Only the unreadable folder fails: every other check is null, so GX skips it.
         yield pd.DataFrame(no_position).assign(

@@ -1,19 +1,25 @@
-"""The vector arrays beside an artifact: `search-<build_id>.arrays/`, one `.npy` per array.
+"""The arrays beside an artifact: `search-<build_id>.arrays/`, one `.npy` per array.
 
-Serving ranks by vectors in matrix form. Copying a million 768-d vectors out of DuckDB
-and quantising them took most of a 43-53 s load and ~3 GB of private memory per process,
-paid again by every CLI search. The build writes the matrices once instead, and every
-reader maps them read-only (`np.load(mmap_mode="r")`): a load costs no copy, and all
-serving processes share one copy in the page cache.
+Serving ranks by vectors in matrix form, scores BM25 from postings, filters by per-row
+codes and shows display columns. Building those per process from DuckDB (copying a
+million 768-d vectors and quantising them, reading the FTS tables into postings, decoding
+a million strings per column) took most of a 34-53 s load and gigabytes of private memory
+per process, paid again by every CLI search. The build writes them once instead, and
+every reader maps them read-only (`np.load(mmap_mode="r")`): a load costs no copy, and
+all serving processes share one copy in the page cache.
 
-Position i of every array is the i-th document that has a vector, in `document_id` order:
+The vector arrays: position i is the i-th document that has a vector, in `document_id`
+order:
 - `vectors.npy`: float32 `(count, dimension)`, the artifact's `document_vectors` rows;
 - `vector_codes.npy`, `vector_scales.npy`: their `Int8Codes` (int8 `(count, dimension)`,
   float32 `(dimension,)`), the copy the semantic scan reads;
 - `vector_rows.npy`: int64 `(count,)`, the `search_documents` row (in `document_id` order)
   of each position, strictly ascending.
-The manifest records each file's sha256, dtype and shape; the GX suite `vector_arrays`
-checks them against the DuckDB tables.
+The BM25 postings (`postings.*`, `terms.*`) are described in `postings.py`, the
+per-document arrays (ids, filter codes, flags, thread contexts, display columns) in
+`documents.py`. The manifest records each file's sha256, dtype and shape; the GX suites
+`vector_arrays`, `postings_arrays` and `document_arrays` check them against the DuckDB
+tables.
 """
 
 import os
@@ -22,19 +28,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import numpy as np
 
-from slackquery.artifacts import files
+from slackquery.artifacts import documents, files, postings
 from slackquery.duckdb_setup import connect
 from slackquery.errors import SlackqueryError
 
-# Array name -> dtype; each is stored as `<name>.npy`.
-DTYPES = {
+VECTOR_DTYPES = {
     "vectors": np.dtype(np.float32),
     "vector_codes": np.dtype(np.int8),
     "vector_scales": np.dtype(np.float32),
     "vector_rows": np.dtype(np.int64),
 }
+# Array name -> dtype of every file of the folder; each is stored as `<name>.npy`.
+DTYPES = {**VECTOR_DTYPES, **postings.DTYPES, **documents.DTYPES}
 # Quantisation works in blocks of this many bytes of float32 rows, in one reused buffer:
 # fresh multi-MiB temporaries per step measured 50x slower on the loaded host (huge-page
 # faults; serving.semantic gathers rows in blocks of the same size for the same reason).
@@ -90,11 +98,20 @@ class Int8Codes:
 
 @dataclass(frozen=True)
 class VectorArrays:
-    """An artifact's arrays as read-only maps of their files."""
+    """An artifact's vector arrays as read-only maps of their files."""
 
     vectors: np.ndarray
     codes: Int8Codes
     rows: np.ndarray
+
+
+@dataclass(frozen=True)
+class Arrays:
+    """Every array of an artifact's folder, as read-only maps of their files."""
+
+    vectors: VectorArrays
+    postings: postings.Postings
+    documents: documents.DocumentArrays
 
 
 def array_file(folder: Path, name: str) -> Path:
@@ -117,38 +134,35 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
-def write_arrays(artifact: Path, folder: Path, dimension: int, memory_limit: str) -> None:
-    """Write the arrays of the DuckDB file `artifact` into the new folder `folder`.
+def _save(folder: Path, named: dict[str, np.ndarray]) -> None:
+    for name, array in named.items():
+        if array.dtype != DTYPES[name]:
+            raise SlackqueryError(f"array {name} is {array.dtype}, not {DTYPES[name]}")
+        np.save(array_file(folder, name), array)
 
-    Matrices are written through file maps (`open_memmap`), so a 3 GB matrix is never
-    held in private memory, let alone twice. Every file is fsynced; the caller renames the
-    folder to its final name once the artifact has been validated.
-    """
-    folder.mkdir()
-    conn = connect(str(artifact), read_only=True)
-    try:
-        conn.execute("set memory_limit = ?", [memory_limit])
-        conn.execute("set enable_progress_bar = false")
-        ids = conn.execute("select document_id from search_documents order by document_id")
-        row_of = {doc: row for row, doc in enumerate(ids.fetchnumpy()["document_id"].tolist())}
-        vector_ids = conn.execute("select document_id from document_vectors").fetchnumpy()
-        unsorted_rows = _rows_of(row_of, vector_ids["document_id"].tolist())
-        count = len(unsorted_rows)
-        rows = np.lib.format.open_memmap(
-            array_file(folder, "vector_rows"), "w+", DTYPES["vector_rows"], (count,)
-        )
-        rows[:] = np.sort(unsorted_rows)
-        if np.any(rows[1:] == rows[:-1]):
-            raise SlackqueryError("document_vectors has two vectors for one document")
-        vectors = np.lib.format.open_memmap(
-            array_file(folder, "vectors"), "w+", DTYPES["vectors"], (count, dimension)
-        )
-        cursor = conn.execute("select document_id, embedding from document_vectors")
-        while not (chunk := cursor.fetch_df_chunk(VECTOR_FETCH_CHUNKS)).empty:
-            positions = np.searchsorted(rows, _rows_of(row_of, chunk["document_id"].tolist()))
-            vectors[positions] = np.stack(chunk["embedding"].to_numpy())
-    finally:
-        conn.close()
+
+def _write_vectors(
+    conn: duckdb.DuckDBPyConnection, folder: Path, document_ids: list[str], dimension: int
+) -> None:
+    """Write the vector matrices through file maps (`open_memmap`), so a 3 GB matrix is
+    never held in private memory, let alone twice."""
+    row_of = {doc: row for row, doc in enumerate(document_ids)}
+    vector_ids = conn.execute("select document_id from document_vectors").fetchnumpy()
+    unsorted_rows = _rows_of(row_of, vector_ids["document_id"].tolist())
+    count = len(unsorted_rows)
+    rows = np.lib.format.open_memmap(
+        array_file(folder, "vector_rows"), "w+", DTYPES["vector_rows"], (count,)
+    )
+    rows[:] = np.sort(unsorted_rows)
+    if np.any(rows[1:] == rows[:-1]):
+        raise SlackqueryError("document_vectors has two vectors for one document")
+    vectors = np.lib.format.open_memmap(
+        array_file(folder, "vectors"), "w+", DTYPES["vectors"], (count, dimension)
+    )
+    cursor = conn.execute("select document_id, embedding from document_vectors")
+    while not (chunk := cursor.fetch_df_chunk(VECTOR_FETCH_CHUNKS)).empty:
+        positions = np.searchsorted(rows, _rows_of(row_of, chunk["document_id"].tolist()))
+        vectors[positions] = np.stack(chunk["embedding"].to_numpy())
     codes = np.lib.format.open_memmap(
         array_file(folder, "vector_codes"), "w+", DTYPES["vector_codes"], (count, dimension)
     )
@@ -156,6 +170,26 @@ def write_arrays(artifact: Path, folder: Path, dimension: int, memory_limit: str
     np.save(array_file(folder, "vector_scales"), scales)
     for mapped in (rows, vectors, codes):
         mapped.flush()
+
+
+def write_arrays(artifact: Path, folder: Path, dimension: int, memory_limit: str) -> None:
+    """Write the arrays of the DuckDB file `artifact` into the new folder `folder`.
+
+    Every file is fsynced; the caller renames the folder to its final name once the
+    artifact has been validated.
+    """
+    folder.mkdir()
+    conn = connect(str(artifact), read_only=True)
+    try:
+        conn.execute("set memory_limit = ?", [memory_limit])
+        conn.execute("set enable_progress_bar = false")
+        per_document, document_ids = documents.document_arrays(conn)
+        _save(folder, per_document)
+        del per_document  # the display texts; the postings come next
+        _save(folder, postings.Postings.from_fts(conn).arrays())
+        _write_vectors(conn, folder, document_ids, dimension)
+    finally:
+        conn.close()
     for name in DTYPES:
         _fsync(array_file(folder, name))
     files.fsync_dir(folder)
@@ -184,39 +218,41 @@ def verify_sealed(folder: Path, recorded: dict[str, Any] | None) -> None:
     """
     if not recorded:
         raise SlackqueryError(
-            f"the manifest records no vector arrays for {folder.name}: the artifact was built "
+            f"the manifest records no arrays for {folder.name}: the artifact was built "
             "by an older version; build a new one"
         )
     if recorded.get("folder") != folder.name or set(recorded.get("files", {})) != set(DTYPES):
         raise SlackqueryError(f"the manifest names other arrays than {folder.name}")
     if not folder.is_dir() or folder.is_symlink():
-        raise SlackqueryError(f"vector arrays {folder.name} are missing")
+        raise SlackqueryError(f"arrays {folder.name} are missing")
     for name, entry in recorded["files"].items():
         path = array_file(folder, name)
         if not path.is_file() or path.is_symlink():
-            raise SlackqueryError(f"vector array {folder.name}/{path.name} is missing")
+            raise SlackqueryError(f"array {folder.name}/{path.name} is missing")
         files.require_checksum(path, entry.get("sha256"), f"{folder.name}/{path.name}")
 
 
-def open_arrays(folder: Path) -> VectorArrays:
-    """Map an artifact's arrays read-only, checking the shapes agree with each other.
+def map_all(folder: Path) -> dict[str, np.ndarray]:
+    """Every array of the folder, mapped read-only, of its registered dtype.
 
     The maps are plain ndarray views of `np.memmap`s: a memmap subclass runs Python code
     on every slice and carries its type into every result. Nothing may write into them.
     """
     if not folder.is_dir():
-        raise SlackqueryError(
-            f"vector arrays {folder} are missing: build and publish a new artifact"
-        )
+        raise SlackqueryError(f"arrays {folder} are missing: build and publish a new artifact")
     mapped = {}
     for name, dtype in DTYPES.items():
         try:
             array = np.load(array_file(folder, name), mmap_mode="r")
         except (OSError, ValueError) as error:
-            raise SlackqueryError(f"vector array {folder.name}/{name}.npy: {error}") from error
+            raise SlackqueryError(f"array {folder.name}/{name}.npy: {error}") from error
         if array.dtype != dtype:
-            raise SlackqueryError(f"vector array {folder.name}/{name}.npy is {array.dtype}")
+            raise SlackqueryError(f"array {folder.name}/{name}.npy is {array.dtype}")
         mapped[name] = np.asarray(array)
+    return mapped
+
+
+def _vector_arrays(mapped: dict[str, np.ndarray], folder: Path) -> VectorArrays:
     vectors, codes = mapped["vectors"], mapped["vector_codes"]
     count, dimension = vectors.shape
     if (
@@ -230,6 +266,19 @@ def open_arrays(folder: Path) -> VectorArrays:
         codes=Int8Codes(codes, mapped["vector_scales"]),
         rows=mapped["vector_rows"],
     )
+
+
+def open_arrays(folder: Path) -> Arrays:
+    """Map an artifact's arrays read-only, checking the shapes agree with each other."""
+    mapped = map_all(folder)
+    try:
+        return Arrays(
+            vectors=_vector_arrays(mapped, folder),
+            postings=postings.Postings.of_arrays(mapped),
+            documents=documents.DocumentArrays.of_arrays(mapped),
+        )
+    except ValueError as error:
+        raise SlackqueryError(f"arrays {folder.name} disagree on their shapes: {error}") from error
 
 
 def remove(folder: Path) -> None:

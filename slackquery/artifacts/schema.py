@@ -2,10 +2,11 @@
 
 Version 3 added the vector arrays beside the DuckDB file (arrays.py); serving maps them
 instead of reading `document_vectors`, so a version 2 artifact (no arrays) is refused
-with "build and publish a new one" rather than loaded the old way. Version 4 records
-`artifact_metadata.vector_coverage`, because an artifact may now hold vectors for only
-part of its messages (`artifact_min_vector_coverage`); older files, all fully covered,
-are refused the same way rather than served under a contract they do not match.
+with "build and publish a new one" rather than loaded the old way. Version 4 added the
+BM25 postings and per-document arrays (postings.py, documents.py) for the same reason:
+serving maps them instead of reading the FTS tables and `search_documents` at load; and it
+records `artifact_metadata.vector_coverage`, because an artifact may now hold vectors for
+only part of its messages (`artifact_min_vector_coverage`).
 
 This module is the single Python statement of the artifact contract in
 docs/architecture.md. The build creates tables from it and the Great Expectations suites

@@ -26,7 +26,6 @@ from typing import Any, Literal
 import numpy as np
 
 from slackquery.embedding.base import TEXT_RECIPE_VERSION, GenerationIdentity, finalize_vectors
-from slackquery.embedding.bert import BertSentenceEncoder
 from slackquery.errors import SlackqueryError
 
 
@@ -247,6 +246,10 @@ def _companion_encoder(companion: CompanionModel, engine: str) -> Callable[[Sequ
 
         tokenize = wordpiece_tokenizer(model_dir, companion.max_tokens)
         return OrtBertEncoder(safetensors_weights(model_dir), tokenize, engine_threads()).encode
+    # Imported here, like the ONNX engine: bert.py pulls SciPy (~0.9 s), which a lexical
+    # CLI search, importing this module through serving, never needs.
+    from slackquery.embedding.bert import BertSentenceEncoder
+
     return BertSentenceEncoder(model_dir, companion.max_tokens).encode
 
 

@@ -1,4 +1,5 @@
-"""The vector arrays beside an artifact: written in matrix order, sealed, refused when changed."""
+"""The arrays beside an artifact: written as the artifact computes them, sealed, refused when
+changed."""
 
 import stat
 from pathlib import Path
@@ -6,9 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from slackquery.artifacts import arrays, files, validate
-from slackquery.artifacts.arrays import Int8Codes
+from slackquery.artifacts import arrays, documents, files, postings, validate
+from slackquery.artifacts.arrays import Int8Codes, map_all
 from slackquery.artifacts.build import build_artifact
+from slackquery.artifacts.postings import Postings
 from slackquery.artifacts.publish import publish
 from slackquery.duckdb_setup import connect
 from slackquery.errors import SlackqueryError
@@ -41,7 +43,7 @@ def test_build_writes_read_only_arrays_in_matrix_order_and_seals_them(
     assert not list(state_settings.artifact_path.glob("*.tmp"))
 
     ids, by_document = _table(path)
-    mapped = arrays.open_arrays(folder)
+    mapped = arrays.open_arrays(folder).vectors
     with_vectors = [row for row, doc in enumerate(ids) if doc in by_document]
     np.testing.assert_array_equal(mapped.rows, with_vectors)
     np.testing.assert_array_equal(
@@ -60,13 +62,34 @@ def test_build_writes_read_only_arrays_in_matrix_order_and_seals_them(
         "dtype": "float32",
         "shape": [59, 8],
     }
-    assert {name: entry["shape"] for name, entry in manifest["arrays"]["files"].items()} == {
+    shapes = {name: entry["shape"] for name, entry in manifest["arrays"]["files"].items()}
+    assert set(shapes) == set(arrays.DTYPES)
+    assert {name: shapes[name] for name in arrays.VECTOR_DTYPES} == {
         "vectors": [59, 8],
         "vector_codes": [59, 8],
         "vector_scales": [8],
         "vector_rows": [59],
     }
     validate.verify_sealed(state_settings.artifact_path, build_id, path)
+
+
+def test_postings_and_document_arrays_are_what_the_artifact_computes(
+    state_settings: Settings,
+) -> None:
+    path = files.artifact_file(state_settings.artifact_path, build_artifact(state_settings))
+    written = map_all(files.arrays_dir_of(path))
+    conn = connect(str(path), read_only=True)
+    try:
+        expected = {**Postings.from_fts(conn).arrays(), **documents.document_arrays(conn)[0]}
+    finally:
+        conn.close()
+    assert set(expected) == set(postings.DTYPES) | set(documents.DTYPES)
+    for name, array in expected.items():
+        np.testing.assert_array_equal(written[name], array, err_msg=name)
+    opened = arrays.open_arrays(files.arrays_dir_of(path))
+    assert list(opened.postings.terms) == sorted(opened.postings.terms)
+    ids = list(opened.documents.document_ids)
+    assert ids == sorted(ids) == _table(path)[0]
 
 
 def _flip_last_byte(path: Path) -> None:
@@ -89,6 +112,13 @@ def test_a_changed_or_missing_array_makes_the_build_unsealed(state_settings: Set
         validate.verify_sealed(artifact_dir, build_id, path)
     with pytest.raises(SlackqueryError, match="not sealed"):
         publish(state_settings, build_id)
+
+    scores = arrays.array_file(folder, "postings.scores")
+    scores_before = scores.read_bytes()
+    _flip_last_byte(scores)
+    with pytest.raises(SlackqueryError, match=r"not sealed: checksum mismatch .*/postings\.scores"):
+        validate.verify_sealed(artifact_dir, build_id, path)
+    scores.write_bytes(scores_before)
 
     codes.unlink()
     with pytest.raises(SlackqueryError, match=r"vector_codes\.npy is missing"):

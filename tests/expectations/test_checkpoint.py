@@ -57,11 +57,15 @@ def test_sound_artifact_passes_in_chunks(artifact: Path) -> None:
     assert result["suites"]["search_documents"]["batches"] == 10  # 65 rows / 7
     assert result["suites"]["document_vectors"]["batches"] == 9  # 59 rows / 7
     assert result["suites"]["vector_arrays"]["batches"] == 9  # 59 positions / 7
+    assert result["suites"]["document_arrays"]["batches"] == 10  # 65 documents / 7
+    assert result["suites"]["postings_arrays"]["batches"] == 1  # the sampled terms
     assert set(result["suites"]) == {
         "artifact_metadata",
         "search_documents",
         "document_vectors",
         "vector_arrays",
+        "document_arrays",
+        "postings_arrays",
         "vector_coverage",
         "workspaces",
         "channels",
@@ -158,6 +162,14 @@ def _last_row_outside(rows: np.ndarray) -> np.ndarray:
     return np.r_[rows[:-1], 10**6]
 
 
+def _first_byte_changed(data: np.ndarray) -> np.ndarray:
+    """Another ASCII first byte (the fixture's first text starts with one)."""
+    return np.r_[np.uint8(ord("~") if data[0] != ord("~") else ord("!")), data[1:]]
+
+
+UNREADABLE = "the arrays folder beside the artifact opens, shapes agreeing"
+
+
 def _drop_last_position(folder: Path) -> None:
     for name in ("vectors", "vector_codes", "vector_rows"):
         _rewrite(folder, name, lambda values: values[:-1])
@@ -206,8 +218,51 @@ ARRAY_DAMAGE: dict[str, tuple[Callable[[Path], None], set[tuple[str, str]]]] = {
                 "vector_arrays",
                 "the arrays folder beside the artifact opens: every .npy file present with "
                 "its dtype, and their shapes agree",
+            ),
+            ("document_arrays", UNREADABLE),
+            ("postings_arrays", UNREADABLE),
+        },
+    ),
+    "posting_scores_changed": (
+        lambda folder: _rewrite(folder, "postings.scores", lambda scores: scores * 1.01),
+        {
+            ("postings_arrays", "a sampled term's posting scores equal match_bm25's"),
+            (
+                "postings_arrays",
+                "a sampled term's impact order is its postings by descending score",
+            ),
+        },
+    ),
+    "posting_rows_shifted": (
+        lambda folder: _rewrite(folder, "postings.rows", lambda rows: rows + 1),
+        {
+            ("postings_arrays", "a sampled term's postings list the rows match_bm25 finds for it"),
+            (
+                "postings_arrays",
+                "a sampled term's impact order is its postings by descending score",
+            ),
+        },
+    ),
+    "ts_us_changed": (
+        lambda folder: _rewrite(folder, "ts_us", lambda ts_us: ts_us + 1),
+        {
+            (
+                "document_arrays",
+                "kind flags, ts_us, has_link, is_thread and filter codes equal the row's",
             )
         },
+    ),
+    "thread_keys_merged": (
+        lambda folder: _rewrite(folder, "thread_keys", np.zeros_like),
+        {("document_arrays", "thread keys are equal exactly when rows share a thread")},
+    ),
+    "context_members_changed": (
+        lambda folder: _rewrite(folder, "context.rows", np.zeros_like),
+        {("document_arrays", "a thread context's members are the rows of its message_ids")},
+    ),
+    "display_text_changed": (
+        lambda folder: _rewrite(folder, "display.text_display.bytes", _first_byte_changed),
+        {("document_arrays", "sampled rows' display columns equal the table's")},
     ),
 }
 

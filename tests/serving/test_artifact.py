@@ -1,4 +1,5 @@
-"""Loading an artifact: vectors mapped from the build's arrays, DuckDB's memory capped."""
+"""Loading an artifact: vectors, postings and per-document columns mapped from the build's
+arrays, DuckDB's memory capped."""
 
 import mmap
 from pathlib import Path
@@ -9,6 +10,7 @@ import pytest
 from serving.artifact import LoadedArtifact
 from slackquery.artifacts import arrays, files
 from slackquery.artifacts.build import build_artifact
+from slackquery.artifacts.packed import SortedKeys
 from slackquery.duckdb_setup import connect
 from slackquery.errors import SlackqueryError
 from tests.artifacts.conftest import apply_env, identity_for
@@ -52,6 +54,25 @@ def test_vectors_are_read_only_maps_in_row_order_and_duckdb_memory_is_capped(
         )
         assert all(_is_mapped(array) and not array.flags["WRITEABLE"] for array in mapped)
         assert artifact.vectors.flags["C_CONTIGUOUS"] and artifact.vectors.dtype == np.float32
+        postings = artifact.bm25.postings
+        per_row = (
+            postings.rows,
+            postings.scores,
+            postings.impact_rows,
+            postings.offsets,
+            artifact.ts_us,
+            artifact.channel_codes,
+            artifact.thread_keys,
+            artifact.is_message,
+        )
+        assert all(_is_mapped(array) and not array.flags["WRITEABLE"] for array in per_row)
+        # Ids and terms are looked up by binary search over the maps, not held in dicts.
+        assert all(
+            isinstance(mapping, SortedKeys) for mapping in (artifact.row_of, artifact.bm25.term_ids)
+        )
+        ids = table["document_id"].tolist()
+        assert [artifact.row_of[doc] for doc in ids] == expected_rows.tolist()
+        assert "no such document" not in artifact.row_of
         limit = artifact.cursor().execute("select current_setting('memory_limit')").fetchone()
         assert limit == ("1.0 GiB",)
     finally:
@@ -64,6 +85,12 @@ def test_vectors_are_read_only_maps_in_row_order_and_duckdb_memory_is_capped(
         file.chmod(0o644)
         np.save(file, np.load(file)[:-1])
     with pytest.raises(SlackqueryError, match="vector arrays of another build"):
+        LoadedArtifact(path)
+    # So are postings whose arrays disagree on their lengths.
+    scores = arrays.array_file(folder, "postings.scores")
+    scores.chmod(0o644)
+    np.save(scores, np.load(scores)[:-1])
+    with pytest.raises(SlackqueryError, match="disagree on their shapes"):
         LoadedArtifact(path)
     arrays.remove(folder)
     with pytest.raises(SlackqueryError, match="build and publish a new artifact"):
