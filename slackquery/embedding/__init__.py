@@ -16,7 +16,6 @@ from slackquery.embedding.base import (
     ensure_same_generation,
     finalize_vectors,
 )
-from slackquery.embedding.http import HttpEmbedder
 from slackquery.embedding.packaged import (
     PACKAGED_MODELS,
     in_process_embedder,
@@ -115,6 +114,9 @@ def _create(settings: Settings) -> Embedder:
             document_prefix=document_prefix,
             text_recipe_version=TEXT_RECIPE_VERSION,
         )
+
+    # Imported here: httpx costs every CLI start 0.3-1 s, and only an HTTP model needs it.
+    from slackquery.embedding.http import HttpEmbedder
 
     return HttpEmbedder(
         protocol=settings.embedding_transport,
