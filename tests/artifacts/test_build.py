@@ -198,7 +198,7 @@ def test_no_coverage_publishes_before_the_embed_flow_ever_ran(
     assert _coverage_recorded(settings, build_id) == ((0, 59, 0.0), 0.0)
     path = files.artifact_file(settings.artifact_path, build_id)
     assert current_artifact(settings) == path
-    assert len(arrays.open_arrays(files.arrays_dir_of(path)).rows) == 0
+    assert len(arrays.open_arrays(files.arrays_dir_of(path)).vectors.rows) == 0
 
 
 def test_vectors_follow_the_current_text_and_generation_stored_plainly(
