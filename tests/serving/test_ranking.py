@@ -7,10 +7,10 @@ import serving.lexical
 import serving.semantic
 from serving.artifact import DISPLAY_COLUMNS
 from serving.engine import SearchEngine
-from serving.fusion import fuse
+from serving.fusion import RERANKERS, fuse
 from serving.models import SearchRequest
 from serving.ranking import ArmRanking, FusedHit, top_candidates, top_rows
-from serving.stages import boost_answer_cues, combine_scores
+from serving.stages import RERANK_STAGES, boost_answer_cues, combine_scores
 
 
 def reference_fuse(
@@ -188,6 +188,12 @@ def test_score_rerank_keeps_the_gaps_rank_fusion_drops() -> None:
     )
     assert [(hit.row, hit.fused_score) for hit in tied] == [(9, 1.0), (5, 0.0)]
     assert combine_scores([], {"lexical": 1.0}) == []
+
+
+def test_every_reranker_name_has_a_stage() -> None:
+    # The names live in serving.fusion (the config validates them), the stages beside the
+    # other stages; a name without a stage would silently leave hits unranked.
+    assert set(RERANKERS) == {"none", *RERANK_STAGES}
 
 
 @pytest.mark.parametrize("share", [0.0, 0.01, 0.1, 0.5, 1.0])
