@@ -11,6 +11,7 @@ import functools
 import logging
 import os
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
@@ -33,14 +34,21 @@ SCHEMA_DRIFT = "schemas on this incremental model are out of sync"
 
 
 def project(
-    settings: Settings, *, full_refresh: bool = False, progress: bool = False, tests: bool = True
+    settings: Settings,
+    *,
+    full_refresh: bool = False,
+    progress: bool = False,
+    tests: bool = True,
+    unit_tests: bool = False,
 ) -> dict:
     """Run `dbt build` against settings' canonical and state DBs; return document counts.
 
     Incremental by default: only documents whose canonical inputs changed are rewritten.
     `full_refresh` rebuilds every incremental model from scratch (same output).
-    `tests=False` runs the models only (`dbt run`), for repeated runs whose SQL and
-    tests already passed once, e.g. benchmarks.
+    The dbt data tests run with the models; `tests=False` runs the models only (`dbt run`),
+    for repeated runs whose SQL and tests already passed once, e.g. benchmarks.
+    `unit_tests` adds the models' unit tests: they check SQL against fixed inputs, not
+    the data, so they belong to development and CI (`make test` runs them), as dbt advises.
     Raises SlackqueryError when the canonical DB is missing or of the wrong schema
     version, or when a dbt node fails (the message names the node).
     """
@@ -49,6 +57,8 @@ def project(
     state = settings.state_path
     state.parent.mkdir(parents=True, exist_ok=True)
     args = ["build" if tests else "run", "--target", "state"]
+    if tests and not unit_tests:
+        args += ["--exclude-resource-type", "unit_test"]
     if full_refresh:
         args.append("--full-refresh")
     started = time.perf_counter()
@@ -57,7 +67,9 @@ def project(
         "SLACKQUERY_STATE_DB": str(state.resolve()),
     }
     try:
-        run_dbt(settings, args, environment=environment, target_subdir="target", progress=progress)
+        result = run_dbt(
+            settings, args, environment=environment, target_subdir="target", progress=progress
+        )
     except SlackqueryError as error:
         # A state projected by an older version whose incremental models lack a column this
         # version adds: rebuilding them from canonical gives the same rows an incremental
@@ -67,8 +79,11 @@ def project(
         logger.warning("search models predate this version's columns; rebuilding them")
         full_refresh = True
         args.append("--full-refresh")
-        run_dbt(settings, args, environment=environment, target_subdir="target", progress=progress)
+        result = run_dbt(
+            settings, args, environment=environment, target_subdir="target", progress=progress
+        )
     counts = document_counts(state)
+    counts["dbt_nodes"] = dict(Counter(str(node.node.resource_type) for node in result.results))
     counts["full_refresh"] = full_refresh
     counts["elapsed_s"] = round(time.perf_counter() - started, 3)
     counts["state_db"] = str(state)

@@ -1,8 +1,10 @@
 """Publish and roll back: make a sealed artifact `current`, record it, apply retention.
 
 `publish` accepts a build that a build run validated; `rollback` a retained older one.
-Both re-check the seal (manifest, sha256, metadata) and re-run the full GX checkpoint in a
-fresh read-only process before the pointer moves. Both refuse anything that is not a
+Both re-check the seal (manifest, sha256, metadata) before the pointer moves, and run the
+full GX checkpoint in a fresh read-only process again unless the build's passing result
+still holds (`validate.reusable_result`: same bytes, same published artifact compared
+against, same checks); a rollback always runs it. Both refuse anything that is not a
 sealed artifact directly inside the artifact directory.
 """
 
@@ -66,14 +68,12 @@ def _publish(settings: Settings, reference: str, *, is_rollback: bool) -> dict[s
             if row["status"] not in PUBLISHABLE:
                 raise SlackqueryError(f"build {build_id} is {row['status']}; not publishable")
             manifest = validate.verify_sealed(artifact_dir, build_id, path)
-            # The full GX checkpoint again, in a fresh read-only process: the file may have
-            # sat in the directory since its build. A rollback is a deliberate step back,
-            # so it skips the count-drift check against the artifact it replaces.
-            validation = validate.run_checkpoint(
-                settings,
-                path,
-                files.validation_file(artifact_dir, build_id),
-                compare_with_current=not is_rollback,
+            result_path = files.validation_file(artifact_dir, build_id)
+            reused = None if is_rollback else validate.reusable_result(settings, path, result_path)
+            # A rollback is a deliberate step back, so it skips the count-drift check
+            # against the artifact it replaces.
+            validation = reused or validate.run_checkpoint(
+                settings, path, result_path, compare_with_current=not is_rollback
             )
             if not validation["success"]:
                 action = "rollback to" if is_rollback else "publish of"
@@ -95,13 +95,13 @@ def _publish(settings: Settings, reference: str, *, is_rollback: bool) -> dict[s
         "counts": manifest["counts"],
         "generation_id": manifest["generation_id"],
         "source_watermark": manifest["source_watermark"],
-        "validation": {"success": validation["success"]},
+        "validation": {"success": validation["success"], "reused": reused is not None},
         "retention": retention,
     }
 
 
 def publish(settings: Settings, build_id: str) -> dict[str, Any]:
-    """Make a validated build (or `latest`) current after re-validating it; return a summary."""
+    """Make a validated build (or `latest`) current once its validation holds; return a summary."""
     return _publish(settings, build_id, is_rollback=False)
 
 

@@ -1,11 +1,14 @@
 """Validation of artifacts: the GX checkpoint in a fresh process, and seal checks.
 
 A sealed artifact is a final-named, read-only file whose sha256 and metadata match its
-manifest, with the arrays folder beside it whose files' sha256 match it too. Publish
-trusts a sealed file that a build validated; rollback re-runs the full GX checkpoint as
-well, because a retained file may have sat on disk for days.
+manifest, with the arrays folder beside it whose files' sha256 match it too. Every
+checkpoint result records its inputs besides the artifact's bytes (`checkpoint_inputs`):
+publish reuses the build's passing result when the seal holds and those inputs are still
+the same, and runs the checkpoint again otherwise; rollback always runs it again, because
+a retained file was validated against another published artifact, perhaps by older checks.
 """
 
+import hashlib
 import subprocess
 import sys
 from pathlib import Path
@@ -25,17 +28,61 @@ class ValidationFailed(SlackqueryError):
     """The GX checkpoint ran and at least one expectation failed."""
 
 
+# The code a checkpoint result depends on: the suites and the artifact readers they use.
+CHECKS_SOURCES = ("expectations", "slackquery/artifacts")
+
+
+def _checks_sha256() -> str:
+    digest = hashlib.sha256()
+    for folder in CHECKS_SOURCES:
+        for source in sorted((PROJECT_DIR / folder).rglob("*.py")):
+            digest.update(source.relative_to(PROJECT_DIR).as_posix().encode())
+            digest.update(source.read_bytes())
+    return digest.hexdigest()
+
+
+def _previous_for(settings: Settings, path: Path, compare_with_current: bool) -> Path | None:
+    previous = current_artifact(settings) if compare_with_current else None
+    if previous is not None and previous.resolve() == path.resolve():
+        return None
+    return previous
+
+
+def checkpoint_inputs(settings: Settings, previous: Path | None) -> dict[str, Any]:
+    """What a checkpoint result depends on besides the artifact's own bytes."""
+    return {
+        "previous": str(previous) if previous else None,
+        "max_count_drift": settings.max_count_drift,
+        "count_drift_min_drop": settings.count_drift_min_drop,
+        "checks_sha256": _checks_sha256(),
+    }
+
+
+def reusable_result(settings: Settings, path: Path, result_path: Path) -> dict[str, Any] | None:
+    """The passing result at `result_path` when running the checkpoint on `path` now
+    would repeat it; None when it must run. Call only after `verify_sealed`: the seal is
+    what proves the bytes are the ones that result validated.
+    """
+    try:
+        result = files.read_json(result_path)
+    except (OSError, ValueError):
+        return None
+    inputs = checkpoint_inputs(settings, _previous_for(settings, path, True))
+    if result.get("success") is not True or result.get("inputs") != inputs:
+        return None
+    return result
+
+
 def run_checkpoint(
     settings: Settings, path: Path, result_path: Path, *, compare_with_current: bool = True
 ) -> dict[str, Any]:
     """Validate `path` with the GX checkpoint in a fresh process; return its result JSON.
 
     A fresh interpreter proves the file opens read-only on its own and keeps the
-    validation's memory out of the builder. The result is written to `result_path`.
+    validation's memory out of the builder. The result, with its `checkpoint_inputs`,
+    is written to `result_path`.
     """
-    previous = current_artifact(settings) if compare_with_current else None
-    if previous is not None and previous.resolve() == path.resolve():
-        previous = None
+    previous = _previous_for(settings, path, compare_with_current)
     command = [
         sys.executable,
         "-m",
@@ -67,7 +114,10 @@ def run_checkpoint(
         raise SlackqueryError(
             f"validation of {path.name} crashed (exit {process.returncode}): {' | '.join(tail)}"
         )
-    return files.read_json(result_path)
+    result = files.read_json(result_path)
+    result["inputs"] = checkpoint_inputs(settings, previous)
+    files.write_json_atomic(result_path, result)
+    return result
 
 
 def failure_summary(result: dict[str, Any]) -> str:

@@ -12,10 +12,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "project",
         help="project the canonical store into search documents (dbt build)",
-        description="Run the dbt project (models and tests) that turns the canonical Slack "
-        "store, attached read-only, into search documents in the state database, then print "
-        "document counts per kind (message, thread_context) and state (active, tombstoned). "
-        "Incremental: only documents whose canonical inputs changed are rewritten.",
+        description="Run the dbt project (models and data tests) that turns the canonical "
+        "Slack store, attached read-only, into search documents in the state database, then "
+        "print document counts per kind (message, thread_context) and state (active, "
+        "tombstoned). Incremental: only documents whose canonical inputs changed are rewritten.",
     )
     parser.add_argument(
         "--full-refresh",
@@ -25,7 +25,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--skip-tests",
         action="store_true",
-        help="run the models only (dbt run), without the dbt data and unit tests",
+        help="run the models only (dbt run), without the dbt data tests",
+    )
+    parser.add_argument(
+        "--unit-tests",
+        action="store_true",
+        help="also run the models' dbt unit tests (SQL checked against fixed inputs; for "
+        "development, `make test` runs them)",
     )
     add_json_flag(parser)
     parser.set_defaults(handler=run)
@@ -38,6 +44,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         full_refresh=args.full_refresh,
         progress=not args.json,
         tests=not args.skip_tests,
+        unit_tests=args.unit_tests,
     )
     emit(args, result, render(result))
     return 0

@@ -12,8 +12,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "publish",
         help="atomically point `current` at a validated artifact",
-        description="Re-validate a validated build (manifest, sha256, metadata, then the full "
-        "Great Expectations checkpoint in a fresh read-only process), then swap "
+        description="Check a validated build's seal (manifest, sha256 of the file and its "
+        "arrays, metadata), run the full Great Expectations checkpoint again in a fresh "
+        "read-only process unless the build's result still holds (same published artifact "
+        "compared with, same drift settings, same checks), then swap "
         "artifacts/current.duckdb to it atomically (readers with an open connection keep "
         "their file), record it in the build history and apply retention.",
     )
@@ -30,8 +32,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     """Publish one build."""
     result = publish(settings, args.build)
     removed = result["retention"]["removed"]
-    text = f"published {result['build_id']} (previous: {result['previous'] or 'none'})" + (
-        f"; retention removed {len(removed)} file(s)" if removed else ""
+    validation = "build's validation reused" if result["validation"]["reused"] else "validated"
+    text = (
+        f"published {result['build_id']} ({validation}; previous: {result['previous'] or 'none'})"
+        + (f"; retention removed {len(removed)} file(s)" if removed else "")
     )
     emit(args, result, text)
     return 0

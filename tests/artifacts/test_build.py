@@ -11,7 +11,7 @@ import pytest
 
 from expectations.suites.vector_coverage import RULE
 from slackquery import projection
-from slackquery.artifacts import arrays, files, history, schema
+from slackquery.artifacts import arrays, files, history, schema, validate
 from slackquery.artifacts.build import build_artifact, write_candidate
 from slackquery.artifacts.inputs import current_generation
 from slackquery.artifacts.publish import current_artifact, publish, rollback
@@ -343,12 +343,29 @@ def test_a_small_workspace_that_grows_builds_and_publishes(
 ) -> None:
     settings = apply_env(monkeypatch, tmp_path / "home")
     synthesize_state(settings.state_path, identity_for(settings), messages=20)
-    publish(settings, build_artifact(settings))
+    small = build_artifact(settings)
     # A newer export with twice the messages: growth is never count drift.
     synthesize_state(settings.state_path, identity_for(settings), messages=40)
     grown = build_artifact(settings)
-    publish(settings, grown)
-    assert current_artifact(settings) == files.artifact_file(settings.artifact_path, grown)
+    small_path = files.artifact_file(settings.artifact_path, small)
+    grown_path = files.artifact_file(settings.artifact_path, grown)
+    grown_result = files.validation_file(settings.artifact_path, grown)
+    built = files.read_json(files.validation_file(settings.artifact_path, small))
+
+    # Both were validated with nothing published: publishing `small` repeats nothing.
+    assert publish(settings, small)["validation"] == {"success": True, "reused": True}
+    assert files.read_json(files.validation_file(settings.artifact_path, small)) == built
+    # `grown` was compared with no published artifact; `small` is current now.
+    assert validate.reusable_result(settings, grown_path, grown_result) is None
+    assert publish(settings, grown)["validation"] == {"success": True, "reused": False}
+    assert files.read_json(grown_result)["inputs"]["previous"] == str(small_path.resolve())
+    assert current_artifact(settings) == grown_path
+
+    # Rolling back always validates afresh; the drift settings are inputs too.
+    assert rollback(settings, small)["validation"] == {"success": True, "reused": False}
+    assert validate.reusable_result(settings, grown_path, grown_result) is not None
+    looser = settings.model_copy(update={"max_count_drift": 0.9})
+    assert validate.reusable_result(looser, grown_path, grown_result) is None
 
 
 def test_retention_removes_arrays_folders_of_dead_builds(state_settings: Settings) -> None:

@@ -60,7 +60,7 @@ def test_readers_see_one_artifact_per_response_during_four_publishes(
     )
     assert reader.stdout is not None and reader.stdin is not None
     assert reader.stdout.readline().strip() == "ready"
-    for index in range(4):  # each publish re-runs GX in a fresh process: ~5 s apiece
+    for index in range(4):  # swap `current` back and forth under the reader
         publish(settings, second if index % 2 == 0 else first)
     reader.stdin.close()
     report = json.loads(reader.stdout.read())

@@ -51,10 +51,10 @@ def documents(settings: Settings) -> dict[str, dict]:
 
 @pytest.fixture(scope="session")
 def projected(tmp_path_factory: pytest.TempPathFactory) -> Projected:
-    """The fixture canonical store, projected once (dbt build: models and dbt tests)."""
+    """The fixture canonical store, projected once (dbt build: models, data and unit tests)."""
     home = tmp_path_factory.mktemp("projection")
     settings = settings_for(home)
     build_canonical(settings.canonical_path)
     before = file_sha256(settings.canonical_path)
-    result = project(settings)
+    result = project(settings, unit_tests=True)
     return Projected(settings=settings, result=result, canonical_sha256_before=before)

@@ -66,10 +66,17 @@ def test_cli_prints_counts_as_json(
     monkeypatch.setenv("SLACKQUERY_CANONICAL_DB", str(settings.canonical_path))
     monkeypatch.setenv("SLACKQUERY_STATE_DB", str(settings.state_path))
     monkeypatch.setenv("SLACKQUERY_LOG_DIR", str(settings.log_path))
-    assert cli.main(["project", "--json", "--skip-tests"]) == 0
+    assert cli.main(["project", "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["documents"] == projected.result["documents"]
     assert printed["full_refresh"] is False
+    # Models and data tests; the unit tests check SQL, not data, so they are left to CI.
+    assert printed["dbt_nodes"]["model"] > 0 and printed["dbt_nodes"]["test"] > 0
+    assert "unit_test" not in printed["dbt_nodes"]
+
+
+def test_the_shared_projection_ran_the_unit_tests(projected: Projected) -> None:
+    assert projected.result["dbt_nodes"]["unit_test"] > 0
 
 
 def test_cli_help_describes_the_command(capsys: pytest.CaptureFixture[str]) -> None:
