@@ -88,6 +88,21 @@ def table_facts(conn: duckdb.DuckDBPyConnection, table: str, extra: str = "") ->
     return dict(zip([column[0] for column in cursor.description], row, strict=True))
 
 
+DOCUMENT_ROWS = "document_rows"
+
+
+def document_rows(conn: duckdb.DuckDBPyConnection) -> str:
+    """The name of a temporary table of `(row_index, document_id)`, row_index being the
+    row in `document_id` order, which every array indexes by; made once per connection
+    (temporary tables need no write access), so suites need not sort the table again."""
+    conn.execute(
+        f"create temp table if not exists {DOCUMENT_ROWS} as select "
+        "row_number() over (order by document_id) - 1 as row_index, document_id "
+        "from search_documents"
+    )
+    return DOCUMENT_ROWS
+
+
 def chunks(
     artifact: Artifact, select_sql: str, constants: dict | None = None
 ) -> Iterator[pd.DataFrame]:

@@ -7,18 +7,19 @@ in `document_id` order; per row, the kind flags, `ts_us`, `has_link`, `is_thread
 filter code (decoded through its vocabulary) equal the table's; thread keys equal exactly
 when the rows share a thread; a thread context's members are the rows of its
 `message_ids`; and, for an evenly spread sample of rows, every display column equals the
-table's. Each batch is `chunk_rows` rows of the table read in one streamed query.
+table's. Each batch is `chunk_rows` rows of the table read in one streamed query; thread
+keys and context members are compared in that query, with the mapped arrays registered
+as DuckDB views of NumPy columns, so no per-row Python runs over a million rows.
 """
 
 from collections.abc import Iterator
-from typing import Any
 
 import great_expectations as gx
 import great_expectations.expectations as gxe
 import numpy as np
 import pandas as pd
 
-from expectations.suites import Artifact, chunks, equals_metadata
+from expectations.suites import Artifact, chunks, document_rows, equals_metadata
 from slackquery.artifacts import arrays, documents, packed
 from slackquery.errors import SlackqueryError
 
@@ -73,54 +74,121 @@ def _same(mapped: object, table: object) -> bool:
     return mapped is None if _is_null(table) else mapped == table
 
 
+# Views of the mapped arrays, registered on the validation connection for the batch query.
+KEYS_VIEW = "document_array_thread_keys"
+CONTEXT_VIEW = "document_array_context_rows"
+
+# Per table row in `document_id` order: its thread group ("thread:<id>", or "row:<id>"
+# outside threads) is one-to-one with its mapped thread key, and its context members
+# (message_ids found in the table, in list order) equal the mapped ones.
+BATCH_SQL = """
+with documents as (
+    select ranked.row_index, search_documents.*
+    from search_documents join {rows} as ranked using (document_id)
+),
+groups as (
+    select
+        documents.row_index,
+        keys.thread_key,
+        coalesce('thread:' || nullif(documents.thread_id, ''), 'row:' || documents.document_id)
+            as thread_group
+    from documents left join {keys} as keys using (row_index)
+),
+keys_of_group as (
+    select thread_group, count(distinct thread_key) as key_count
+    from groups group by thread_group
+),
+groups_of_key as (
+    select thread_key, count(distinct thread_group) as group_count
+    from groups where thread_key is not null group by thread_key
+),
+listed as (
+    select
+        row_index,
+        unnest(message_ids) as member_id,
+        generate_subscripts(message_ids, 1) as position
+    from documents where document_kind = 'thread_context'
+),
+expected_members as (
+    select listed.row_index, list(members.row_index order by listed.position) as member_rows
+    from listed join {rows} as members on members.document_id = listed.member_id
+    group by listed.row_index
+),
+mapped_members as (
+    select row_index, list(member_row order by position) as member_rows
+    from {contexts} group by row_index
+)
+select
+    documents.row_index,
+    {columns},
+    groups.thread_key is not null
+        and keys_of_group.key_count = 1
+        and groups_of_key.group_count = 1 as thread_key_matches,
+    coalesce(expected_members.member_rows, []::bigint[])
+        = coalesce(mapped_members.member_rows, []::bigint[]) as context_matches
+from documents
+join groups using (row_index)
+join keys_of_group using (thread_group)
+left join groups_of_key using (thread_key)
+left join expected_members using (row_index)
+left join mapped_members using (row_index)
+order by documents.row_index
+"""
+
+
+def _register_arrays(artifact: Artifact, mapped: documents.DocumentArrays) -> None:
+    rows = len(mapped.arrays["thread_keys"])
+    offsets = np.asarray(mapped.arrays["context.offsets"])
+    owners = np.repeat(np.arange(rows, dtype=np.int64), np.diff(offsets))
+    artifact.conn.register(
+        KEYS_VIEW,
+        pd.DataFrame(
+            {
+                "row_index": np.arange(rows, dtype=np.int64),
+                "thread_key": np.asarray(mapped.arrays["thread_keys"]),
+            }
+        ),
+    )
+    artifact.conn.register(
+        CONTEXT_VIEW,
+        pd.DataFrame(
+            {
+                "row_index": owners,
+                "position": np.arange(len(owners), dtype=np.int64) - offsets[owners],
+                "member_row": np.asarray(mapped.arrays["context.rows"], dtype=np.int64),
+            }
+        ),
+    )
+
+
 class _Checker:
-    """Per-row checks of the arrays against batches of the table, in `document_id` order.
+    """Per-row checks of the arrays against batches of the table, in `document_id` order."""
 
-    Thread keys are checked one-to-one with threads (a row outside threads is its own
-    group) over every batch so far, so two threads sharing a key fail wherever they meet.
-    """
-
-    def __init__(self, mapped: documents.DocumentArrays):
+    def __init__(self, artifact: Artifact, mapped: documents.DocumentArrays):
         self.mapped = mapped
         self.ids = mapped.document_ids
-        # A dict, not a binary search: validation looks up every context member.
-        self.row_of = {doc: row for row, doc in enumerate(self.ids)}
-        self.display = mapped.display()
         count = len(self.ids)
-        self.sampled = set(np.linspace(0, count - 1, min(count, SAMPLE_ROWS)).astype(int).tolist())
-        self.key_of: dict[tuple[str, str], int] = {}
-        self.group_of: dict[int, tuple[str, str]] = {}
+        sampled = np.linspace(0, count - 1, min(count, SAMPLE_ROWS)).astype(int)
+        self.display_matches = self._display_matches(artifact, sampled.tolist())
 
-    def frame(self, start: int, batch: pd.DataFrame) -> pd.DataFrame:
-        """The check columns of the batch of table rows starting at row `start`."""
-        rows = np.arange(start, start + len(batch))
+    def frame(self, batch: pd.DataFrame) -> pd.DataFrame:
+        """The check columns of one batch of table rows (`row_index` ascending)."""
+        rows = batch["row_index"].to_numpy()
         inside = rows < len(self.ids)
-        rows = np.where(inside, rows, 0).tolist()
-        # Plain lists per column: a per-row record dict cost most of the suite's time.
-        ids, kinds, listed = (
-            batch[column].tolist() for column in ("document_id", "document_kind", "message_ids")
-        )
-        threads = batch["thread_id"].fillna("").tolist()
-        keys = self.mapped.arrays["thread_keys"][rows].tolist()
+        rows = np.where(inside, rows, 0)
+        start = int(rows[0]) if len(rows) else 0
         return pd.DataFrame(
             {
                 "document_id": batch["document_id"],
-                "id_matches": inside
-                & np.array([self.ids[row] == doc for row, doc in zip(rows, ids, strict=True)]),
+                "id_matches": inside & self.ids.equals(start, batch["document_id"].tolist()),
                 "columns_match": inside & self._columns_match(rows, batch),
-                "thread_key_matches": [
-                    self._thread_key_matches(("thread", thread) if thread else ("row", doc), key)
-                    for thread, doc, key in zip(threads, ids, keys, strict=True)
-                ],
-                "context_matches": [
-                    self._context_matches(row, kind == "thread_context", members)
-                    for row, kind, members in zip(rows, kinds, listed, strict=True)
-                ],
-                "display_matches": self._display_matches(rows, batch),
+                "thread_key_matches": batch["thread_key_matches"].to_numpy(bool),
+                "context_matches": batch["context_matches"].to_numpy(bool),
+                "display_matches": [self.display_matches.get(row) for row in rows.tolist()],
             }
         )
 
-    def _columns_match(self, rows: list[int], batch: pd.DataFrame) -> np.ndarray:
+    def _columns_match(self, rows: np.ndarray, batch: pd.DataFrame) -> np.ndarray:
         per_row = self.mapped.arrays
         kinds = batch["document_kind"].to_numpy()
         same = (
@@ -136,29 +204,22 @@ class _Checker:
             same &= decoded == batch[column].fillna("").to_numpy(dtype=object)
         return same
 
-    def _thread_key_matches(self, group: tuple[str, str], key: int) -> bool:
-        return (
-            self.key_of.setdefault(group, key) == key
-            and self.group_of.setdefault(key, group) == group
-        )
-
-    def _context_matches(self, row: int, is_context: bool, listed: Any) -> bool:
-        expected = []
-        if is_context and listed is not None:
-            members = [self.row_of.get(doc) for doc in listed]
-            expected = [member for member in members if member is not None]
-        return self.mapped.context_members(row).tolist() == expected
-
-    def _display_matches(self, rows: list[int], batch: pd.DataFrame) -> list[bool | None]:
-        checks: list[bool | None] = [None] * len(rows)
-        for index, row in enumerate(rows):
-            if row in self.sampled:
-                record = batch.iloc[index]
-                checks[index] = all(
-                    _same(column[row], record[name])
-                    for name, column in zip(documents.DISPLAY_COLUMNS, self.display, strict=True)
-                )
-        return checks
+    def _display_matches(self, artifact: Artifact, sampled: list[int]) -> dict[int, bool]:
+        """Whether each sampled row's display columns equal the table's."""
+        display = self.mapped.display()
+        records = artifact.conn.execute(
+            f"select ranked.row_index, {', '.join(f'd.{c}' for c in documents.DISPLAY_COLUMNS)} "
+            f"from search_documents d join {document_rows(artifact.conn)} ranked "
+            "using (document_id) where ranked.row_index in (select unnest($rows))",
+            {"rows": sampled},
+        ).fetchall()
+        return {
+            row: row < len(self.ids)
+            and all(
+                _same(column[row], value) for column, value in zip(display, values, strict=True)
+            )
+            for row, *values in records
+        }
 
 
 def check_frames(artifact: Artifact) -> Iterator[pd.DataFrame]:
@@ -171,24 +232,25 @@ def check_frames(artifact: Artifact) -> Iterator[pd.DataFrame]:
             arrays_readable=False, array_rows=None, ids_ascending=None
         )
         return
-    checker = _Checker(mapped)
+    checker = _Checker(artifact, mapped)
     facts = {
         "arrays_readable": True,
         "array_rows": len(checker.ids),
-        "ids_ascending": packed.is_strictly_ascending(list(checker.ids)),
+        "ids_ascending": packed.is_strictly_ascending(checker.ids),
     }
-    selected = dict.fromkeys(
-        (
-            "document_kind",
-            *documents.CODED_COLUMNS,
-            "has_link",
-            "message_ids",
-            *documents.DISPLAY_COLUMNS,
-        )
+    _register_arrays(artifact, mapped)
+    columns = dict.fromkeys(
+        ("document_id", "document_kind", *documents.CODED_COLUMNS, "ts_us", "has_link", "thread_id")
     )
-    start = 0
-    for batch in chunks(
-        artifact, f"select {', '.join(selected)} from search_documents order by document_id"
-    ):
-        yield checker.frame(start, batch).assign(**facts)
-        start += len(batch)
+    sql = BATCH_SQL.format(
+        rows=document_rows(artifact.conn),
+        keys=KEYS_VIEW,
+        contexts=CONTEXT_VIEW,
+        columns=", ".join(f"documents.{column}" for column in columns),
+    )
+    try:
+        for batch in chunks(artifact, sql):
+            yield checker.frame(batch).assign(**facts)
+    finally:
+        artifact.conn.unregister(KEYS_VIEW)
+        artifact.conn.unregister(CONTEXT_VIEW)

@@ -17,7 +17,7 @@ import great_expectations.expectations as gxe
 import numpy as np
 import pandas as pd
 
-from expectations.suites import Artifact
+from expectations.suites import Artifact, document_rows
 from slackquery.artifacts import arrays, packed, schema
 from slackquery.artifacts.postings import Postings
 from slackquery.errors import SlackqueryError
@@ -75,10 +75,8 @@ def _matches(conn: duckdb.DuckDBPyConnection, term: str) -> tuple[np.ndarray, np
     found = conn.execute(
         f"""
         select row_index, score from (
-            select
-                row_number() over (order by document_id) - 1 as row_index,
-                {schema.FTS_SCHEMA}.match_bm25(document_id, $term) as score
-            from search_documents
+            select row_index, {schema.FTS_SCHEMA}.match_bm25(document_id, $term) as score
+            from {document_rows(conn)}
         )
         where score is not null
         order by row_index
@@ -132,7 +130,7 @@ def check_frames(artifact: Artifact) -> Iterator[pd.DataFrame]:
         return
     facts = {
         "arrays_readable": True,
-        "terms_ascending": packed.is_strictly_ascending(list(postings.terms)),
+        "terms_ascending": packed.is_strictly_ascending(postings.terms),
         "term_count": len(postings.terms),
         "posting_count": len(postings.rows),
         # Without an index (its own suite fails) the counts stay null and fail here too.

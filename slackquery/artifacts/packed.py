@@ -40,6 +40,7 @@ class PackedStrings(Sequence):
     """A read-only column of optional strings over its packed arrays (maps or in memory)."""
 
     def __init__(self, arrays: Mapping[str, np.ndarray], name: str):
+        self._arrays = {part: arrays[f"{name}.{part}"] for part in PARTS}
         # Memoryviews, not the arrays: indexing one gives a Python int or bytes slice
         # directly, ~5x faster than NumPy scalars (a binary search reads ~20 values).
         self._data = memoryview(arrays[f"{name}.bytes"])
@@ -56,10 +57,41 @@ class PackedStrings(Sequence):
             return None
         return str(self._data[self._offsets[row] : self._offsets[row + 1]], "utf-8")
 
+    def equals(self, start: int, values: Sequence[str]) -> np.ndarray:
+        """Per value, whether row `start + i` holds it (False past the last row).
+
+        One comparison of the rows' bytes and lengths when all are equal, as they are in
+        a sound artifact; value by value otherwise, to say which differ.
+        """
+        count = max(0, min(len(values), len(self) - start))
+        same = np.zeros(len(values), dtype=bool)
+        encoded = [value.encode("utf-8") for value in values[:count]]
+        offsets = self._arrays["offsets"][start : start + count + 1]
+        if (
+            not self._arrays["nulls"][start : start + count].any()
+            and np.array_equal(np.fromiter(map(len, encoded), np.int64, count), np.diff(offsets))
+            and b"".join(encoded) == self._data[offsets[0] : offsets[-1]].tobytes()
+        ):
+            same[:count] = True
+        else:
+            same[:count] = [self[start + i] == value for i, value in enumerate(values[:count])]
+        return same
+
+    def ascends_strictly(self) -> bool:
+        """Whether the values ascend strictly, none null, compared as UTF-8 bytes (whose
+        order is code point order) without decoding them."""
+        if self._arrays["nulls"].any():
+            return False
+        data = self._data.tobytes()
+        values = [data[start:end] for start, end in pairwise(self._arrays["offsets"].tolist())]
+        return all(earlier < later for earlier, later in pairwise(values))
+
 
 def is_strictly_ascending(values: Sequence[str]) -> bool:
     """Whether `values` ascend strictly (str order is code point order, the UTF-8 byte
     order DuckDB sorts by)."""
+    if isinstance(values, PackedStrings):
+        return values.ascends_strictly()
     return all(earlier < later for earlier, later in pairwise(values))
 
 
