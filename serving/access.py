@@ -13,6 +13,7 @@ object and a nonexistent one get the same answer.
 from __future__ import annotations
 
 import contextvars
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -70,6 +71,19 @@ class Visibility:
         return found
 
 
+def rows_with_codes(codes: np.ndarray, wanted: Sequence[int], vocabulary_size: int) -> np.ndarray:
+    """Which rows' code is one of `wanted`. One code: a comparison; more: one gather
+    through a per-code lookup table, O(rows) however many (np.isin compares once per
+    code, ~4 ms a code at 1M rows)."""
+    if not wanted:
+        return np.zeros(len(codes), dtype=bool)
+    if len(wanted) == 1:
+        return codes == wanted[0]
+    wanted_code = np.zeros(vocabulary_size, dtype=bool)
+    wanted_code[np.asarray(wanted, dtype=np.int64)] = True
+    return wanted_code[codes]
+
+
 def compute_visibility(artifact: LoadedArtifact, requester: Requester) -> Visibility:
     """The rows and channels `requester` may see in `artifact` (see the module docstring)."""
     member_of = artifact.memberships.get((requester.workspace_id, requester.user_id), set())
@@ -87,8 +101,8 @@ def compute_visibility(artifact: LoadedArtifact, requester: Requester) -> Visibi
         for _, channel in channels
         if channel in artifact.channel_code_of
     ]
-    rows = (artifact.workspace_codes == workspace_code) & np.isin(
-        artifact.channel_codes, np.array(channel_codes, dtype=np.int32)
+    rows = (artifact.workspace_codes == workspace_code) & rows_with_codes(
+        artifact.channel_codes, channel_codes, len(artifact.channel_code_of)
     )
     rows.setflags(write=False)  # shared by every query of this requester
     vector_rows = artifact.vector_rows

@@ -21,7 +21,7 @@ from pathlib import Path
 import duckdb
 import numpy as np
 
-from serving.access import Requester, Visibility, compute_visibility
+from serving.access import Requester, Visibility, compute_visibility, rows_with_codes
 from serving.lexical import BM25Index
 from serving.query import STOPWORDS, fts_tokens, normalize
 from slackquery.artifacts import arrays, files, schema
@@ -378,8 +378,9 @@ class LoadedArtifact:
             (filters.conversation_types, self.type_codes, self.type_code_of),
         ):
             if values is not None:
-                wanted = [code_of[value] for value in values if value in code_of]
-                keep &= np.isin(codes, np.array(wanted, dtype=np.int32))
+                keep &= rows_with_codes(
+                    codes, [code_of[value] for value in values if value in code_of], len(code_of)
+                )
         if filters.start_ts_us is not None:
             keep &= self.ts_us >= filters.start_ts_us
         if filters.end_ts_us is not None:

@@ -19,7 +19,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from serving.access import Requester
+from serving.access import Requester, rows_with_codes
 from serving.engine import SearchEngine
 from serving.models import SearchRequest
 from serving.server import build_http_app
@@ -337,3 +337,10 @@ def test_bm25_counts_only_the_documents_a_requester_sees(engine: SearchEngine) -
     for hit in compared:
         expected = overall[hit.document_id].lexical.score * factor
         assert hit.lexical.score == pytest.approx(expected, abs=2e-6)
+
+
+@pytest.mark.parametrize("wanted", [[], [3], [0, 4, 6], list(range(7))])
+def test_rows_with_codes_is_membership_of_each_rows_code(wanted: list[int]) -> None:
+    codes = np.random.default_rng(5).integers(0, 7, 1_000).astype(np.int32)
+    expected = np.array([code in wanted for code in codes.tolist()])
+    assert np.array_equal(rows_with_codes(codes, wanted, 7), expected)
