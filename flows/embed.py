@@ -13,7 +13,8 @@ real cluster), in batches of `embedding_dask_batch_size` documents (256: a task'
 scheduling and task-run bookkeeping stay a small share of it). Workers only compute vectors
 and return them; this process claims, records and holds the only connection to the state
 database (one writer per DuckDB file). Each
-worker unpickles the embedder into its own process-wide copy, so it loads the model once.
+worker unpickles the embedder into its own process-wide copy, so it loads the model once,
+all workers at once before the first claim (`warm_workers`).
 A killed worker's task is re-run by Dask on another worker; a killed flow leaves leases
 that the next run releases, since their owner process is gone.
 
@@ -120,6 +121,24 @@ def _batch_size(settings: Settings) -> int:
     return settings.embedding_dask_batch_size
 
 
+def _load_on_worker(embedder: Embedder, generation_id: str) -> None:
+    """Runs on each Dask worker: unpickling `embedder` loads the worker's model; one short
+    text proves it embeds, and a worker of another generation is refused before any claim."""
+    ensure_same_generation(embedder.identity, generation_id)
+    embedder.embed_documents(["warm-up"])
+
+
+def warm_workers(embedder: Embedder, generation_id: str) -> float:
+    """Load the model on every Dask worker at once, before any batch is claimed; returns the
+    seconds it took (0 on the default runner). Workers that join later load it lazily."""
+    client = _dask_client()
+    if client is None:
+        return 0.0
+    started = time.perf_counter()
+    client.run(_load_on_worker, embedder, generation_id)
+    return time.perf_counter() - started
+
+
 def _batches_in_flight() -> int:
     """1 on the default runner; on Dask, enough batches to keep every worker thread busy."""
     client = _dask_client()
@@ -145,6 +164,7 @@ def embed_flow(max_items: int | None = None, progress: bool = False) -> dict[str
         prepared = enqueue(run_key)
         in_flight = _batches_in_flight()
         logger.info("generation %s: %s; %d in flight", run.generation_id, prepared, in_flight)
+        warm_up_s = warm_workers(run.embedder, run.generation_id) if prepared["claimable"] else 0.0
 
         def submit(claim: Claim) -> _Submitted:
             texts = [item.text for item in claim.items]
@@ -165,7 +185,7 @@ def embed_flow(max_items: int | None = None, progress: bool = False) -> dict[str
             in_flight=in_flight,
             batch_size=_batch_size(settings),
         )
-        summary = run.summary(started, prepared)
+        summary = {**run.summary(started, prepared), "worker_warm_up_s": round(warm_up_s, 3)}
         logger.info("embed finished: %s", summary["counts"])
         return summary
     finally:

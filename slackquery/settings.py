@@ -123,12 +123,13 @@ class Settings(BaseSettings):
         "80 documents/s).",
     )
     embedding_dask_batch_size: int = Field(
-        default=256,
+        default=512,
         ge=1,
         le=4096,
         description="Documents per embedding task when the embed flow runs on Dask: each "
         "task pays scheduling and Prefect's task-run bookkeeping, so Dask gets larger "
-        "batches than an in-process or HTTP run.",
+        "batches than an in-process or HTTP run; the last batches of a run shrink so the "
+        "workers finish together.",
     )
     embedding_timeout_s: float = Field(
         default=120.0, gt=0, description="HTTP timeout for one embedding request, seconds."

@@ -26,6 +26,9 @@ from slackquery.embedding.http import parse_retry_after
 from slackquery.settings import Settings
 
 Clock = Callable[[], datetime]
+# The smallest batch guided scheduling shrinks to: below it a task's scheduling and
+# task-run bookkeeping would outweigh the idle time it saves.
+MIN_GUIDED_BATCH = 32
 
 
 def utc_now() -> datetime:
@@ -275,6 +278,12 @@ class Done:
         return self.outcome
 
 
+def guided_batch_size(batch_size: int, remaining: int, in_flight: int) -> int:
+    """Full batches while much is left, then shares of what remains (guided scheduling), so
+    parallel workers finish together instead of one idling through another's last batch."""
+    return min(batch_size, max(MIN_GUIDED_BATCH, -(-remaining // in_flight)))
+
+
 def drive_batches(
     run: EmbedRun,
     claimable: int,
@@ -302,6 +311,8 @@ def drive_batches(
         while True:
             while not exhausted and len(out) < in_flight:
                 limit = batch_size or run.settings.embedding_batch_size
+                if in_flight > 1:
+                    limit = guided_batch_size(limit, total - run.tally["claimed"], in_flight)
                 if max_items is not None:
                     limit = min(limit, max_items - run.tally["claimed"])
                 batch = claim(limit) if limit > 0 else state.Claim("", ())

@@ -15,7 +15,7 @@ import numpy as np
 from slackquery.cli import main
 from slackquery.crash import CRASH_ENV
 from slackquery.embedding import build_embedder, state
-from slackquery.embedding.work import embed_pending
+from slackquery.embedding.work import MIN_GUIDED_BATCH, embed_pending, guided_batch_size
 from slackquery.settings import Settings
 from tests.embedding.documents import (
     create_state_db,
@@ -179,3 +179,10 @@ def test_status_projects_time_to_full_coverage_at_the_measured_rate(
     assert entry["projected_s_to_full_coverage"] == 0.4
     assert main(["embedding-status"]) == 0
     assert "projected 0m 00s to full coverage at 15.0 docs/s" in capsys.readouterr().out
+
+
+def test_parallel_batches_shrink_towards_the_end_so_workers_finish_together() -> None:
+    assert guided_batch_size(512, remaining=4_000, in_flight=4) == 512
+    assert guided_batch_size(512, remaining=1_000, in_flight=4) == 250
+    assert guided_batch_size(512, remaining=10, in_flight=4) == MIN_GUIDED_BATCH
+    assert guided_batch_size(4, remaining=1_000, in_flight=4) == 4  # never above the setting

@@ -67,6 +67,7 @@ def test_two_workers_embed_everything_once_loading_the_model_once_each(
     assert {row[1] for row in items.values()} == {1}
     loads = {p.name for p in markers.iterdir()} - {f"load-{os.getpid()}"}
     assert len(loads) == 2  # one per worker process, not one per batch
+    assert result["worker_warm_up_s"] > 0  # both loaded before the first claim
 
 
 def test_a_killed_worker_loses_and_duplicates_nothing(
