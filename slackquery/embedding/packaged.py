@@ -299,29 +299,42 @@ class PackagedEngine:
 
     def __init__(self, model: PackagedModel):
         self.model = model
-        if model.on_onnxruntime:
-            self._main = _ort_main(model.variant, model.weights_file, model.engine)
-        else:
-            engine = _engine(model.variant)
-            self._main = {"query": engine.query, "passage": engine.passage}
-        self._companion = (
-            None if model.companion is None else _companion_encoder(model.companion, model.engine)
-        )
         self._share = 0.0 if model.companion is None else model.companion.share
         self._lock = threading.Lock()
+        self._encoders: tuple[dict[str, Callable[[Sequence[str]], Any]], Any] | None = None
+
+    def _loaded(self) -> tuple[dict[str, Callable[[Sequence[str]], Any]], Any]:
+        """The main encoder per mode and the companion's, loaded on first use (under the
+        lock): a process that needs only the identity, like the flow that hands batches to
+        Dask workers, never loads the model."""
+        if self._encoders is None:
+            model = self.model
+            if model.on_onnxruntime:
+                main = _ort_main(model.variant, model.weights_file, model.engine)
+            else:
+                engine = _engine(model.variant)
+                main = {"query": engine.query, "passage": engine.passage}
+            companion = (
+                None
+                if model.companion is None
+                else _companion_encoder(model.companion, model.engine)
+            )
+            self._encoders = (main, companion)
+        return self._encoders
 
     def encode(self, texts: Sequence[str], mode: str) -> np.ndarray:
         """Native float32 (n, native_dimension) vectors for `texts` in `mode`."""
         if not texts:
             return np.zeros((0, self.model.native_dimension), dtype=np.float32)
         with self._lock:
-            main = np.asarray(self._main[mode](list(texts)), dtype=np.float32)
-            if self._companion is None:
+            main_encoders, companion = self._loaded()
+            main = np.asarray(main_encoders[mode](list(texts)), dtype=np.float32)
+            if companion is None:
                 return main
             norms = np.linalg.norm(main, axis=1, keepdims=True)
             usable = np.isfinite(norms) & (norms > 0)
             main = np.divide(main, norms, out=np.zeros_like(main), where=usable)
-            extra = self._companion(texts)
+            extra = companion(texts)
         pair = np.hstack([main * np.sqrt(1.0 - self._share), extra * np.sqrt(self._share)])
         # A broken main vector zeroes its whole row, so finalize_vectors reports the row
         # instead of keeping the companion's half alone.

@@ -88,6 +88,7 @@ def create_app(
     """The ASGI app serving `model` behind the shared guard; the engine is loaded here, once."""
     key = validate_api_key(api_key) if api_key is not None else None
     engine = PackagedEngine(model)
+    engine.encode(["warm-up"], "query")  # load the model now, not on the first request
     revision = packaged_revision(model.name)
     digest = weights_sha256(model.name)
     names = {model.name, f"{model.name}:latest"}

