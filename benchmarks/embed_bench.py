@@ -10,10 +10,10 @@
    Overhead = (run wall time - time inside the model call) / model time.
 2. Dask (`--only dask`): the Prefect embed flow on a LocalCluster of each `--dask-workers`
    count (single-threaded workers, a temporary Prefect API), timed inside the flow after
-   the cluster is up; overhead = 1 - (time inside the model, summed over workers) /
+   the flow starts; overhead = 1 - (time inside the model, summed over workers) /
    (workers x wall time), i.e. the share of worker time not spent embedding; bookkeeping
-   overhead is the same after the workers' model loading (`worker_warm_up_s`, all workers
-   at once before the first claim).
+   overhead is the same after the warm-up (`worker_warm_up_s`: the workers start and load
+   the model, all at once, before the first claim).
 3. No-op re-run: `--noop-docs` documents whose work items are already `succeeded`, with
    seeded random unit vectors (not model output: only the bookkeeping is timed), then
    `embed_pending` is timed with nothing to do (warm process, embedder already built).

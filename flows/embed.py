@@ -129,12 +129,13 @@ def _load_on_worker(embedder: Embedder, generation_id: str) -> None:
 
 
 def warm_workers(embedder: Embedder, generation_id: str) -> float:
-    """Load the model on every Dask worker at once, before any batch is claimed; returns the
-    seconds it took (0 on the default runner). Workers that join later load it lazily."""
-    client = _dask_client()
+    """Start the Dask workers and load the model on all of them at once, before any batch is
+    claimed; returns the seconds it took (0 on the default runner). Workers that join
+    later load it lazily."""
+    started = time.perf_counter()
+    client = _dask_client()  # a LocalCluster's workers start on its first use
     if client is None:
         return 0.0
-    started = time.perf_counter()
     client.run(_load_on_worker, embedder, generation_id)
     return time.perf_counter() - started
 
@@ -162,9 +163,9 @@ def embed_flow(max_items: int | None = None, progress: bool = False) -> dict[str
     try:
         run = get_run(run_key)
         prepared = enqueue(run_key)
+        warm_up_s = warm_workers(run.embedder, run.generation_id) if prepared["claimable"] else 0.0
         in_flight = _batches_in_flight()
         logger.info("generation %s: %s; %d in flight", run.generation_id, prepared, in_flight)
-        warm_up_s = warm_workers(run.embedder, run.generation_id) if prepared["claimable"] else 0.0
 
         def submit(claim: Claim) -> _Submitted:
             texts = [item.text for item in claim.items]
