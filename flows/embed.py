@@ -9,8 +9,9 @@ when the owning process is gone).
 
 Fan-out: `embed_batch` runs wherever the flow's task runner puts it: threads of this process
 by default, or Dask workers (`with_dask()`: a LocalCluster of N workers, or the scheduler of a
-real cluster), in batches of `embedding_dask_batch_size` documents (256: a task's
-scheduling and task-run bookkeeping stay a small share of it). Workers only compute vectors
+real cluster), in batches of `embedding_dask_batch_size` documents (512: a task's
+scheduling and task-run bookkeeping stay a small share of it; the last batches shrink so
+the workers finish together). Workers only compute vectors
 and return them; this process claims, records and holds the only connection to the state
 database (one writer per DuckDB file). Each
 worker unpickles the embedder into its own process-wide copy, so it loads the model once,
