@@ -169,22 +169,23 @@ def rank_authors(ctx: QueryContext) -> ArmRanking | None:
     return top_candidates(rows[by_named], scores[by_named], ctx.window)
 
 
-# Default weights per route. `exact`, `mixed`: the original design's lexical, semantic and
-# context weights. `conceptual` (natural-language questions, most of what people and agents
-# ask): the semantic arm is the strongest arm on such questions, so the others are
-# tie-breakers there. Decided with the evaluation harness: docs/evaluation.md.
+# Default weights per route, decided by the rule in docs/evaluation.md ("Route weights, arm
+# by arm"). `conceptual` (natural-language questions, most of what people and agents ask):
+# the semantic arm leads and the lexical arm breaks ties; without that, hybrid ranks below
+# the semantic arm alone. `exact` and `mixed`: equal weights, as no judged question gives
+# evidence for more. The context weights are the original design's (the arm is off).
 ARMS: tuple[Arm, ...] = (
     Arm(
         "lexical",
         rank_lexical,
-        {"exact": 1.8, "conceptual": 0.25, "mixed": 1.0},
+        {"exact": 1.0, "conceptual": 0.25, "mixed": 1.0},
         "BM25 arm rank/score, if it found this.",
         modes=("lexical", "hybrid"),
     ),
     Arm(
         "semantic",
         rank_semantic,
-        {"exact": 0.5, "conceptual": 1.5, "mixed": 1.0},
+        {"exact": 1.0, "conceptual": 1.5, "mixed": 1.0},
         "Embedding arm rank/score, if it found this.",
         modes=("semantic", "hybrid"),
     ),
