@@ -35,6 +35,31 @@ class FusedHit:
     answer_cue: bool = False
 
 
+# Above this many values, a threshold read off a strided sample cuts them before any
+# partition: at 1M float32 scores a partition costs ~10 ms, a comparison ~1 ms.
+PRESELECT_MIN_VALUES = 65_536
+_PRESELECT_SAMPLE = 16_384
+# The threshold is the sample's value at this many times `count`'s share of the sample
+# (and at least _PRESELECT_MIN_RANK positions from its top), so it almost always keeps
+# `count` values or more; when it keeps fewer, every value is taken instead.
+_PRESELECT_MARGIN = 4
+_PRESELECT_MIN_RANK = 32
+
+
+def preselect(values: np.ndarray, count: int) -> np.ndarray | None:
+    """Ascending indices of a subset of `values` holding every value at least as high as
+    the `count`-th highest (ties included), or None: take them all (few values, or the
+    sample's threshold kept fewer than `count`)."""
+    if values.size < PRESELECT_MIN_VALUES or count <= 0:
+        return None
+    stride = values.size // _PRESELECT_SAMPLE
+    sample = values[::stride]
+    rank = min(sample.size, max(-(-count * _PRESELECT_MARGIN // stride), _PRESELECT_MIN_RANK))
+    threshold = np.partition(sample, sample.size - rank)[sample.size - rank]
+    kept = np.flatnonzero(values >= threshold)
+    return kept if kept.size >= count else None
+
+
 def top_rows(scores: np.ndarray, eligible: np.ndarray, window: int) -> ArmRanking:
     """The `window` best eligible rows by descending score, ties by ascending row index."""
     candidates = np.flatnonzero(eligible)
@@ -48,6 +73,9 @@ def top_candidates(candidates: np.ndarray, values: np.ndarray, window: int) -> A
     """
     if candidates.size == 0:
         return ArmRanking(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
+    subset = preselect(values, window)
+    if subset is not None:
+        candidates, values = candidates[subset], values[subset]
     if candidates.size > window:
         # Keep everything tied with the window's last score so the id tie-break stays exact.
         cut = np.partition(values, candidates.size - window)[candidates.size - window]

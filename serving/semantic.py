@@ -11,6 +11,7 @@ compare with document vectors of the same embedding generation, so the embedder'
 identity is checked against the artifact's before any query is embedded.
 """
 
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -18,6 +19,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import simsimd
 
+from serving.ranking import preselect
 from slackquery.artifacts.arrays import Int8Codes
 from slackquery.embedding.base import Embedder, ensure_same_generation
 from slackquery.errors import SlackqueryError
@@ -31,6 +33,10 @@ _SUBSET_SHARE = 0.18
 # filtered searches measured 200-650 ms that way, against ~50 ms for the same copy in
 # isolation and ~60 ms in blocks. Int8 rows are a quarter the size: 4x the rows per block.
 _GATHER_BYTES = 3 * 1024 * 1024
+# Threads of one int8 scan: it is bound by memory bandwidth, which one core does not
+# saturate (measured at 1M x 768 on 2 cores: 45 ms on one thread, 24 ms on two; two
+# concurrent queries, 50 scans/s either way). simsimd releases the GIL meanwhile.
+SCAN_THREADS = len(os.sched_getaffinity(0))
 # Positions per query whose int8 estimate is replaced by the exact float32 cosine: every
 # ranking the engine cuts (candidate windows of ~100) lies well inside it.
 RESCORE_DEPTH = 400
@@ -74,16 +80,10 @@ def _count(matrix: np.ndarray, positions: np.ndarray | None) -> int:
     return matrix.shape[0] if positions is None else positions.size
 
 
-def _row_blocks(
-    matrix: np.ndarray, positions: np.ndarray | None
-) -> Iterator[tuple[int, np.ndarray]]:
-    """`(offset, rows)` blocks of at most `_GATHER_BYTES`: slices of the matrix when
-    `positions` is None, else the rows at `positions` gathered into one reused buffer."""
+def _row_blocks(matrix: np.ndarray, positions: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
+    """`(offset, rows)` blocks of at most `_GATHER_BYTES`: the rows at `positions` gathered
+    into one reused buffer."""
     block_rows = max(1, _GATHER_BYTES // max(1, matrix.shape[1] * matrix.itemsize))
-    if positions is None:
-        for start in range(0, matrix.shape[0], block_rows):
-            yield start, matrix[start : start + block_rows]
-        return
     block = np.empty((min(block_rows, positions.size), matrix.shape[1]), dtype=matrix.dtype)
     for start in range(0, positions.size, block_rows):
         chunk = positions[start : start + block_rows]
@@ -96,7 +96,11 @@ def best_indices(scores: np.ndarray, count: int) -> np.ndarray | None:
     """Indices of the `count` highest scores, ascending; None when every score qualifies."""
     if scores.size <= count:
         return None
-    return np.sort(np.argpartition(scores, scores.size - count)[scores.size - count :])
+    subset = preselect(scores, count)
+    if subset is None:
+        return np.sort(np.argpartition(scores, scores.size - count)[scores.size - count :])
+    best = np.argpartition(scores[subset], subset.size - count)[subset.size - count :]
+    return subset[np.sort(best)]
 
 
 def vector_scores_many(
@@ -131,13 +135,15 @@ def _scan(
 ) -> np.ndarray:
     """`product(rows, out)` over blocks of the rows at `positions` into a (width, positions)
     array: the subset's rows when small, else every row and then the positions' columns."""
-    subset = positions is not None and positions.size < _SUBSET_SHARE * matrix.shape[0]
-    count = positions.size if subset else matrix.shape[0]  # type: ignore[union-attr]
-    scores = np.empty((count, width), dtype=np.float32)
-    for start, rows in _row_blocks(matrix, positions if subset else None):
-        product(rows, scores[start : start + len(rows)])
-    if positions is not None and not subset:
-        scores = scores[positions]
+    if positions is not None and positions.size < _SUBSET_SHARE * matrix.shape[0]:
+        scores = np.empty((positions.size, width), dtype=np.float32)
+        for start, rows in _row_blocks(matrix, positions):
+            product(rows, scores[start : start + len(rows)])
+    else:
+        scores = np.empty((matrix.shape[0], width), dtype=np.float32)
+        product(matrix, scores)
+        if positions is not None:
+            scores = scores[positions]
     return np.ascontiguousarray(scores.T)
 
 
@@ -153,13 +159,18 @@ def _quantised_scores(
         # Not `cdist(..., out=out)`: simsimd 6.5 returns None from that path without a new
         # reference, so every call takes one from None's count until Python 3.11 aborts
         # ("deallocating None") after enough searches.
-        out[:] = np.asarray(simsimd.cdist(rows, query_codes, metric="dot", out_dtype="float32"))
+        out[:] = np.asarray(
+            simsimd.cdist(
+                rows, query_codes, metric="dot", out_dtype="float32", threads=SCAN_THREADS
+            )
+        )
 
     scores = _scan(codes.codes, positions, len(query_codes), product)
     scores *= factors[:, None]
-    cut = scores.shape[1] - RESCORE_DEPTH
     for estimates, query in zip(scores, queries, strict=True):
-        best = np.sort(np.argpartition(estimates, cut)[cut:])
+        best = best_indices(estimates, RESCORE_DEPTH)
+        if best is None:
+            best = np.arange(estimates.size)
         rows = best if positions is None else positions[best]
         estimates[best] = dot_scores(matrix[rows], query)
     return scores

@@ -4,12 +4,20 @@ import numpy as np
 import pytest
 
 import serving.lexical
+import serving.ranking
 import serving.semantic
 from serving.artifact import DISPLAY_COLUMNS
 from serving.engine import SearchEngine
 from serving.fusion import RERANKERS, fuse
 from serving.models import SearchRequest
-from serving.ranking import ArmRanking, FusedHit, top_candidates, top_rows
+from serving.ranking import (
+    PRESELECT_MIN_VALUES,
+    ArmRanking,
+    FusedHit,
+    preselect,
+    top_candidates,
+    top_rows,
+)
 from serving.stages import RERANK_STAGES, boost_answer_cues, combine_scores
 
 
@@ -71,6 +79,45 @@ def test_top_candidates_equals_top_rows(seed: int) -> None:
     got = top_candidates(rows[shuffled], scores[rows][shuffled], 25)
     assert got.rows.tolist() == expected.rows.tolist()
     assert got.scores.tolist() == expected.scores.tolist()
+
+
+def reference_top(rows: np.ndarray, scores: np.ndarray, window: int) -> tuple[list, list]:
+    """The `window` best rows by descending score, ties by row, from a full sort."""
+    order = sorted(range(rows.size), key=lambda i: (-float(scores[i]), int(rows[i])))[:window]
+    return rows[order].tolist(), scores[order].tolist()
+
+
+@pytest.mark.parametrize(("seed", "levels"), [(1, 50), (2, 1000), (3, 10**6)])
+def test_top_candidates_of_many_values_equals_a_full_sort(seed: int, levels: int) -> None:
+    # Above PRESELECT_MIN_VALUES a sampled threshold cuts the values first; few levels
+    # make many ties at the window's last score, which must all stay in the running.
+    rng = np.random.default_rng(seed)
+    count = 3 * PRESELECT_MIN_VALUES
+    rows = rng.permutation(count * 2)[:count]
+    scores = (rng.integers(0, levels, size=count) / levels).astype(np.float32)
+    got = top_candidates(rows, scores, 100)
+    assert (got.rows.tolist(), got.scores.tolist()) == reference_top(rows, scores, 100)
+
+
+def test_preselect_keeps_every_value_at_least_the_countth_highest() -> None:
+    rng = np.random.default_rng(4)
+    values = rng.standard_normal(2 * PRESELECT_MIN_VALUES).astype(np.float32)
+    kept = preselect(values, 400)
+    assert kept is not None and 400 <= kept.size < values.size // 10
+    assert np.all(np.diff(kept) > 0)
+    cut = np.sort(values)[-400]
+    assert set(np.flatnonzero(values >= cut)) <= set(kept.tolist())
+
+
+def test_preselect_takes_everything_when_the_sample_misses_the_top() -> None:
+    # The strided sample sees 32 high values; 8 more, just as high as needed, sit between
+    # its points, so the sample's threshold would keep 32 of the 40 best.
+    values = np.zeros(2 * PRESELECT_MIN_VALUES, dtype=np.float32)
+    stride = values.size // serving.ranking._PRESELECT_SAMPLE
+    values[: 32 * stride : stride] = 10.0
+    values[1 : 8 * stride : stride] = 5.0
+    assert preselect(values, 40) is None
+    assert preselect(values[:1000], 10) is None  # too few values to be worth it
 
 
 @pytest.mark.parametrize("dense_share", [0, 10**9])

@@ -6,9 +6,11 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
+from serving.ranking import PRESELECT_MIN_VALUES
 from serving.semantic import (
     RESCORE_DEPTH,
     QueryEmbedder,
+    best_indices,
     dot_scores,
     vector_scores,
     vector_scores_many,
@@ -163,3 +165,13 @@ def test_the_quantised_scan_leaves_nones_reference_count_alone() -> None:
     for _ in range(50):
         vector_scores(matrix, query, None, codes)
     assert abs(sys.getrefcount(None) - before) < 10
+
+
+@pytest.mark.parametrize("count", [1, RESCORE_DEPTH, 5000])
+def test_best_indices_of_many_scores_are_the_highest(count: int) -> None:
+    # Past PRESELECT_MIN_VALUES the partition runs over a sampled threshold's survivors.
+    scores = np.random.default_rng(count).standard_normal(3 * PRESELECT_MIN_VALUES)
+    best = best_indices(scores.astype(np.float32), count)
+    assert best is not None and best.size == count and np.all(np.diff(best) > 0)
+    expected = np.sort(np.argsort(-scores.astype(np.float32), kind="stable")[:count])
+    assert best.tolist() == expected.tolist()
