@@ -141,6 +141,13 @@ class BM25Index:
                 rows = self._union(self._reachable(spans, theta * (1 - 1e-6), scales))
                 rows = rows[eligible[rows]]
                 return rows, self._exact(spans, rows, scales)
+            # Few eligible rows among the best postings: a filter (a channel, an author)
+            # keeps few rows, so those rows are looked up in the long postings rather than
+            # every posting scored (at 1M, "the for in:#deploys" took 22 ms that way).
+            rows = np.flatnonzero(eligible)
+            scores = self._exact(spans, rows, scales)
+            matching = scores != 0
+            return rows[matching], scores[matching]
         rows, scores = self.matches(terms, idf_scale)
         keep = eligible[rows]
         return rows[keep], scores[keep]
