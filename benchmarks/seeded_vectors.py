@@ -3,40 +3,32 @@
 Retrieval cost does not depend on vector values, and embedding 100k+ documents with the
 real model takes far longer than a benchmark should. `seed_vectors` registers the
 configured generation and enqueues every active message document through the embedding
-state API, as `embed_pending` does, then fills all pending items in one set-based update
-with a unit vector drawn from a hash of (document id, component, seed) instead of calling
-the model. The resulting work items are `succeeded` rows of the configured generation, so
-`build_artifact` reads them exactly as it reads real ones.
+state API, as `embed_pending` does, then claims and records them in large batches as the
+embed flow does, with a unit vector drawn by NumPy from a generator seeded with (seed,
+document id) instead of calling the model. The resulting work items are `succeeded` rows
+of the configured generation, so `build_artifact` reads them exactly as it reads real ones.
 """
 
+import hashlib
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
+
 from slackquery.embedding import configured_identity, state
+from slackquery.embedding.work import CHECKPOINT_THRESHOLD
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
 
-SEED_SQL = """
-update embedding_work_items as items
-set state = 'succeeded', embedding = seeded.embedding, attempt_count = 1,
-    embedded_at = $now, updated_at = $now
-from (
-    select document_id, text_hash,
-        list_transform(raw, x -> x / sqrt(list_dot_product(raw, raw)))::float[] as embedding
-    from (
-        select document_id, text_hash,
-            list_transform(
-                range($dimension),
-                k -> (hash(document_id, k, $seed) % 2000001)::double / 1000000.0 - 1.0
-            ) as raw
-        from embedding_work_items
-        where generation_id = $generation_id and state = 'pending'
-    )
-) as seeded
-where items.generation_id = $generation_id
-    and items.document_id = seeded.document_id
-    and items.text_hash = seeded.text_hash
-"""
+# Work items claimed and recorded per transaction (20,000 x 768 float32 is 61 MB).
+BATCH = 20_000
+
+
+def seeded_vector(document_id: str, seed: int, dimension: int) -> np.ndarray:
+    """The unit vector of `document_id` under `seed`: the same in every run and batch."""
+    key = int.from_bytes(hashlib.blake2b(document_id.encode("utf-8"), digest_size=8).digest())
+    vector = np.random.default_rng([seed, key]).standard_normal(dimension, dtype=np.float32)
+    return vector / np.linalg.norm(vector)
 
 
 def seed_vectors(settings: Settings, *, seed: int = 3) -> dict[str, Any]:
@@ -54,24 +46,33 @@ def seed_vectors(settings: Settings, *, seed: int = 3) -> dict[str, Any]:
     generation_id = identity.generation_id
     connection = state.connect(settings.state_path)
     try:
+        # As in an embed run: DuckDB's default 16 MB would checkpoint after every batch.
+        connection.execute(f"set checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
         state.require_documents(connection, settings.state_path)
         now = datetime.now(UTC)
         with state.transaction(connection):
             state.ensure_schema(connection)
             state.register_generation(connection, identity, now)
             state.enqueue(connection, generation_id, now)
-            row = connection.execute(
-                SEED_SQL,
-                {
-                    "now": now,
-                    "dimension": identity.stored_dimension,
-                    "seed": seed,
-                    "generation_id": generation_id,
-                },
-            ).fetchone()
+        recorded = 0
+        while True:
+            claim = state.claim_batch(
+                connection, generation_id, limit=BATCH, lease_s=settings.embedding_lease_s, now=now
+            )
+            if not claim.items:
+                break
+            vectors = np.stack(
+                [
+                    seeded_vector(item.document_id, seed, identity.stored_dimension)
+                    for item in claim.items
+                ]
+            )
+            recorded += state.record_successes(
+                connection, generation_id, claim.lease_id, claim.items, vectors, now
+            )
         return {
             "generation_id": generation_id,
-            "recorded": int(row[0]) if row else 0,
+            "recorded": recorded,
             **state.coverage(connection, generation_id),
         }
     finally:
