@@ -36,7 +36,10 @@ _GATHER_BYTES = 3 * 1024 * 1024
 # Threads of one int8 scan: it is bound by memory bandwidth, which one core does not
 # saturate (measured at 1M x 768 on 2 cores: 45 ms on one thread, 24 ms on two; two
 # concurrent queries, 50 scans/s either way). simsimd releases the GIL meanwhile.
-SCAN_THREADS = len(os.sched_getaffinity(0))
+# (`sched_getaffinity` is Linux-only; elsewhere every core counts.)
+SCAN_THREADS = (
+    len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+)
 # Positions per query whose int8 estimate is replaced by the exact float32 cosine: every
 # ranking the engine cuts (candidate windows of ~100) lies well inside it.
 RESCORE_DEPTH = 400
