@@ -11,7 +11,6 @@ compare with document vectors of the same embedding generation, so the embedder'
 identity is checked against the artifact's before any query is embedded.
 """
 
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -21,6 +20,7 @@ import simsimd
 
 from serving.ranking import preselect
 from slackquery.artifacts.arrays import Int8Codes
+from slackquery.cores import usable_cores
 from slackquery.embedding.base import Embedder, ensure_same_generation
 from slackquery.errors import SlackqueryError
 
@@ -36,10 +36,7 @@ _GATHER_BYTES = 3 * 1024 * 1024
 # Threads of one int8 scan: it is bound by memory bandwidth, which one core does not
 # saturate (measured at 1M x 768 on 2 cores: 45 ms on one thread, 24 ms on two; two
 # concurrent queries, 50 scans/s either way). simsimd releases the GIL meanwhile.
-# (`sched_getaffinity` is Linux-only; elsewhere every core counts.)
-SCAN_THREADS = (
-    len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-)
+SCAN_THREADS = usable_cores()
 # Positions per query whose int8 estimate is replaced by the exact float32 cosine: every
 # ranking the engine cuts (candidate windows of ~100) lies well inside it.
 RESCORE_DEPTH = 400

