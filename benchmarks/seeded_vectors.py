@@ -3,20 +3,19 @@
 Retrieval cost does not depend on vector values, and embedding 100k+ documents with the
 real model takes far longer than a benchmark should. `seed_vectors` registers the
 configured generation and enqueues every active message document through the embedding
-state API, as `embed_pending` does, then claims and records them in large batches as the
+state API, then claims and records them in large batches through an `EmbedRun`, as the
 embed flow does, with a unit vector drawn by NumPy from a generator seeded with (seed,
 document id) instead of calling the model. The resulting work items are `succeeded` rows
 of the configured generation, so `build_artifact` reads them exactly as it reads real ones.
 """
 
 import hashlib
-from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 
 from slackquery.embedding import configured_identity, state
-from slackquery.embedding.work import CHECKPOINT_THRESHOLD
+from slackquery.embedding.work import BatchOutcome, EmbedRun
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
 
@@ -37,43 +36,23 @@ def seed_vectors(settings: Settings, *, seed: int = 3) -> dict[str, Any]:
     The same state and seed give the same vectors. Returns the generation id, how many
     vectors were recorded, and the coverage.
     """
-    identity = configured_identity(settings)
-    if identity is None:
+    if configured_identity(settings) is None:
         raise SlackqueryError(
             "seeded vectors need a generation identity the settings pin "
             "(the packaged model, or SLACKQUERY_EMBEDDING_MODEL_REVISION)"
         )
-    generation_id = identity.generation_id
-    connection = state.connect(settings.state_path)
+    # An embed run whose model is never called (a packaged model loads on first use).
+    run = EmbedRun(settings)
     try:
-        # As in an embed run: DuckDB's default 16 MB would checkpoint after every batch.
-        connection.execute(f"set checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
-        state.require_documents(connection, settings.state_path)
-        now = datetime.now(UTC)
-        with state.transaction(connection):
-            state.ensure_schema(connection)
-            state.register_generation(connection, identity, now)
-            state.enqueue(connection, generation_id, now)
-        recorded = 0
-        while True:
-            claim = state.claim_batch(
-                connection, generation_id, limit=BATCH, lease_s=settings.embedding_lease_s, now=now
-            )
-            if not claim.items:
-                break
-            vectors = np.stack(
-                [
-                    seeded_vector(item.document_id, seed, identity.stored_dimension)
-                    for item in claim.items
-                ]
-            )
-            recorded += state.record_successes(
-                connection, generation_id, claim.lease_id, claim.items, vectors, now
-            )
+        run.prepare()
+        dimension = run.identity.stored_dimension
+        while (claim := run.claim(BATCH)).items:
+            vectors = [seeded_vector(item.document_id, seed, dimension) for item in claim.items]
+            run.record(claim, BatchOutcome(vectors=np.stack(vectors)))
         return {
-            "generation_id": generation_id,
-            "recorded": recorded,
-            **state.coverage(connection, generation_id),
+            "generation_id": run.generation_id,
+            "recorded": run.tally["succeeded"],
+            **state.coverage(run.connection, run.generation_id),
         }
     finally:
-        connection.close()
+        run.close()
