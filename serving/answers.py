@@ -159,27 +159,6 @@ def _evidence(hit: SearchHitBase, terms: PartTerms, *, is_correction: bool = Fal
     )
 
 
-def rank_support(
-    hits: Sequence[SearchHitBase], terms: PartTerms, threshold: float
-) -> list[SearchHitBase]:
-    """Hits ordered as support for one part: those covering at least `threshold` of it in
-    the search's own fused order, then the rest by coverage, a stated answer of the
-    asked-for kind, and fused order.
-
-    Coverage decides *whether* a message supports the part; among those that do, the
-    fused ranking picks better than coverage does (paired over every judged set: strict
-    citation precision +0.031 [+0.008, +0.055], docs/evaluation.md).
-    """
-    shares = [terms.coverage(hit.text) for hit in hits]
-    covering = [hit for hit, share in zip(hits, shares, strict=True) if share >= threshold]
-    keyed = [
-        (-round(share, 4), not holds_answer_type(hit.text, terms.kinds), rank)
-        for rank, (hit, share) in enumerate(zip(hits, shares, strict=True))
-        if share < threshold
-    ]
-    return covering + [hits[key[2]] for key in sorted(keyed)]
-
-
 def correction_of(
     ranked: Sequence[SearchHitBase], terms: PartTerms, threshold: float
 ) -> tuple[SearchHitBase, SearchHitBase] | None:
@@ -209,7 +188,10 @@ def answer_part(
 ) -> AnswerPart:
     """One part's evidence, cited answer and support verdict."""
     label = f"{part}: " if multi else ""
-    ranked = rank_support(hits, terms, threshold)
+    # Coverage decides *whether* the part is supported; the search's fused order decides
+    # which message supports it. Choosing among the messages that pass the coverage test
+    # instead did not earn its place (docs/evaluation.md, "Which message a part cites").
+    ranked = list(hits)
     strength = max((terms.coverage(hit.text) for hit in hits), default=0.0)
     if strength < threshold or not ranked:
         return AnswerPart(

@@ -10,7 +10,6 @@ from serving.answers import (
     answer_part,
     answering_sentence,
     highlight,
-    rank_support,
     sentences,
     stem,
 )
@@ -74,18 +73,15 @@ def test_highlight_bolds_the_sentence() -> None:
     assert highlight("A", "missing") == "A"
 
 
-def test_support_keeps_search_order_above_the_threshold_then_orders_by_coverage() -> None:
-    part = terms("sync", "time", kinds=("time",))
-    hits = [
-        hit("a", "sync", 1),
-        hit("b", "sync time", 2),
-        hit("c", "sync time at 16:00", 3),
-    ]
-    # a covers half the part, b and c all of it.
-    assert [h.document_id for h in rank_support(hits, part, 0.4)] == ["a", "b", "c"]
-    assert [h.document_id for h in rank_support(hits, part, 0.75)] == ["b", "c", "a"]
-    # Below the threshold: coverage, then a stated answer of the asked-for kind, then rank.
-    assert [h.document_id for h in rank_support(hits, part, 1.01)] == ["c", "b", "a"]
+def test_a_part_cites_the_search_order_not_the_most_covering_message() -> None:
+    part = terms("sync", "time")
+    # a covers half the part, b all of it; both are retrieved, a ranks first.
+    hits = [hit("a", "sync", 1), hit("b", "sync time", 2)]
+
+    result = answer_part("sync time", hits, part, 0.75, room=4, multi=False)
+
+    assert result.answer == "sync [a]"
+    assert [item.document_id for item in result.evidence] == ["a", "b"]
 
 
 def test_a_later_correction_wins_and_the_conflict_is_named() -> None:
