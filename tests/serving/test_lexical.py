@@ -40,10 +40,17 @@ def test_postings_are_in_row_and_impact_order() -> None:
 
 
 @pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize(
+    "lookup_cost, bitmap_share",
+    # As measured; then every term searched and every union sorted; then the reverse.
+    [(serving.lexical.LOOKUP_COST, serving.lexical.UNION_BITMAP_SHARE), (0, 0), (10**9, 10**9)],
+)
 def test_candidates_hold_the_best_rows_of_a_full_scoring(
-    monkeypatch: pytest.MonkeyPatch, seed: int
+    monkeypatch: pytest.MonkeyPatch, seed: int, lookup_cost: int, bitmap_share: int
 ) -> None:
     monkeypatch.setattr(serving.lexical, "EXHAUSTIVE_POSTINGS", 64)
+    monkeypatch.setattr(serving.lexical, "LOOKUP_COST", lookup_cost)
+    monkeypatch.setattr(serving.lexical, "UNION_BITMAP_SHARE", bitmap_share)
     index = generated_index(seed)
     rng = np.random.default_rng(1000 + seed)
     early = 0
