@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import psutil
 
 from serving.access import Requester, published_requester
 from serving.engine import SearchEngine
@@ -335,6 +336,7 @@ def throughput(
     sock.close()
     env = {key: value for key, value in os.environ.items() if key not in PATH_VARIABLES}
     env["SLACKQUERY_HOME"] = str(home)
+    started = time.perf_counter()
     process = subprocess.Popen(
         [sys.executable, "-m", "serving", "--port", str(port)],
         env=env,
@@ -353,6 +355,9 @@ def throughput(
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.2)
+        ready_s = time.perf_counter() - started
+        server = psutil.Process(process.pid)
+        rss_after_load = server.memory_info().rss
         latencies: list[float] = []
         errors = 0
 
@@ -382,6 +387,7 @@ def throughput(
             return time.perf_counter() - started
 
         elapsed = anyio.run(main)
+        rss_after_queries = server.memory_info().rss
     finally:
         process.terminate()
         process.wait(timeout=30)
@@ -393,6 +399,11 @@ def throughput(
         "queries_per_s": round(total / elapsed, 1),
         "latency_ms": summary(latencies),
         "mode": "hybrid, real query embedding, separate server process",
+        "server_ready_s": round(ready_s, 2),
+        # Resident memory counts the artifact's mapped pages the process has touched; the
+        # page cache shares them with every other process that maps the same artifact.
+        "server_rss_after_load_mib": round(rss_after_load / 2**20, 1),
+        "server_rss_after_queries_mib": round(rss_after_queries / 2**20, 1),
     }
 
 
