@@ -336,7 +336,7 @@ def throughput(
     sock.close()
     env = {key: value for key, value in os.environ.items() if key not in PATH_VARIABLES}
     env["SLACKQUERY_HOME"] = str(home)
-    started = time.perf_counter()
+    launched = time.perf_counter()
     process = subprocess.Popen(
         [sys.executable, "-m", "serving", "--port", str(port)],
         env=env,
@@ -355,7 +355,7 @@ def throughput(
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.2)
-        ready_s = time.perf_counter() - started
+        ready_s = time.perf_counter() - launched
         server = psutil.Process(process.pid)
         rss_after_load = server.memory_info().rss
         latencies: list[float] = []

@@ -36,8 +36,9 @@ class computed_once(Generic[Value]):
 
     On Python 3.11 that lock is one per property of the class, shared by every instance: with
     it, concurrent searches queued behind each other's query embedding and vector scan (8
-    MCP clients at 20k messages spent two thirds of the server's samples waiting on it). A
-    context belongs to one search on one thread, so it needs no lock.
+    MCP clients at 20k messages: two thirds of the search time spent waiting on it, 48.8
+    queries/s against 97.8 without it). A context belongs to one search on one thread, so
+    it needs no lock.
     """
 
     def __init__(self, compute: Callable[[Any], Value]):
