@@ -8,7 +8,15 @@ Both must give the same window, which is checked for every query. Each query is 
 `--repeat` times and its minimum kept: on a shared host the minimum is the query's own
 cost, the rest is waiting for a core. Prints p50/p95/max per way and the load average.
 
-Run: `python -m benchmarks.lexical_bench --folder DIR` (DIR: a `serving_bench --folder`).
+With `--tantivy`, the same queries also run on a dedicated engine side by side: tantivy
+(`pip install tantivy`; not a dependency of this project) indexes every message's FTS
+tokens (`fts_tokens` of `text_lexical`, so both engines see the same terms) in a
+temporary folder, and each query is its terms as one boolean OR, the window's best asked
+for. Its BM25 differs in detail (idf formula, length norms quantised to a byte), so the
+comparison is of cost, not of rankings.
+
+Run: `python -m benchmarks.lexical_bench --folder DIR [--tantivy]` (DIR: a
+`serving_bench --folder`).
 """
 
 import argparse
@@ -16,20 +24,60 @@ import json
 import os
 import statistics
 import sys
+import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from benchmarks.serving_bench import bench_settings, queries, read_corpus, summary
 from serving.lexical import BM25Index
-from serving.query import parse_query
+from serving.query import fts_tokens, parse_query
 from serving.ranking import top_candidates
 from slackquery.artifacts import arrays, files
 from slackquery.artifacts.publish import current_artifact
+from slackquery.duckdb_setup import connect
 
 
-def run(folder: Path, query_count: int, window: int, repeat: int) -> dict[str, Any]:
-    """Time both ways over the benchmark's queries on the artifact published in `folder`."""
+def tantivy_search(artifact: Path, is_message: np.ndarray) -> Callable[[list[str], int], object]:
+    """A search function over a tantivy index of the artifact's messages (their FTS tokens)."""
+    import tantivy
+
+    builder = tantivy.SchemaBuilder()
+    builder.add_text_field("body", stored=False)
+    schema = builder.build()
+    index = tantivy.Index(schema, path=tempfile.mkdtemp(prefix="slackquery-tantivy-"))
+    writer = index.writer(heap_size=200_000_000, num_threads=1)
+    connection = connect(str(artifact), read_only=True)
+    try:
+        texts = connection.execute(
+            "select text_lexical from search_documents order by document_id"
+        ).fetchall()
+    finally:
+        connection.close()
+    for (text,), message in zip(texts, is_message.tolist(), strict=True):
+        if message:
+            writer.add_document(tantivy.Document(body=" ".join(fts_tokens(text or ""))))
+    writer.commit()
+    index.reload()
+    searcher = index.searcher()
+
+    def search(terms: list[str], window: int) -> object:
+        should = [
+            (tantivy.Occur.Should, tantivy.Query.term_query(schema, "body", term)) for term in terms
+        ]
+        return searcher.search(tantivy.Query.boolean_query(should), window)
+
+    return search
+
+
+def run(
+    folder: Path, query_count: int, window: int, repeat: int, with_tantivy: bool = False
+) -> dict[str, Any]:
+    """Time both ways (and tantivy) over the benchmark's queries on the artifact published
+    in `folder`."""
     path = current_artifact(bench_settings(folder))
     if path is None:
         raise SystemExit(f"no published artifact under {folder}")
@@ -38,15 +86,20 @@ def run(folder: Path, query_count: int, window: int, repeat: int) -> dict[str, A
     is_message = mapped.documents.arrays["is_message"]
     index = BM25Index(mapped.postings, is_message.size)
     load_s = time.perf_counter() - started
+    dedicated = tantivy_search(path, is_message) if with_tantivy else None
     load_before = round(os.getloadavg()[0], 2)
-    every, early, read = [], [], []
+    every, early, read, engine = [], [], [], []
     for text in queries(read_corpus(path), query_count):
         parsed = parse_query(text)
         terms = index.query_terms(parsed.text, 32, parsed.phrases).known
         if not terms:
             continue
-        times = {"every": [], "early": []}
+        times: dict[str, list[float]] = {"every": [], "early": [], "tantivy": []}
         for _ in range(repeat):
+            if dedicated is not None:
+                tick = time.perf_counter()
+                dedicated(terms, window)
+                times["tantivy"].append(time.perf_counter() - tick)
             tick = time.perf_counter()
             rows, scores = index.matches(terms)
             keep = is_message[rows]
@@ -61,7 +114,9 @@ def run(folder: Path, query_count: int, window: int, repeat: int) -> dict[str, A
         every.append(min(times["every"]) * 1000)
         early.append(min(times["early"]) * 1000)
         read.append(rows.size / max(1, int(keep.size)))
-    return {
+        if times["tantivy"]:
+            engine.append(min(times["tantivy"]) * 1000)
+    report = {
         "artifact": str(path),
         "rows": int(is_message.size),
         "postings": int(index.posting_rows.size),
@@ -74,6 +129,9 @@ def run(folder: Path, query_count: int, window: int, repeat: int) -> dict[str, A
         "median_share_of_matches_scored": round(statistics.median(read), 3),
         "load_average_1m": [load_before, round(os.getloadavg()[0], 2)],
     }
+    if engine:
+        report["tantivy_ms"] = summary(engine)
+    return report
 
 
 def main() -> None:
@@ -83,8 +141,11 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--window", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument(
+        "--tantivy", action="store_true", help="also time tantivy (pip install tantivy)"
+    )
     args = parser.parse_args()
-    report = run(args.folder, args.queries, args.window, args.repeat)
+    report = run(args.folder, args.queries, args.window, args.repeat, args.tantivy)
     sys.stdout.write(json.dumps(report, indent=2) + "\n")
 
 
