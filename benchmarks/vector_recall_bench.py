@@ -46,7 +46,7 @@ def recall(artifact: LoadedArtifact, queries: np.ndarray, k: int) -> dict[str, A
         exact = dot_scores(artifact.vectors, query)
         exact = exact if positions is None else exact[positions]
         middle = time.perf_counter()
-        quantised = vector_scores(artifact.vectors, query, positions, artifact.vector_codes)
+        quantised = vector_scores(artifact.vectors, query, positions, artifact.vector_scan)
         done = time.perf_counter()
         wanted = set(top_candidates(rows, exact, k).rows.tolist())
         got = set(top_candidates(rows, quantised, k).rows.tolist())

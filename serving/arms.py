@@ -140,7 +140,7 @@ def rank_aspects(ctx: QueryContext) -> ArmRanking | None:
     part_vectors = ctx.query_vectors[1:]
     artifact = ctx.artifact
     for part_scores in vector_scores_many(
-        artifact.vectors, part_vectors, positions, artifact.vector_codes
+        artifact.vectors, part_vectors, positions, artifact.vector_scan
     ):
         ranking = top_candidates(rows, part_scores, ctx.window)
         for rank, (row, score) in enumerate(

@@ -24,8 +24,8 @@ import numpy as np
 from serving.access import Requester, Visibility, compute_visibility, rows_with_codes
 from serving.lexical import BM25Index
 from serving.query import STOPWORDS, fts_tokens, normalize
+from serving.semantic import Int8Scan
 from slackquery.artifacts import arrays, files, schema
-from slackquery.artifacts.arrays import Int8Codes
 from slackquery.artifacts.documents import DISPLAY_COLUMNS, DocumentArrays
 from slackquery.artifacts.packed import SortedKeys
 from slackquery.artifacts.schema import CONVERSATION_TYPES as CONVERSATION_TYPES
@@ -220,14 +220,14 @@ class LoadedArtifact:
             self.dimension = 0
             self.vectors = np.zeros((0, 0), dtype=np.float32)
             self.vector_rows = np.zeros(0, dtype=np.int64)
-            self.vector_codes: Int8Codes | None = None
+            self.vector_scan: Int8Scan | None = None
             self.searchable_vectors = None
             return
         self.vector_rows = mapped.rows
         self.vectors = mapped.vectors
         self.dimension = int(self.vectors.shape[1])
-        # The int8 codes the semantic scan reads (serving/semantic.py re-scores its best).
-        self.vector_codes = mapped.codes
+        # The int8 codes the semantic scan reads; searches share passes over them (semantic.py).
+        self.vector_scan = Int8Scan(mapped.codes)
         self.has_vector[self.vector_rows] = True
         on_messages = self.is_message[self.vector_rows]
         # Positions semantic search may return without filters (None: all of them).

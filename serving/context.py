@@ -164,8 +164,6 @@ class QueryContext:
         if artifact.vector_rows.size == 0:
             # Nothing embedded yet: no vector to compare, so the query is not embedded.
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-        scores = vector_scores(
-            artifact.vectors, self.query_vector, positions, artifact.vector_codes
-        )
+        scores = vector_scores(artifact.vectors, self.query_vector, positions, artifact.vector_scan)
         rows = artifact.vector_rows if positions is None else artifact.vector_rows[positions]
         return rows, scores

@@ -2,18 +2,27 @@
 
 Document vectors are stored L2-normalised, so cosine is a dot product. The scan reads the
 artifact's int8 codes of the matrix (`slackquery.artifacts.arrays.Int8Codes`: one scale
-per dimension; a quarter of float32's bytes) with
-SIMD int8 dot products (simsimd), then re-scores the best `RESCORE_DEPTH` of each query
-with the float32 vectors, so the top of every ranking carries exact cosines (measured
-recall@100 against the exact scan: benchmarks/vector_recall_bench.py). Without codes, or
-for sets no larger than the re-score depth, every score is exact. Query vectors only
-compare with document vectors of the same embedding generation, so the embedder's
-identity is checked against the artifact's before any query is embedded.
+per dimension; a quarter of float32's bytes) with SIMD int8 dot products, then re-scores
+the best `RESCORE_DEPTH` of each query with the float32 vectors, so the top of every
+ranking carries exact cosines (measured recall@100 against the exact scan:
+benchmarks/vector_recall_bench.py). Without codes, or for sets no larger than the re-score
+depth, every score is exact. Query vectors only compare with document vectors of the same
+embedding generation, so the embedder's identity is checked against the artifact's before
+any query is embedded.
+
+The int8 products come from serving/_int8dot.c where it was built and the CPU has AVX-512
+VNNI: it reads each row once for up to `PASS_QUERIES` queries, so concurrent searches that
+need a pass over every row share one (`Int8Scan`). Elsewhere simsimd computes the same
+integers pair by pair.
 """
 
+import functools
+import itertools
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import numpy as np
 import simsimd
@@ -40,6 +49,17 @@ SCAN_THREADS = usable_cores()
 # Positions per query whose int8 estimate is replaced by the exact float32 cosine: every
 # ranking the engine cuts (candidate windows of ~100) lies well inside it.
 RESCORE_DEPTH = 400
+# Queries one kernel pass scores (its registers hold one accumulator per query). At
+# 984,175 x 768 on 2 threads a pass took 23 ms for one query, 26 for four, 33 for eight.
+PASS_QUERIES = 8
+# Row ranges per kernel pass: more ranges than threads, so a thread slowed by other work
+# does not hold the pass up.
+_RANGES_PER_THREAD = 4
+
+try:
+    from serving import _int8dot  # built by setup.py where a C compiler is present
+except ImportError:
+    _int8dot = None
 
 
 def dot_scores(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
@@ -55,7 +75,7 @@ def vector_scores(
     matrix: np.ndarray,
     query: np.ndarray,
     positions: np.ndarray | None,
-    codes: Int8Codes | None = None,
+    codes: "Int8Scan | None" = None,
 ) -> np.ndarray:
     """Cosine of `query` with the matrix rows at `positions` (None: every row), in order.
 
@@ -107,7 +127,7 @@ def vector_scores_many(
     matrix: np.ndarray,
     queries: np.ndarray,
     positions: np.ndarray | None,
-    codes: Int8Codes | None = None,
+    codes: "Int8Scan | None" = None,
 ) -> np.ndarray:
     """`vector_scores` for several queries at once, as a (queries, positions) array.
 
@@ -118,54 +138,41 @@ def vector_scores_many(
     """
     if codes is not None and _count(matrix, positions) > RESCORE_DEPTH:
         return _quantised_scores(matrix, codes, queries, positions)
-    transposed = np.ascontiguousarray(queries.T, dtype=np.float32)
-    return _scan(
-        matrix,
-        positions,
-        transposed.shape[1],
-        lambda rows, out: np.matmul(rows, transposed, out=out),
-    )
+    rows_of_queries = np.ascontiguousarray(queries, dtype=np.float32)
+
+    def product(rows: np.ndarray, out: np.ndarray, column: int) -> None:
+        np.matmul(rows_of_queries, rows.T, out=out[:, column : column + len(rows)])
+
+    return _scan(matrix, positions, len(rows_of_queries), product)
+
+
+# `product(rows, out, column)`: `out[j, column + i] = rows[i] . query j` for a block of rows.
+Product = Callable[[np.ndarray, np.ndarray, int], object]
 
 
 def _scan(
-    matrix: np.ndarray,
-    positions: np.ndarray | None,
-    width: int,
-    product: Callable[[np.ndarray, np.ndarray], object],
+    matrix: np.ndarray, positions: np.ndarray | None, width: int, product: Product
 ) -> np.ndarray:
-    """`product(rows, out)` over blocks of the rows at `positions` into a (width, positions)
-    array: the subset's rows when small, else every row and then the positions' columns."""
+    """`product` over blocks of the rows at `positions` into a (width, positions) array: the
+    subset's rows when small, else every row and then the positions' columns."""
     if positions is not None and positions.size < _SUBSET_SHARE * matrix.shape[0]:
-        scores = np.empty((positions.size, width), dtype=np.float32)
+        scores = np.empty((width, positions.size), dtype=np.float32)
         for start, rows in _row_blocks(matrix, positions):
-            product(rows, scores[start : start + len(rows)])
-    else:
-        scores = np.empty((matrix.shape[0], width), dtype=np.float32)
-        product(matrix, scores)
-        if positions is not None:
-            scores = scores[positions]
-    return np.ascontiguousarray(scores.T)
+            product(rows, scores, start)
+        return scores
+    scores = np.empty((width, matrix.shape[0]), dtype=np.float32)
+    product(matrix, scores, 0)
+    return scores if positions is None else np.ascontiguousarray(scores[:, positions])
 
 
 def _quantised_scores(
-    matrix: np.ndarray, codes: Int8Codes, queries: np.ndarray, positions: np.ndarray | None
+    matrix: np.ndarray, scan: "Int8Scan", queries: np.ndarray, positions: np.ndarray | None
 ) -> np.ndarray:
     """Int8 estimates for every position, then the exact float32 cosine for each query's
     best `RESCORE_DEPTH` (their rows read in ascending order: a mapped matrix pages in
     sequentially)."""
-    query_codes, factors = codes.quantise_queries(np.asarray(queries, dtype=np.float32))
-
-    def product(rows: np.ndarray, out: np.ndarray) -> None:
-        # Not `cdist(..., out=out)`: simsimd 6.5 returns None from that path without a new
-        # reference, so every call takes one from None's count until Python 3.11 aborts
-        # ("deallocating None") after enough searches.
-        out[:] = np.asarray(
-            simsimd.cdist(
-                rows, query_codes, metric="dot", out_dtype="float32", threads=SCAN_THREADS
-            )
-        )
-
-    scores = _scan(codes.codes, positions, len(query_codes), product)
+    query_codes, factors = scan.codes.quantise_queries(np.asarray(queries, dtype=np.float32))
+    scores = scan.dot_products(query_codes, positions)
     scores *= factors[:, None]
     for estimates, query in zip(scores, queries, strict=True):
         best = best_indices(estimates, RESCORE_DEPTH)
@@ -174,6 +181,142 @@ def _quantised_scores(
         rows = best if positions is None else positions[best]
         estimates[best] = dot_scores(matrix[rows], query)
     return scores
+
+
+@dataclass
+class _PassRequest:
+    """One search's query codes waiting for a full pass, and what the pass gave it."""
+
+    query_codes: np.ndarray
+    turn: threading.Event
+    scores: np.ndarray | None = None
+    error: BaseException | None = None
+
+
+class Int8Scan:
+    """An artifact's int8 codes, and the passes over every row that concurrent searches share.
+
+    A search that needs a full pass while another's runs waits, and the next pass scores the
+    waiting searches' queries together (up to `PASS_QUERIES`): with the kernel, eight
+    queries cost about 1.4 passes for one. The oldest waiting search runs that pass; the
+    others sleep until their scores are in. Passes over a filtered subset are not shared:
+    their rows differ.
+    """
+
+    def __init__(self, codes: Int8Codes):
+        self.codes = codes
+        dimension = codes.codes.shape[1]
+        self.uses_kernel = _int8dot is not None and _int8dot.supported() and dimension % 64 == 0
+        self._lock = threading.Lock()
+        self._waiting: deque[_PassRequest] = deque()
+        self._passing = False
+
+    def dot_products(self, query_codes: np.ndarray, positions: np.ndarray | None) -> np.ndarray:
+        """Integer dot products of int8 `query_codes` with the codes at `positions` (None:
+        every row), as a float32 (queries, positions) array."""
+        codes = self.codes.codes
+        if positions is None or positions.size >= _SUBSET_SHARE * codes.shape[0]:
+            scores = self._shared_pass(query_codes)
+            return scores if positions is None else np.ascontiguousarray(scores[:, positions])
+        if self.uses_kernel:
+            return _kernel_products(codes, query_codes, positions)
+        return _scan(codes, positions, len(query_codes), _simsimd_product(query_codes))
+
+    def _shared_pass(self, query_codes: np.ndarray) -> np.ndarray:
+        request = _PassRequest(query_codes, threading.Event())
+        with self._lock:
+            self._waiting.append(request)
+            waits = self._passing
+            self._passing = True
+        if waits:
+            request.turn.wait()
+        if request.scores is None and request.error is None:
+            self._run_pass()
+        if request.error is not None:
+            raise request.error
+        assert request.scores is not None
+        return request.scores
+
+    def _run_pass(self) -> None:
+        """One pass for the oldest waiting search and those that fit beside it; then the
+        next oldest, if any, takes its turn to run the next."""
+        with self._lock:
+            batch = [self._waiting.popleft()]
+            width = len(batch[0].query_codes)
+            while self._waiting and width + len(self._waiting[0].query_codes) <= PASS_QUERIES:
+                width += len(self._waiting[0].query_codes)
+                batch.append(self._waiting.popleft())
+        try:
+            stacked = np.concatenate([request.query_codes for request in batch])
+            scores = (
+                _kernel_products(self.codes.codes, stacked, None)
+                if self.uses_kernel
+                else _scan(self.codes.codes, None, len(stacked), _simsimd_product(stacked))
+            )
+            start = 0
+            for request in batch:
+                request.scores = scores[start : start + len(request.query_codes)]
+                start += len(request.query_codes)
+        except BaseException as error:
+            for request in batch:
+                request.error = error
+        finally:
+            with self._lock:
+                successor = self._waiting[0] if self._waiting else None
+                self._passing = successor is not None
+            for request in batch:
+                request.turn.set()
+            if successor is not None:
+                successor.turn.set()
+
+
+def _simsimd_product(query_codes: np.ndarray) -> Product:
+    def product(rows: np.ndarray, out: np.ndarray, column: int) -> None:
+        # Not `cdist(..., out=out)`: simsimd 6.5 returns None from that path without a new
+        # reference, so every call takes one from None's count until Python 3.11 aborts
+        # ("deallocating None") after enough searches.
+        found = simsimd.cdist(
+            rows, query_codes, metric="dot", out_dtype="float32", threads=SCAN_THREADS
+        )
+        out[:, column : column + len(rows)] = np.asarray(found).T
+
+    return product
+
+
+_kernel_threads = ThreadPoolExecutor(SCAN_THREADS, thread_name_prefix="int8-scan")
+
+
+def _kernel_products(
+    codes: np.ndarray, query_codes: np.ndarray, positions: np.ndarray | None
+) -> np.ndarray:
+    """The kernel's (queries, positions) products: ranges of the positions (None: every
+    row) on `SCAN_THREADS` threads (it releases the GIL), `PASS_QUERIES` queries at a time.
+    Rows are read in place, so a filtered subset costs no copy."""
+    count = codes.shape[0] if positions is None else positions.size
+    bounds = np.linspace(0, count, SCAN_THREADS * _RANGES_PER_THREAD + 1).astype(int)
+    ranges = [(int(a), int(b)) for a, b in itertools.pairwise(bounds) if b > a]
+    rows = None if positions is None else np.ascontiguousarray(positions, dtype=np.int64)
+    scores = np.empty((len(query_codes), count), dtype=np.float32)
+    for first in range(0, len(query_codes), PASS_QUERIES):
+        group = np.ascontiguousarray(query_codes[first : first + PASS_QUERIES])
+        whole = len(group) == len(scores)  # then straight into `scores`
+        block = scores if whole else np.empty((len(group), count), dtype=np.float32)
+        run = functools.partial(_kernel_range, codes, group, block, rows)
+        list(_kernel_threads.map(run, ranges))
+        if not whole:
+            scores[first : first + len(group)] = block
+    return scores
+
+
+def _kernel_range(
+    codes: np.ndarray,
+    group: np.ndarray,
+    out: np.ndarray,
+    rows: np.ndarray | None,
+    bounds: tuple[int, int],
+) -> None:
+    assert _int8dot is not None
+    _int8dot.dot_rows(codes, group, out, codes.shape[1], *bounds, rows)
 
 
 class QueryEmbedder:

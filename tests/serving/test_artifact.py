@@ -45,12 +45,12 @@ def test_vectors_are_read_only_maps_in_row_order_and_duckdb_memory_is_capped(
         expected_rows = np.array([artifact.row_of[doc] for doc in table["document_id"]])
         np.testing.assert_array_equal(artifact.vector_rows, expected_rows)
         np.testing.assert_array_equal(artifact.vectors, np.stack(table["embedding"]))
-        assert artifact.vector_codes is not None
+        assert artifact.vector_scan is not None
         mapped = (
             artifact.vectors,
             artifact.vector_rows,
-            artifact.vector_codes.codes,
-            artifact.vector_codes.scales,
+            artifact.vector_scan.codes.codes,
+            artifact.vector_scan.codes.scales,
         )
         assert all(_is_mapped(array) and not array.flags["WRITEABLE"] for array in mapped)
         assert artifact.vectors.flags["C_CONTIGUOUS"] and artifact.vectors.dtype == np.float32

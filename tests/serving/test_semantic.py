@@ -1,14 +1,20 @@
-"""The query-embedding step: one model call for the uncached texts, cached per text."""
+"""The vector scan (int8 codes, the kernel, shared passes) and the query-embedding step."""
 
 import sys
+import threading
+from collections import deque
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pytest
 
+import serving.semantic
 from serving.ranking import PRESELECT_MIN_VALUES
 from serving.semantic import (
+    PASS_QUERIES,
     RESCORE_DEPTH,
+    Int8Scan,
     QueryEmbedder,
     best_indices,
     dot_scores,
@@ -120,7 +126,7 @@ def test_quantised_scan_keeps_the_exact_top_and_its_scores(seed: int) -> None:
     exact = dot_scores(matrix, query)
     for positions in (None, np.sort(rng.choice(6000, 700, replace=False)), np.arange(0, 6000, 2)):
         wanted = exact if positions is None else exact[positions]
-        scores = vector_scores(matrix, query, positions, codes)
+        scores = vector_scores(matrix, query, positions, Int8Scan(codes))
         assert scores.shape == wanted.shape
         top = np.argsort(-wanted, kind="stable")[:100]
         assert set(np.argsort(-scores, kind="stable")[:100]) == set(top)
@@ -132,7 +138,7 @@ def test_quantised_scan_keeps_the_exact_top_and_its_scores(seed: int) -> None:
 
 def test_quantised_many_equals_one_at_a_time() -> None:
     matrix = clustered(7)
-    codes = Int8Codes.of(matrix)
+    codes = Int8Scan(Int8Codes.of(matrix))
     queries = matrix[[3, 500, 4000]]
     for positions in (None, np.arange(100, 1900)):
         many = vector_scores_many(matrix, queries, positions, codes)
@@ -142,7 +148,7 @@ def test_quantised_many_equals_one_at_a_time() -> None:
 
 def test_sets_within_the_rescore_depth_are_scored_exactly() -> None:
     matrix = clustered(3, count=RESCORE_DEPTH + 50)
-    codes = Int8Codes.of(matrix)
+    codes = Int8Scan(Int8Codes.of(matrix))
     query = matrix[0]
     positions = np.arange(0, RESCORE_DEPTH)
     np.testing.assert_array_equal(
@@ -158,13 +164,137 @@ def test_the_quantised_scan_leaves_nones_reference_count_alone() -> None:
     # simsimd's `out=` path returned None without a reference: each block scanned took one,
     # and a long-running server aborted with "deallocating None" (Python 3.11).
     matrix = clustered(3, count=20_000)
-    codes = Int8Codes.of(matrix)
+    codes = Int8Scan(Int8Codes.of(matrix))
     query = matrix[0]
     vector_scores(matrix, query, None, codes)  # warm-up: first-call caches
     before = sys.getrefcount(None)
     for _ in range(50):
         vector_scores(matrix, query, None, codes)
     assert abs(sys.getrefcount(None) - before) < 10
+
+
+def int8_scans(count: int = 3000, dimension: int = 128) -> tuple[Int8Scan, Int8Scan]:
+    """The same codes behind the kernel (where built and supported) and behind simsimd."""
+    codes = Int8Codes.of(clustered(5, count=count, dimension=dimension))
+    kernel, fallback = Int8Scan(codes), Int8Scan(codes)
+    fallback.uses_kernel = False
+    return kernel, fallback
+
+
+def integer_products(codes: np.ndarray, query_codes: np.ndarray) -> np.ndarray:
+    return (query_codes.astype(np.int64) @ codes.astype(np.int64).T).astype(np.float32)
+
+
+needs_kernel = pytest.mark.skipif(
+    not int8_scans(10)[0].uses_kernel, reason="serving/_int8dot.c not built or no AVX-512 VNNI"
+)
+
+
+@needs_kernel
+@pytest.mark.parametrize("queries", [1, 2, 3, PASS_QUERIES, PASS_QUERIES + 3])
+def test_kernel_products_are_the_exact_integers_and_equal_simsimd(queries: int) -> None:
+    kernel, fallback = int8_scans()
+    codes = kernel.codes.codes
+    query_codes = np.random.default_rng(queries).integers(-128, 128, (queries, 128), np.int8)
+    for positions in (None, np.array([2999, 0, 17, 17, 1500]), np.arange(0, 3000, 3)):
+        wanted = integer_products(codes if positions is None else codes[positions], query_codes)
+        scores = kernel.dot_products(query_codes, positions)
+        np.testing.assert_array_equal(scores, wanted)
+        np.testing.assert_array_equal(fallback.dot_products(query_codes, positions), wanted)
+
+
+@needs_kernel
+def test_the_kernel_refuses_rows_outside_its_arrays() -> None:
+    codes = np.zeros((10, 64), dtype=np.int8)
+    query = np.zeros((1, 64), dtype=np.int8)
+    out = np.zeros((1, 4), dtype=np.float32)
+    kernel = serving.semantic._int8dot
+    assert kernel is not None
+    kernel.dot_rows(codes, query, out, 64, 0, 4, np.array([9, 0, 1, 2]))
+    for start, stop, rows in (
+        (0, 4, np.array([10, 0, 1, 2])),
+        (0, 5, None),
+        (0, 2, np.array([-1, 0])),
+    ):
+        with pytest.raises(ValueError, match="outside"):
+            kernel.dot_rows(codes, query, out, 64, start, stop, rows)
+    with pytest.raises(ValueError, match="multiple of 64"):
+        kernel.dot_rows(codes, query, out, 32, 0, 4, None)
+
+
+class SignallingQueue(deque):
+    """A pass queue that tells the test each time a search joins it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.joined = threading.Semaphore(0)
+
+    def append(self, item: object) -> None:
+        super().append(item)
+        self.joined.release()
+
+
+@pytest.mark.parametrize("with_kernel", [True, False])
+def test_searches_waiting_for_a_pass_share_the_next(
+    monkeypatch: pytest.MonkeyPatch, with_kernel: bool
+) -> None:
+    kernel, fallback = int8_scans()
+    scan = kernel if with_kernel else fallback
+    if with_kernel and not scan.uses_kernel:
+        pytest.skip("serving/_int8dot.c not built or no AVX-512 VNNI")
+    scan._waiting = SignallingQueue()
+    passes: list[int] = []  # query rows of each pass over every row
+    first_started, release = threading.Event(), threading.Event()
+    name = "_kernel_products" if with_kernel else "_scan"
+    products = getattr(serving.semantic, name)
+
+    def recorded_products(*args: Any) -> object:
+        # _kernel_products(codes, query_codes, positions), _scan(codes, positions, width, ...)
+        passes.append(len(args[1]) if with_kernel else args[2])
+        if len(passes) == 1:
+            first_started.set()
+            assert release.wait(timeout=60)
+        return products(*args)
+
+    monkeypatch.setattr(serving.semantic, name, recorded_products)
+    query_codes = np.random.default_rng(0).integers(-128, 128, (5, 128), np.int8)
+    # One search of two parts (a multi-part question) and three of one.
+    asks = [query_codes[0:1], query_codes[1:3], query_codes[3:4], query_codes[4:5]]
+    results: dict[int, np.ndarray] = {}
+
+    def search(index: int) -> None:
+        results[index] = scan.dot_products(asks[index], None)
+
+    threads = [threading.Thread(target=search, args=(index,)) for index in range(len(asks))]
+    threads[0].start()
+    assert first_started.wait(timeout=60)
+    for thread in threads[1:]:
+        thread.start()
+    for _ in asks:
+        assert scan._waiting.joined.acquire(timeout=60)
+    release.set()
+    for thread in threads:
+        thread.join(timeout=60)
+    # The first pass ran alone; the three searches that queued behind it shared one more.
+    assert passes == [1, 4]
+    for index, ask in enumerate(asks):
+        np.testing.assert_array_equal(results[index], integer_products(scan.codes.codes, ask))
+    assert not scan._waiting and not scan._passing
+
+
+def test_a_failed_pass_fails_its_searches_and_the_next_pass_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    scan = int8_scans()[1]
+    query_codes = np.ones((1, 128), dtype=np.int8)
+    real_scan = serving.semantic._scan
+    monkeypatch.setattr(serving.semantic, "_scan", lambda *args: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        scan.dot_products(query_codes, None)
+    monkeypatch.setattr(serving.semantic, "_scan", real_scan)
+    np.testing.assert_array_equal(
+        scan.dot_products(query_codes, None), integer_products(scan.codes.codes, query_codes)
+    )
 
 
 @pytest.mark.parametrize("count", [1, RESCORE_DEPTH, 5000])
