@@ -52,7 +52,7 @@ from serving.query import (
     parse_query,
 )
 from serving.ranking import ArmRanking, FusedHit
-from serving.semantic import QueryEmbedder
+from serving.semantic import SEARCHES, QueryEmbedder
 from serving.stages import STAGES, Stage
 from slackquery.embedding.base import Embedder
 from slackquery.errors import SlackqueryError
@@ -391,7 +391,7 @@ class SearchEngine:
             fusion_key = _fusion_key(fusion)
         self._validate(request)
         parsed = parse_query(request.query)
-        with self.artifact() as artifact:
+        with SEARCHES.search(), self.artifact() as artifact:
             visible = artifact.visibility(requester)
             filters = self._filters(artifact, request, parsed, visible)
             request_fingerprint = fingerprint(

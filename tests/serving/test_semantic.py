@@ -305,3 +305,13 @@ def test_best_indices_of_many_scores_are_the_highest(count: int) -> None:
     assert best is not None and best.size == count and np.all(np.diff(best) > 0)
     expected = np.sort(np.argsort(-scores.astype(np.float32), kind="stable")[:count])
     assert best.tolist() == expected.tolist()
+
+
+def test_a_search_alone_scans_on_every_core_and_beside_others_on_one() -> None:
+    searches = serving.semantic.SearchesInFlight()
+    assert searches.scan_threads() == serving.semantic.SCAN_THREADS
+    with searches.search():
+        assert searches.scan_threads() == serving.semantic.SCAN_THREADS
+        with searches.search():
+            assert searches.scan_threads() == 1
+        assert searches.scan_threads() == serving.semantic.SCAN_THREADS
