@@ -43,9 +43,9 @@ _SUBSET_SHARE = 0.18
 # filtered searches measured 200-650 ms that way, against ~50 ms for the same copy in
 # isolation and ~60 ms in blocks. Int8 rows are a quarter the size: 4x the rows per block.
 _GATHER_BYTES = 3 * 1024 * 1024
-# Threads of one int8 scan: one pass gets faster on every core (measured at 1M x 768 on 2
-# cores: 45 ms on one thread, 24 ms on two), though not more passes per second (two
-# concurrent queries, 50 scans/s either way). simsimd releases the GIL meanwhile.
+# Threads of an int8 pass for a search alone (`SearchesInFlight`): one pass gets faster on
+# every core (simsimd at 1M x 768 on 2 cores: 45 ms on one thread, 24 ms on two; the kernel
+# 27 and 23). Both release the GIL meanwhile.
 SCAN_THREADS = usable_cores()
 # Positions per query whose int8 estimate is replaced by the exact float32 cosine: every
 # ranking the engine cuts (candidate windows of ~100) lies well inside it.
