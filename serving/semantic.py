@@ -326,18 +326,18 @@ def _kernel_products(
     row; the kernel releases the GIL). Rows are read in place, so a filtered subset costs
     no copy."""
     count = codes.shape[0] if positions is None else positions.size
-    bounds = np.linspace(0, count, threads * _RANGES_PER_THREAD + 1 if threads > 1 else 2)
-    ranges = [(int(a), int(b)) for a, b in itertools.pairwise(bounds.astype(int)) if b > a]
+    pieces = threads * _RANGES_PER_THREAD if threads > 1 else 1
+    bounds = np.linspace(0, count, pieces + 1).astype(int)
+    ranges = [(int(a), int(b)) for a, b in itertools.pairwise(bounds) if b > a]
     rows = None if positions is None else np.ascontiguousarray(positions, dtype=np.int64)
     scores = np.empty((len(query_codes), count), dtype=np.float32)
     for first in range(0, len(query_codes), PASS_QUERIES):
         group = np.ascontiguousarray(query_codes[first : first + PASS_QUERIES])
-        whole = len(group) == len(scores)  # then straight into `scores`
-        block = scores if whole else np.empty((len(group), count), dtype=np.float32)
-        run = functools.partial(_kernel_range, codes, group, block, rows)
+        # Consecutive rows of `scores`: one C-contiguous (group, count) block.
+        run = functools.partial(
+            _kernel_range, codes, group, scores[first : first + len(group)], rows
+        )
         list(_kernel_threads.map(run, ranges) if len(ranges) > 1 else map(run, ranges))
-        if not whole:
-            scores[first : first + len(group)] = block
     return scores
 
 
