@@ -35,4 +35,4 @@ test: lint
 	$(BIN)/pytest -n auto
 
 clean:
-	rm -rf $(VENV) .slackquery target dbt_packages logs .pytest_cache .ruff_cache
+	rm -rf $(VENV) .slackquery target dbt_packages logs .pytest_cache .ruff_cache build serving/*.so
