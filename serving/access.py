@@ -105,12 +105,11 @@ def compute_visibility(artifact: LoadedArtifact, requester: Requester) -> Visibi
         artifact.channel_codes, channel_codes, len(artifact.channel_code_of)
     )
     rows.setflags(write=False)  # shared by every query of this requester
-    vector_rows = artifact.vector_rows
     return Visibility(
         rows=rows,
         channels=frozenset(channels),
         workspace_id=requester.workspace_id,
-        vector_positions=np.flatnonzero(rows[vector_rows] & artifact.is_message[vector_rows]),
+        vector_positions=artifact.message_vector_positions(rows),
         document_count=int(np.count_nonzero(rows)),
     )
 

@@ -116,10 +116,10 @@ def _member_cosines(ctx: QueryContext, groups: list[tuple[int, float, np.ndarray
     artifact = ctx.artifact
     everything = np.concatenate([members for _, _, members in groups])
     cosines = np.full(everything.size, -np.inf, dtype=np.float32)
-    has_vector = artifact.has_vector[everything]
+    positions = artifact.vector_position_of_row[everything]
+    has_vector = positions >= 0
     if has_vector.any():
-        positions = np.searchsorted(artifact.vector_rows, everything[has_vector])
-        cosines[has_vector] = artifact.vectors[positions] @ ctx.query_vector
+        cosines[has_vector] = artifact.vectors[positions[has_vector]] @ ctx.query_vector
     return cosines
 
 

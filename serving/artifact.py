@@ -210,8 +210,9 @@ class LoadedArtifact:
 
     def _load_vectors(self, mapped: arrays.VectorArrays) -> None:
         # Position i is row vector_rows[i], ascending, so ranking by position keeps the
-        # row-index tie-break. Thread contexts have no vector.
-        self.has_vector = np.zeros(self.row_count, dtype=bool)
+        # row-index tie-break. Thread contexts have no vector. The inverse map (-1: no
+        # vector) turns a filter's rows into positions at the cost of the rows it keeps.
+        self.vector_position_of_row = np.full(self.row_count, -1, dtype=np.int32)
         if len(mapped.rows) != self.metadata["vector_count"] or (
             len(mapped.rows) and not 0 <= mapped.rows[0] <= mapped.rows[-1] < self.row_count
         ):
@@ -228,10 +229,18 @@ class LoadedArtifact:
         self.dimension = int(self.vectors.shape[1])
         # The int8 codes the semantic scan reads; searches share passes over them (semantic.py).
         self.vector_scan = Int8Scan(mapped.codes)
-        self.has_vector[self.vector_rows] = True
+        self.vector_position_of_row[self.vector_rows] = np.arange(
+            len(self.vector_rows), dtype=np.int32
+        )
         on_messages = self.is_message[self.vector_rows]
         # Positions semantic search may return without filters (None: all of them).
         self.searchable_vectors = None if on_messages.all() else np.flatnonzero(on_messages)
+
+    def message_vector_positions(self, mask: np.ndarray) -> np.ndarray:
+        """Ascending matrix positions of the message vectors on the rows `mask` keeps."""
+        rows = np.flatnonzero(mask)
+        positions = self.vector_position_of_row[rows[self.is_message[rows]]]
+        return positions[positions >= 0]
 
     def _load_names(self) -> None:
         connection = self._connection

@@ -154,8 +154,7 @@ class QueryContext:
             return artifact.searchable_vectors
         if self.mask_positions is not None:
             return self.mask_positions
-        vector_rows = artifact.vector_rows
-        return np.flatnonzero(self.mask[vector_rows] & artifact.is_message[vector_rows])
+        return artifact.message_vector_positions(self.mask)
 
     @computed_once
     def cosines(self) -> tuple[np.ndarray, np.ndarray]:

@@ -54,6 +54,15 @@ def test_vectors_are_read_only_maps_in_row_order_and_duckdb_memory_is_capped(
         )
         assert all(_is_mapped(array) and not array.flags["WRITEABLE"] for array in mapped)
         assert artifact.vectors.flags["C_CONTIGUOUS"] and artifact.vectors.dtype == np.float32
+        # A filter's rows map to the matrix positions of their message vectors.
+        vector_rows = artifact.vector_rows
+        assert np.count_nonzero(~artifact.is_message) > 0  # thread contexts, no vectors
+        for seed in range(3):
+            mask = np.random.default_rng(seed).random(artifact.row_count) < 0.3
+            np.testing.assert_array_equal(
+                artifact.message_vector_positions(mask),
+                np.flatnonzero(mask[vector_rows] & artifact.is_message[vector_rows]),
+            )
         postings = artifact.bm25.postings
         per_row = (
             postings.rows,
