@@ -18,6 +18,7 @@ integers pair by pair.
 
 import functools
 import itertools
+import os
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator
@@ -315,7 +316,25 @@ def _simsimd_product(query_codes: np.ndarray) -> Product:
     return product
 
 
-_kernel_threads = ThreadPoolExecutor(SCAN_THREADS, thread_name_prefix="int8-scan")
+class _KernelThreads:
+    """The pool kernel ranges run on, one per process: a forked child (a pre-forking server,
+    a multiprocessing worker) inherits the parent's pool object without its threads, and
+    work submitted to it would never run, so the child starts a pool of its own."""
+
+    def __init__(self) -> None:
+        self._pool: ThreadPoolExecutor | None = None
+        self._pid = 0
+        self._lock = threading.Lock()
+
+    def pool(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._pool is None or self._pid != os.getpid():
+                self._pool = ThreadPoolExecutor(SCAN_THREADS, thread_name_prefix="int8-scan")
+                self._pid = os.getpid()
+            return self._pool
+
+
+_kernel_threads = _KernelThreads()
 
 
 def _kernel_products(
@@ -337,7 +356,7 @@ def _kernel_products(
         run = functools.partial(
             _kernel_range, codes, group, scores[first : first + len(group)], rows
         )
-        list(_kernel_threads.map(run, ranges) if len(ranges) > 1 else map(run, ranges))
+        list(_kernel_threads.pool().map(run, ranges) if len(ranges) > 1 else map(run, ranges))
     return scores
 
 

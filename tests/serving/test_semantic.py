@@ -1,5 +1,8 @@
 """The vector scan (int8 codes, the kernel, shared passes) and the query-embedding step."""
 
+import os
+import select
+import signal
 import sys
 import threading
 from collections import deque
@@ -315,3 +318,35 @@ def test_a_search_alone_scans_on_every_core_and_beside_others_on_one() -> None:
         with searches.search():
             assert searches.scan_threads() == 1
         assert searches.scan_threads() == serving.semantic.SCAN_THREADS
+
+
+@needs_kernel
+def test_a_forked_child_scans_on_threads_of_its_own() -> None:
+    kernel = int8_scans()[0]
+    query_codes = np.ones((1, 128), dtype=np.int8)
+    wanted = integer_products(kernel.codes.codes, query_codes)
+    with serving.semantic.SEARCHES.search():  # alone: the pass runs on the pool
+        np.testing.assert_array_equal(kernel.dot_products(query_codes, None), wanted)
+    if serving.semantic.SCAN_THREADS < 2:
+        pytest.skip("one core: passes never use the pool")
+    reader, writer = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports through the pipe
+        status = 1
+        try:
+            with serving.semantic.SEARCHES.search():
+                same = np.array_equal(kernel.dot_products(query_codes, None), wanted)
+            status = 0 if same else 2
+        finally:
+            os.write(writer, bytes([status]))
+            os._exit(0)
+    os.close(writer)
+    try:
+        # A child waiting on threads it does not have would never answer: give it a minute.
+        ready, _, _ = select.select([reader], [], [], 60)
+        if not ready:
+            os.kill(child, signal.SIGKILL)
+        assert ready and os.read(reader, 1) == b"\x00"
+    finally:
+        os.close(reader)
+        os.waitpid(child, 0)
