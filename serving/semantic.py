@@ -64,6 +64,12 @@ except ImportError:
     _int8dot = None
 
 
+def kernel_runs(dimension: int) -> bool:
+    """Whether int8 scans of `dimension`-d codes run on serving/_int8dot.c here (built, the
+    CPU has AVX-512 VNNI, whole 64-byte slices) rather than on simsimd."""
+    return _int8dot is not None and _int8dot.supported() and dimension % 64 == 0
+
+
 def dot_scores(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
     """`matrix @ query` as float32 (cosine, since both sides are L2-normalised)."""
     # einsum runs single-threaded SIMD: on a busy 2-core host, BLAS's thread pool
@@ -238,8 +244,7 @@ class Int8Scan:
 
     def __init__(self, codes: Int8Codes):
         self.codes = codes
-        dimension = codes.codes.shape[1]
-        self.uses_kernel = _int8dot is not None and _int8dot.supported() and dimension % 64 == 0
+        self.uses_kernel = kernel_runs(codes.codes.shape[1])
         self._lock = threading.Lock()
         self._waiting: deque[_PassRequest] = deque()
         self._passing = False
