@@ -44,6 +44,7 @@ from serving.query import (
     holds_answer_type,
     parse_query,
     query_aspects,
+    stated_values,
 )
 from slackquery.artifacts.files import artifact_file
 from slackquery.errors import SlackqueryError
@@ -165,12 +166,32 @@ def correction_of(
     """(correction, what it corrects) among the part's strongest messages, or None.
 
     The correction is the latest message nearly as strong as the best whose answering
-    sentence says it corrects something (`CORRECTION_CUES`); it corrects the strongest
-    earlier message. Whichever of the two ranked higher, the later one wins.
+    sentence says it corrects something (`CORRECTION_CUES`), or, for a part that asks for a
+    time, number or place, states another one than an earlier strong message does (an
+    update that uses no cue word: "the sync is at 16:00" after "the sync is at 10:00"). It
+    corrects the strongest earlier message. Whichever of the two ranked higher, the later
+    one wins.
     """
     floor = max(threshold, CORRECTION_MARGIN * terms.coverage(ranked[0].text))
     strong = [hit for hit in ranked[: 2 + EXTRA_EVIDENCE] if terms.coverage(hit.text) >= floor]
-    cued = [hit for hit in strong if CORRECTION_CUES.search(answering_sentence(hit.text, terms))]
+    stated = {
+        hit.document_id: stated_values(answering_sentence(hit.text, terms), terms.kinds)
+        for hit in strong
+    }
+
+    def disagrees_with_earlier(hit: SearchHitBase) -> bool:
+        mine = stated[hit.document_id]
+        return bool(mine) and any(
+            other.ts_us < hit.ts_us and stated[other.document_id] not in (frozenset(), mine)
+            for other in strong
+        )
+
+    cued = [
+        hit
+        for hit in strong
+        if CORRECTION_CUES.search(answering_sentence(hit.text, terms))
+        or disagrees_with_earlier(hit)
+    ]
     for correction in sorted(cued, key=lambda hit: (hit.ts_us, hit.document_id), reverse=True):
         earlier = [hit for hit in strong if hit.ts_us < correction.ts_us]
         if earlier:

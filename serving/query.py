@@ -366,6 +366,15 @@ def answer_types(text: str) -> tuple[str, ...]:
     return tuple(kind for kind, pattern in _ANSWER_TYPE_QUESTIONS.items() if pattern.search(text))
 
 
+def stated_values(text: str, kinds: tuple[str, ...]) -> frozenset[str]:
+    """The answers of these kinds that the text states ("16:00", "sep 23"), case-folded."""
+    return frozenset(
+        match.group(0).strip().casefold()
+        for kind in kinds
+        for match in _ANSWER_TYPE_CUES[kind].finditer(text)
+    )
+
+
 def holds_answer_type(text: str, kinds: tuple[str, ...]) -> bool:
     """True when the message text states an answer of one of these kinds."""
     return any(_ANSWER_TYPE_CUES[kind].search(text) for kind in kinds)

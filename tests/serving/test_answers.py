@@ -110,6 +110,30 @@ def test_an_earlier_message_with_correction_words_does_not_win() -> None:
     assert result.answer == "Pilot sync is Wednesday 16:00. [late]"
 
 
+def test_a_later_message_stating_another_time_wins_without_cue_words() -> None:
+    part = terms("pilot", "sync", kinds=("time",))
+    hits = [
+        hit("old", "Pilot sync is Wednesday 10:00.", 100),
+        hit("new", "Pilot sync is Wednesday 16:00.", 200),
+    ]
+    result = answer_part("when is the pilot sync", hits, part, 0.5, room=4, multi=False)
+    assert result.answer.startswith("Pilot sync is Wednesday 16:00. [new]")
+    assert result.conflict is not None and result.conflict.startswith("new")
+    assert [item.document_id for item in result.evidence] == ["new", "old"]
+
+
+def test_the_same_value_or_no_asked_kind_is_no_conflict() -> None:
+    hits = [
+        hit("first", "Pilot sync is Wednesday 10:00.", 200),
+        hit("second", "Reminder: pilot sync Wednesday 10:00.", 100),
+    ]
+    same = answer_part("pilot sync", hits, terms("pilot", "sync", kinds=("time",)), 0.5, 4, False)
+    assert same.conflict is None and same.answer.endswith("[first]")
+    differing = [hit("new", "Pilot sync is 16:00.", 200), hit("old", "Pilot sync is 10:00.", 100)]
+    unasked = answer_part("pilot sync", differing, terms("pilot", "sync"), 0.5, 4, False)
+    assert unasked.conflict is None and unasked.answer == "Pilot sync is 16:00. [new]"
+
+
 def test_a_weak_part_is_unsupported_and_cites_nothing() -> None:
     part = terms("refund", "policy")
     result = answer_part("refund policy", [hit("a", "policy docs", 1)], part, 0.6, 4, True)
