@@ -197,7 +197,8 @@ class SearchesInFlight:
     A search alone scans on every core (984,175 x 768: 23 ms on two threads, 27 on one);
     beside others, on one thread, which costs less CPU per pass (27 ms against 2 x 23) and
     leaves the other cores to them. 8 MCP clients at 1M, three interleaved runs each:
-    35.4-37.9 queries/s with every pass on two threads, 38.6-40.9 on one, 39.3-44.1 so.
+    35.4-37.9 queries/s with every pass on two threads, 38.6-40.9 on one, 39.3-44.1 choosing
+    by the searches in flight.
     """
 
     def __init__(self) -> None:
