@@ -174,10 +174,8 @@ def correction_of(
     """
     floor = max(threshold, CORRECTION_MARGIN * terms.coverage(ranked[0].text))
     strong = [hit for hit in ranked[: 2 + EXTRA_EVIDENCE] if terms.coverage(hit.text) >= floor]
-    stated = {
-        hit.document_id: stated_values(answering_sentence(hit.text, terms), terms.kinds)
-        for hit in strong
-    }
+    sentence = {hit.document_id: answering_sentence(hit.text, terms) for hit in strong}
+    stated = {key: stated_values(text, terms.kinds) for key, text in sentence.items()}
 
     def disagrees_with_earlier(hit: SearchHitBase) -> bool:
         mine = stated[hit.document_id]
@@ -189,8 +187,7 @@ def correction_of(
     cued = [
         hit
         for hit in strong
-        if CORRECTION_CUES.search(answering_sentence(hit.text, terms))
-        or disagrees_with_earlier(hit)
+        if CORRECTION_CUES.search(sentence[hit.document_id]) or disagrees_with_earlier(hit)
     ]
     for correction in sorted(cued, key=lambda hit: (hit.ts_us, hit.document_id), reverse=True):
         earlier = [hit for hit in strong if hit.ts_us < correction.ts_us]
