@@ -83,15 +83,15 @@ def vector_scores(
     matrix: np.ndarray,
     query: np.ndarray,
     positions: np.ndarray | None,
-    codes: "Int8Scan | None" = None,
+    scan: "Int8Scan | None" = None,
 ) -> np.ndarray:
     """Cosine of `query` with the matrix rows at `positions` (None: every row), in order.
 
-    With `codes`, the scan is int8 and only the best `RESCORE_DEPTH` scores are exact;
-    the others are int8 estimates of the cosine (off by about 1e-3).
+    With the matrix's int8 `scan`, only the best `RESCORE_DEPTH` scores are exact; the
+    others are int8 estimates of the cosine (off by about 1e-3).
     """
-    if codes is not None and _count(matrix, positions) > RESCORE_DEPTH:
-        return _quantised_scores(matrix, codes, query[None, :], positions)[0]
+    if scan is not None and _count(matrix, positions) > RESCORE_DEPTH:
+        return _quantised_scores(matrix, scan, query[None, :], positions)[0]
     if positions is None:
         return dot_scores(matrix, query)
     if positions.size == 0:
@@ -135,7 +135,7 @@ def vector_scores_many(
     matrix: np.ndarray,
     queries: np.ndarray,
     positions: np.ndarray | None,
-    codes: "Int8Scan | None" = None,
+    scan: "Int8Scan | None" = None,
 ) -> np.ndarray:
     """`vector_scores` for several queries at once, as a (queries, positions) array.
 
@@ -144,8 +144,8 @@ def vector_scores_many(
     of one full pass per part (measured at 1M x 768: three vectors in 195 ms against 301 ms
     for three passes; a 10% subset 43 ms against 122 ms).
     """
-    if codes is not None and _count(matrix, positions) > RESCORE_DEPTH:
-        return _quantised_scores(matrix, codes, queries, positions)
+    if scan is not None and _count(matrix, positions) > RESCORE_DEPTH:
+        return _quantised_scores(matrix, scan, queries, positions)
     rows_of_queries = np.ascontiguousarray(queries, dtype=np.float32)
 
     def product(rows: np.ndarray, out: np.ndarray, column: int) -> None:
