@@ -8,7 +8,7 @@ export SLACKQUERY_HOME
 
 .PHONY: setup demo test lint format clean
 
-$(STAMP): pyproject.toml setup.py serving/_int8dot.c requirements.lock
+$(STAMP): pyproject.toml setup.py $(wildcard serving/*.c) requirements.lock
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet -c requirements.lock -e '.[dev]'
 	$(BIN)/python -m slackquery.duckdb_setup

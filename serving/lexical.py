@@ -2,7 +2,9 @@
 `slackquery.artifacts.postings`): dense, sparse, or stopping early for the best rows.
 
 Scores equal DuckDB's `match_bm25` (same idf, k1 = 1.2, b = 0.75, distinct query terms);
-tests check it.
+tests check it. The best rows come from serving/_bm25.c (document-at-a-time MaxScore) where
+it was built, else from impact-ordered prefixes in NumPy; both return the same rows and
+scores.
 """
 
 from dataclasses import dataclass
@@ -12,6 +14,11 @@ import numpy as np
 from serving.query import content_tokens
 from slackquery.artifacts.packed import SortedKeys
 from slackquery.artifacts.postings import Postings, bm25_idf
+
+try:
+    from serving import _bm25  # built by setup.py where a C compiler is present
+except ImportError:  # pragma: no cover - depends on the install
+    _bm25 = None
 
 # Postings of more than 1/DENSE_SHARE of the row count are summed in a dense accumulator.
 DENSE_SHARE = 8
@@ -139,6 +146,8 @@ class BM25Index:
         """
         spans = self._spans(terms)
         scales = idf_scale or [None] * len(spans)
+        if sum(end - start for start, end in spans) > EXHAUSTIVE_POSTINGS and _bm25 is not None:
+            return self._walk(spans, scales, count, eligible)
         if sum(end - start for start, end in spans) > EXHAUSTIVE_POSTINGS:
             kept = int(np.count_nonzero(eligible))
             # A filter thins out the best postings by the share of rows it keeps: the probe
@@ -166,6 +175,30 @@ class BM25Index:
         rows, scores = self.matches(terms, idf_scale)
         keep = eligible[rows]
         return rows[keep], scores[keep]
+
+    def _walk(
+        self,
+        spans: list[tuple[int, int]],
+        scales: list[float | None],
+        count: int,
+        eligible: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """`candidates` by serving/_bm25.c: every eligible row reaching the `count`-th best
+        eligible score, scored exactly as `score` does."""
+        assert _bm25 is not None
+        postings = self.postings
+        rows, scores = _bm25.best_rows(
+            self.posting_rows,
+            self.posting_scores,
+            postings.impact_rows,
+            postings.impact_scores,
+            np.array(spans, dtype=np.int64),
+            np.array([1.0 if scale is None else scale for scale in scales], dtype=np.float32),
+            np.ascontiguousarray(eligible, dtype=np.bool_),
+            count,
+            FIRST_DEPTH_FACTOR * count,
+        )
+        return np.frombuffer(rows, dtype=np.int32), np.frombuffer(scores, dtype=np.float32)
 
     def _reachable(
         self, spans: list[tuple[int, int]], theta: float, scales: list[float | None]

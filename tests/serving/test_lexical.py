@@ -39,23 +39,34 @@ def test_postings_are_in_row_and_impact_order() -> None:
         assert postings.impact_scores[span].tolist() == postings.scores[span][order].tolist()
 
 
+WALK = pytest.param(
+    "walk",
+    marks=pytest.mark.skipif(serving.lexical._bm25 is None, reason="serving/_bm25.c not built"),
+)
+
+
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize(
-    "lookup_cost, bitmap_share",
-    # As measured; then every term searched and every union sorted; then the reverse.
-    [(serving.lexical.LOOKUP_COST, serving.lexical.UNION_BITMAP_SHARE), (0, 0), (10**9, 10**9)],
+    "path",
+    # The C walk; then NumPy's prefixes as measured, every term searched and every union
+    # sorted, and the reverse.
+    [WALK, "measured", "searched", "spread"],
 )
 def test_candidates_hold_the_best_rows_of_a_full_scoring(
-    monkeypatch: pytest.MonkeyPatch, seed: int, lookup_cost: int, bitmap_share: int
+    monkeypatch: pytest.MonkeyPatch, seed: int, path: str
 ) -> None:
     monkeypatch.setattr(serving.lexical, "EXHAUSTIVE_POSTINGS", 64)
-    monkeypatch.setattr(serving.lexical, "LOOKUP_COST", lookup_cost)
-    monkeypatch.setattr(serving.lexical, "UNION_BITMAP_SHARE", bitmap_share)
+    if path != "walk":
+        monkeypatch.setattr(serving.lexical, "_bm25", None)
+    if path in ("searched", "spread"):
+        knob = 0 if path == "searched" else 10**9
+        monkeypatch.setattr(serving.lexical, "LOOKUP_COST", knob)
+        monkeypatch.setattr(serving.lexical, "UNION_BITMAP_SHARE", knob)
     index = generated_index(seed)
     rng = np.random.default_rng(1000 + seed)
     early = 0
     for _ in range(30):
-        terms = [f"t{i}" for i in rng.choice(40, int(rng.integers(1, 5)), replace=False)]
+        terms = [f"t{i}" for i in rng.choice(40, int(rng.integers(1, 9)), replace=False)]
         eligible = rng.random(ROWS) < rng.choice([1.0, 0.9, 0.3, 0.02])
         count = int(rng.choice([1, 10, 100]))
         # Half the queries as a requester: each term's idf rescaled by its own factor.
@@ -69,6 +80,8 @@ def test_candidates_hold_the_best_rows_of_a_full_scoring(
         got = top_candidates(rows, scores, count)
         assert got.rows.tolist() == expected.rows.tolist()
         assert got.scores.tolist() == expected.scores.tolist()
+        if expected.rows.size:  # rows left out score strictly lower than the last kept
+            assert (dense[np.setdiff1d(everything, rows)] < expected.scores[-1]).all()
         early += rows.size < everything.size
     assert early  # some queries stopped before reading every posting
 
@@ -85,3 +98,34 @@ def test_sparse_and_dense_matches_agree_on_generated_postings(
             rows, scores = index.matches(terms, scale)
             assert rows.tolist() == np.flatnonzero(dense).tolist()
             np.testing.assert_array_equal(scores, dense[rows])
+
+
+@pytest.mark.skipif(serving.lexical._bm25 is None, reason="serving/_bm25.c not built")
+def test_the_walk_refuses_spans_and_rows_outside_its_arrays() -> None:
+    walk = serving.lexical._bm25
+    assert walk is not None
+    rows = np.array([0, 3, 9], dtype=np.int32)
+    scores = np.array([1.0, 2.0, 3.0], dtype=np.float32)
+    impact_rows, impact_scores = rows[::-1].copy(), scores[::-1].copy()
+
+    def best(spans: list[tuple[int, int]], eligible_rows: int) -> tuple[bytes, bytes]:
+        return walk.best_rows(
+            rows,
+            scores,
+            impact_rows,
+            impact_scores,
+            np.array(spans, dtype=np.int64),
+            np.ones(len(spans), dtype=np.float32),
+            np.ones(eligible_rows, dtype=np.bool_),
+            2,
+            2,
+        )
+
+    found, found_scores = best([(0, 3)], 10)
+    assert np.frombuffer(found, np.int32).tolist() == [3, 9]
+    assert np.frombuffer(found_scores, np.float32).tolist() == [2.0, 3.0]
+    for spans in ([(0, 4)], [(2, 2)], [(-1, 2)], []):
+        with pytest.raises(ValueError, match="span"):
+            best(spans, 10)
+    with pytest.raises(ValueError, match="outside eligible"):
+        best([(0, 3)], 9)  # row 9 has no eligibility byte

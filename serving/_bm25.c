@@ -1,0 +1,336 @@
+/* The best rows of a BM25 query, exactly: document-at-a-time MaxScore over the postings.
+ *
+ * serving/lexical.py's NumPy path reads impact-ordered prefixes and scores their union; for
+ * questions of several common words (most postings reachable) that union is most of the
+ * rows and costs ~5 ms at 1M. Here the query's row-ordered postings are walked once in row
+ * order: terms whose best scores together cannot reach the current threshold (the window's
+ * worst score so far) are only probed, by galloping, for rows the other terms bring, and a
+ * row is dropped as soon as its score so far plus the best the remaining terms could add
+ * stays below the threshold. A first threshold comes from exactly scoring each term's best
+ * postings, as the NumPy path's probe does.
+ *
+ * Scores are summed in float32 in the query's term order, a posting's score multiplied by
+ * its term's float32 scale first, exactly as `BM25Index.score` sums them, so both agree to
+ * the bit (the build compiles with -ffp-contract=off: no fused multiply-add).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_TERMS 64
+/* Bounds are sums of float32 values in another order than the exact score's: a row is
+ * only dropped when its bound is below the threshold by more than this relative margin. */
+#define MARGIN 1e-5
+
+typedef struct {
+    const int32_t *rows;    /* row-ordered postings: rows ascending */
+    const float *scores;
+    Py_ssize_t end;         /* one past the term's last posting */
+    Py_ssize_t cursor;      /* walks forward only */
+    float scale;
+    double best;            /* the term's highest scaled posting score */
+} Term;
+
+typedef struct {
+    int32_t *rows;
+    float *scores;
+    Py_ssize_t size, capacity;
+} Found;
+
+/* First position in [lo, hi) whose row is >= target (rows ascending). */
+static Py_ssize_t gallop(const int32_t *rows, Py_ssize_t lo, Py_ssize_t hi, int32_t target) {
+    if (lo >= hi || rows[lo] >= target) return lo;
+    Py_ssize_t low = lo, step = 1, high = lo + 1;
+    while (high < hi && rows[high] < target) {
+        low = high;
+        step <<= 1;
+        high = low + step;
+    }
+    if (high > hi) high = hi;
+    while (high - low > 1) { /* rows[low] < target; high == hi or rows[high] >= target */
+        Py_ssize_t mid = low + (high - low) / 2;
+        if (rows[mid] < target)
+            low = mid;
+        else
+            high = mid;
+    }
+    return high;
+}
+
+/* The k best scores seen, as a min-heap: heap[0] is the k-th best once full. */
+typedef struct {
+    float *values;
+    Py_ssize_t size, capacity;
+} Heap;
+
+static void heap_offer(Heap *heap, float value) {
+    Py_ssize_t i;
+    if (heap->size < heap->capacity) {
+        i = heap->size++;
+        while (i > 0 && heap->values[(i - 1) / 2] > value) {
+            heap->values[i] = heap->values[(i - 1) / 2];
+            i = (i - 1) / 2;
+        }
+        heap->values[i] = value;
+        return;
+    }
+    if (value <= heap->values[0]) return;
+    i = 0;
+    for (;;) {
+        Py_ssize_t child = 2 * i + 1;
+        if (child >= heap->size) break;
+        if (child + 1 < heap->size && heap->values[child + 1] < heap->values[child]) child++;
+        if (heap->values[child] >= value) break;
+        heap->values[i] = heap->values[child];
+        i = child;
+    }
+    heap->values[i] = value;
+}
+
+static int found_add(Found *found, int32_t row, float score) {
+    if (found->size == found->capacity) {
+        Py_ssize_t capacity = found->capacity ? 2 * found->capacity : 1024;
+        int32_t *rows = realloc(found->rows, capacity * sizeof(int32_t));
+        if (rows == NULL) return -1;
+        found->rows = rows;
+        float *scores = realloc(found->scores, capacity * sizeof(float));
+        if (scores == NULL) return -1;
+        found->scores = scores;
+        found->capacity = capacity;
+    }
+    found->rows[found->size] = row;
+    found->scores[found->size++] = score;
+    return 0;
+}
+
+/* The exact score of `row` in term order, by searching each term's postings (no cursor
+ * moves); 0 when no term holds it. */
+static float exact_score(const Term *terms, const Py_ssize_t *starts, int count, int32_t row) {
+    float score = 0.0f;
+    for (int t = 0; t < count; t++) {
+        Py_ssize_t at = gallop(terms[t].rows, starts[t], terms[t].end, row);
+        if (at < terms[t].end && terms[t].rows[at] == row) {
+            float value = terms[t].scores[at] * terms[t].scale;
+            score += value;
+        }
+    }
+    return score;
+}
+
+static void sort_by_best(int *order, int count, const Term *terms) {
+    for (int i = 1; i < count; i++) { /* insertion sort: a few terms */
+        int value = order[i], j = i;
+        while (j > 0 && terms[order[j - 1]].best > terms[value].best) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = value;
+    }
+}
+
+/* How many of the lowest-best terms (in `order`) cannot bring a row to `threshold` alone. */
+static int optional_terms(const double *prefix, int count, double threshold) {
+    int optional = 0;
+    while (optional < count - 1 && prefix[optional + 1] < threshold * (1 - MARGIN)) optional++;
+    return optional;
+}
+
+/* The threshold a probe of each term's `depth` best postings guarantees: the k-th best
+ * exact score among the eligible rows they hold (or 0 when they hold fewer than k). */
+static float probe_threshold(const Term *terms, const Py_ssize_t *starts, int count,
+                             const int32_t *impact_rows, const uint8_t *eligible,
+                             Py_ssize_t row_count, Py_ssize_t depth, Heap *heap,
+                             uint8_t *seen_marks, int *failed) {
+    for (int t = 0; t < count; t++) {
+        Py_ssize_t stop = starts[t] + depth < terms[t].end ? starts[t] + depth : terms[t].end;
+        for (Py_ssize_t i = starts[t]; i < stop; i++) {
+            int32_t row = impact_rows[i];
+            if (row < 0 || row >= row_count) {
+                *failed = 1;
+                return 0.0f;
+            }
+            if (!eligible[row] || seen_marks[row]) continue;
+            seen_marks[row] = 1;
+            heap_offer(heap, exact_score(terms, starts, count, row));
+        }
+    }
+    for (int t = 0; t < count; t++) { /* clear the marks */
+        Py_ssize_t stop = starts[t] + depth < terms[t].end ? starts[t] + depth : terms[t].end;
+        for (Py_ssize_t i = starts[t]; i < stop; i++) seen_marks[impact_rows[i]] = 0;
+    }
+    float threshold = heap->size == heap->capacity ? heap->values[0] : 0.0f;
+    heap->size = 0;
+    return threshold;
+}
+
+/* Every eligible row scoring at least the k-th best eligible score, with its score.
+ * Returns -1 on a row outside `eligible`, -2 when out of memory. */
+static int best_rows(Term *terms, int count, const uint8_t *eligible, Py_ssize_t row_count,
+                     float first_threshold, Heap *heap, Found *found) {
+    int order[MAX_TERMS];
+    double prefix[MAX_TERMS + 1];
+    float contributions[MAX_TERMS];
+    uint8_t holds[MAX_TERMS];
+    for (int t = 0; t < count; t++) order[t] = t;
+    sort_by_best(order, count, terms);
+    prefix[0] = 0.0;
+    for (int i = 0; i < count; i++) prefix[i + 1] = prefix[i] + terms[order[i]].best;
+    float threshold = first_threshold;
+    int optional = optional_terms(prefix, count, threshold);
+    for (;;) {
+        int32_t row = INT32_MAX;
+        for (int i = optional; i < count; i++) {
+            const Term *term = &terms[order[i]];
+            if (term->cursor < term->end && term->rows[term->cursor] < row)
+                row = term->rows[term->cursor];
+        }
+        if (row == INT32_MAX) break;
+        if (row < 0 || row >= row_count) return -1;
+        double partial = 0.0;
+        memset(holds, 0, count);
+        for (int i = optional; i < count; i++) {
+            Term *term = &terms[order[i]];
+            if (term->cursor < term->end && term->rows[term->cursor] == row) {
+                float value = term->scores[term->cursor++] * term->scale;
+                contributions[order[i]] = value;
+                holds[order[i]] = 1;
+                partial += value;
+            }
+        }
+        if (!eligible[row]) continue;
+        int dropped = 0;
+        for (int i = optional - 1; i >= 0; i--) {
+            if (partial + prefix[i + 1] < threshold * (1 - MARGIN)) {
+                dropped = 1;
+                break;
+            }
+            Term *term = &terms[order[i]];
+            term->cursor = gallop(term->rows, term->cursor, term->end, row);
+            if (term->cursor < term->end && term->rows[term->cursor] == row) {
+                float value = term->scores[term->cursor++] * term->scale;
+                contributions[order[i]] = value;
+                holds[order[i]] = 1;
+                partial += value;
+            }
+        }
+        if (dropped) continue;
+        float score = 0.0f;
+        for (int t = 0; t < count; t++)
+            if (holds[t]) score += contributions[t];
+        if (score < threshold) continue;
+        if (found_add(found, row, score) < 0) return -2;
+        heap_offer(heap, score);
+        if (heap->size == heap->capacity && heap->values[0] > threshold) {
+            threshold = heap->values[0];
+            optional = optional_terms(prefix, count, threshold);
+        }
+    }
+    /* Rows found before the threshold rose: keep those that still reach it. */
+    Py_ssize_t kept = 0;
+    for (Py_ssize_t i = 0; i < found->size; i++) {
+        if (found->scores[i] >= threshold) {
+            found->rows[kept] = found->rows[i];
+            found->scores[kept++] = found->scores[i];
+        }
+    }
+    found->size = kept;
+    return 0;
+}
+
+/* best_rows(rows, scores, impact_rows, impact_scores, spans, scales, eligible, count, depth)
+ * -> (rows bytes of int32, scores bytes of float32). */
+static PyObject *py_best_rows(PyObject *self, PyObject *args) {
+    Py_buffer rows, scores, impact_rows, impact_scores, spans, scales, eligible;
+    Py_ssize_t count, depth;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*nn", &rows, &scores, &impact_rows,
+                          &impact_scores, &spans, &scales, &eligible, &count, &depth))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t postings = rows.len / (Py_ssize_t)sizeof(int32_t);
+    Py_ssize_t term_count = scales.len / (Py_ssize_t)sizeof(float);
+    const int64_t *span = spans.buf;
+    int spans_valid = spans.len == 2 * term_count * (Py_ssize_t)sizeof(int64_t);
+    for (Py_ssize_t t = 0; spans_valid && t < term_count; t++)
+        spans_valid = 0 <= span[2 * t] && span[2 * t] < span[2 * t + 1] &&
+                      span[2 * t + 1] <= postings;
+    if (scores.len != rows.len || impact_rows.len != rows.len || impact_scores.len != rows.len) {
+        PyErr_SetString(PyExc_ValueError, "postings arrays differ in length");
+    } else if (term_count < 1 || term_count > MAX_TERMS || !spans_valid) {
+        PyErr_SetString(PyExc_ValueError, "1 to 64 terms, each a non-empty span of postings");
+    } else if (count < 1 || depth < 0) {
+        PyErr_SetString(PyExc_ValueError, "count must be positive and depth not negative");
+    } else {
+        Term terms[MAX_TERMS];
+        Py_ssize_t starts[MAX_TERMS];
+        const float *scale = scales.buf;
+        for (Py_ssize_t t = 0; t < term_count; t++) {
+            starts[t] = span[2 * t];
+            terms[t] = (Term){
+                .rows = (const int32_t *)rows.buf,
+                .scores = (const float *)scores.buf,
+                .end = span[2 * t + 1],
+                .cursor = span[2 * t],
+                .scale = scale[t],
+                /* impact order: the first is the highest */
+                .best = (double)(((const float *)impact_scores.buf)[span[2 * t]] * scale[t]),
+            };
+        }
+        Heap heap = {PyMem_RawMalloc(count * sizeof(float)), 0, count};
+        uint8_t *marks = depth ? PyMem_RawCalloc(eligible.len, 1) : NULL;
+        Found found = {0};
+        int status = heap.values == NULL || (depth && marks == NULL) ? -2 : 0;
+        if (status == 0) {
+            Py_BEGIN_ALLOW_THREADS
+            int failed = 0;
+            float first = depth ? probe_threshold(terms, starts, (int)term_count,
+                                                  impact_rows.buf, eligible.buf, eligible.len,
+                                                  depth, &heap, marks, &failed)
+                                : 0.0f;
+            status = failed ? -1
+                            : best_rows(terms, (int)term_count, eligible.buf, eligible.len,
+                                        first, &heap, &found);
+            Py_END_ALLOW_THREADS
+        }
+        if (status == -1) {
+            PyErr_SetString(PyExc_ValueError, "a posting's row is outside eligible");
+        } else if (status == -2) {
+            PyErr_NoMemory();
+        } else {
+            /* y# turns a NULL buffer (nothing found) into None, hence "" */
+            result = Py_BuildValue("(y#y#)", found.size ? (const char *)found.rows : "",
+                                   found.size * (Py_ssize_t)sizeof(int32_t),
+                                   found.size ? (const char *)found.scores : "",
+                                   found.size * (Py_ssize_t)sizeof(float));
+        }
+        PyMem_RawFree(heap.values);
+        PyMem_RawFree(marks);
+        free(found.rows);
+        free(found.scores);
+    }
+    PyBuffer_Release(&rows);
+    PyBuffer_Release(&scores);
+    PyBuffer_Release(&impact_rows);
+    PyBuffer_Release(&impact_scores);
+    PyBuffer_Release(&spans);
+    PyBuffer_Release(&scales);
+    PyBuffer_Release(&eligible);
+    return result;
+}
+
+static PyMethodDef METHODS[] = {
+    {"best_rows", py_best_rows, METH_VARARGS,
+     "best_rows(rows, scores, impact_rows, impact_scores, spans, scales, eligible, count,\n"
+     "depth) -> (rows, scores) as bytes of int32 and float32: every eligible row whose BM25\n"
+     "score reaches the count-th best eligible score. spans: int64 (start, end) per term;\n"
+     "scales: float32 per term; eligible: one byte per row; depth: probe postings per term."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef MODULE = {
+    PyModuleDef_HEAD_INIT, "_bm25", "Exact top-k BM25 by document-at-a-time MaxScore.", -1,
+    METHODS,
+};
+
+PyMODINIT_FUNC PyInit__bm25(void) { return PyModule_Create(&MODULE); }
