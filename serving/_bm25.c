@@ -59,6 +59,19 @@ static Py_ssize_t gallop(const int32_t *rows, Py_ssize_t lo, Py_ssize_t hi, int3
     return high;
 }
 
+/* First eligible row at or after `row`, or `row_count`; zero bytes are skipped eight at a
+ * time. */
+static Py_ssize_t next_eligible(const uint8_t *eligible, Py_ssize_t row, Py_ssize_t row_count) {
+    while (row < row_count && (row & 7)) {
+        if (eligible[row]) return row;
+        row++;
+    }
+    uint64_t word;
+    while (row + 8 <= row_count && (memcpy(&word, eligible + row, 8), word == 0)) row += 8;
+    while (row < row_count && !eligible[row]) row++;
+    return row;
+}
+
 /* The k best scores seen, as a min-heap: heap[0] is the k-th best once full. */
 typedef struct {
     float *values;
@@ -188,6 +201,16 @@ static int best_rows(Term *terms, int count, const uint8_t *eligible, Py_ssize_t
         }
         if (row == INT32_MAX) break;
         if (row < 0 || row >= row_count) return -1;
+        if (!eligible[row]) {
+            /* Leap to the next eligible row: a narrow filter costs its rows, not the
+             * postings between them. */
+            Py_ssize_t next = next_eligible(eligible, row + 1, row_count);
+            for (int i = optional; i < count; i++) {
+                Term *term = &terms[order[i]];
+                term->cursor = gallop(term->rows, term->cursor, term->end, (int32_t)next);
+            }
+            continue;
+        }
         double partial = 0.0;
         memset(holds, 0, count);
         for (int i = optional; i < count; i++) {
@@ -199,7 +222,6 @@ static int best_rows(Term *terms, int count, const uint8_t *eligible, Py_ssize_t
                 partial += value;
             }
         }
-        if (!eligible[row]) continue;
         int dropped = 0;
         for (int i = optional - 1; i >= 0; i--) {
             if (partial + prefix[i + 1] < threshold * (1 - MARGIN)) {
@@ -236,6 +258,24 @@ static int best_rows(Term *terms, int count, const uint8_t *eligible, Py_ssize_t
         }
     }
     found->size = kept;
+    return 0;
+}
+
+/* One term: its postings in impact order (scores descending, ties by ascending row) are
+ * the ranking; the first k eligible ones and those tied with the k-th are the answer. */
+static int best_of_one(const Term *term, Py_ssize_t start, const int32_t *impact_rows,
+                       const float *impact_scores, const uint8_t *eligible,
+                       Py_ssize_t row_count, Py_ssize_t k, Found *found) {
+    float last = 0.0f;
+    for (Py_ssize_t i = start; i < term->end; i++) {
+        int32_t row = impact_rows[i];
+        if (row < 0 || row >= row_count) return -1;
+        if (!eligible[row]) continue;
+        float score = impact_scores[i] * term->scale;
+        if (found->size >= k && score < last) break;
+        if (found_add(found, row, score) < 0) return -2;
+        last = score;
+    }
     return 0;
 }
 
@@ -284,13 +324,17 @@ static PyObject *py_best_rows(PyObject *self, PyObject *args) {
         if (status == 0) {
             Py_BEGIN_ALLOW_THREADS
             int failed = 0;
-            float first = depth ? probe_threshold(terms, starts, (int)term_count,
+            float first = depth && term_count > 1 ? probe_threshold(terms, starts, (int)term_count,
                                                   impact_rows.buf, eligible.buf, eligible.len,
                                                   depth, &heap, marks, &failed)
                                 : 0.0f;
-            status = failed ? -1
-                            : best_rows(terms, (int)term_count, eligible.buf, eligible.len,
-                                        first, &heap, &found);
+            if (term_count == 1)
+                status = best_of_one(&terms[0], starts[0], impact_rows.buf, impact_scores.buf,
+                                     eligible.buf, eligible.len, count, &found);
+            else
+                status = failed ? -1
+                                : best_rows(terms, (int)term_count, eligible.buf, eligible.len,
+                                            first, &heap, &found);
             Py_END_ALLOW_THREADS
         }
         if (status == -1) {

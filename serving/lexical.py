@@ -187,6 +187,10 @@ class BM25Index:
         eligible score, scored exactly as `score` does."""
         assert _bm25 is not None
         postings = self.postings
+        # The probe that sets the first threshold reads deeper by the share of rows a filter
+        # keeps, to find about as many eligible rows as without one.
+        kept = max(int(np.count_nonzero(eligible)), 1)
+        depth = -(-FIRST_DEPTH_FACTOR * count * self.row_count // kept)
         rows, scores = _bm25.best_rows(
             self.posting_rows,
             self.posting_scores,
@@ -196,7 +200,7 @@ class BM25Index:
             np.array([1.0 if scale is None else scale for scale in scales], dtype=np.float32),
             np.ascontiguousarray(eligible, dtype=np.bool_),
             count,
-            FIRST_DEPTH_FACTOR * count,
+            depth,
         )
         return np.frombuffer(rows, dtype=np.int32), np.frombuffer(scores, dtype=np.float32)
 

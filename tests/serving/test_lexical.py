@@ -104,12 +104,14 @@ def test_sparse_and_dense_matches_agree_on_generated_postings(
 def test_the_walk_refuses_spans_and_rows_outside_its_arrays() -> None:
     walk = serving.lexical._bm25
     assert walk is not None
-    rows = np.array([0, 3, 9], dtype=np.int32)
-    scores = np.array([1.0, 2.0, 3.0], dtype=np.float32)
-    impact_rows, impact_scores = rows[::-1].copy(), scores[::-1].copy()
+    # Term 0 holds rows 0, 3, 9 (scores 1, 2, 3); term 1 rows 3, 9 (1, 1).
+    rows = np.array([0, 3, 9, 3, 9], dtype=np.int32)
+    scores = np.array([1, 2, 3, 1, 1], dtype=np.float32)
+    impact_rows = np.array([9, 3, 0, 3, 9], dtype=np.int32)
+    impact_scores = np.array([3, 2, 1, 1, 1], dtype=np.float32)
 
-    def best(spans: list[tuple[int, int]], eligible_rows: int) -> tuple[bytes, bytes]:
-        return walk.best_rows(
+    def best(spans: list[tuple[int, int]], eligible_rows: int) -> dict[int, float]:
+        found, found_scores = walk.best_rows(
             rows,
             scores,
             impact_rows,
@@ -120,12 +122,14 @@ def test_the_walk_refuses_spans_and_rows_outside_its_arrays() -> None:
             2,
             2,
         )
+        found_rows = np.frombuffer(found, np.int32).tolist()
+        return dict(zip(found_rows, np.frombuffer(found_scores, np.float32).tolist(), strict=True))
 
-    found, found_scores = best([(0, 3)], 10)
-    assert np.frombuffer(found, np.int32).tolist() == [3, 9]
-    assert np.frombuffer(found_scores, np.float32).tolist() == [2.0, 3.0]
-    for spans in ([(0, 4)], [(2, 2)], [(-1, 2)], []):
+    assert best([(0, 3), (3, 5)], 10) == {3: 3.0, 9: 4.0}
+    assert best([(0, 3)], 10) == {3: 2.0, 9: 3.0}
+    for spans in ([(0, 6)], [(2, 2)], [(-1, 2)], []):
         with pytest.raises(ValueError, match="span"):
             best(spans, 10)
-    with pytest.raises(ValueError, match="outside eligible"):
-        best([(0, 3)], 9)  # row 9 has no eligibility byte
+    for spans in ([(0, 3), (3, 5)], [(0, 3)]):
+        with pytest.raises(ValueError, match="outside eligible"):
+            best(spans, 9)  # row 9 has no eligibility byte
