@@ -1,13 +1,15 @@
-/* The best rows of a BM25 query, exactly: document-at-a-time MaxScore over the postings.
+/* The best rows of a BM25 query, exactly, three ways (the caller picks by cost):
  *
- * serving/lexical.py's NumPy path reads impact-ordered prefixes and scores their union; for
- * questions of several common words (most postings reachable) that union is most of the
- * rows and costs ~5 ms at 1M. Here the query's row-ordered postings are walked once in row
- * order: terms whose best scores together cannot reach the current threshold (the window's
- * worst score so far) are only probed, by galloping, for rows the other terms bring, and a
- * row is dropped as soon as its score so far plus the best the remaining terms could add
- * stays below the threshold. A first threshold comes from exactly scoring each term's best
- * postings, as the NumPy path's probe does.
+ * - one term: its impact-ordered postings are the ranking;
+ * - the walk, document-at-a-time MaxScore: the query's row-ordered postings are walked
+ *   once in row order; terms whose best scores together cannot reach the current threshold
+ *   (the window's worst score so far) are only probed, by galloping, for rows the other
+ *   terms bring; a row is dropped as soon as its score so far plus the best the remaining
+ *   terms could add stays below the threshold; rows a filter excludes are leapt over. A
+ *   first threshold comes from exactly scoring each term's best postings.
+ * - sums, term at a time into a dense accumulator, then one pass over the rows: costs every
+ *   posting and row, but a few ns each, where the walk's per-row bookkeeping over several
+ *   common words costs more (serving/lexical.py has the measurements).
  *
  * Scores are summed in float32 in the query's term order, a posting's score multiplied by
  * its term's float32 scale first, exactly as `BM25Index.score` sums them, so both agree to
@@ -261,6 +263,76 @@ static int best_rows(Term *terms, int count, const uint8_t *eligible, Py_ssize_t
     return 0;
 }
 
+/* Per thread, a zeroed float per row, reused across queries (returned zeroed). */
+static __thread float *accumulator = NULL;
+static __thread Py_ssize_t accumulator_rows = 0;
+
+#define SCAN_BLOCK 64
+
+/* Term at a time: every posting added into a dense accumulator, in term order (so each
+ * row's sum is `BM25Index.score`'s exactly), then one pass over the rows keeps the
+ * eligible ones reaching the k-th best, zeroing the accumulator as it goes. Costs every
+ * posting plus the row count, however the scores spread. */
+static int best_by_sums(const Term *terms, const Py_ssize_t *starts, int count,
+                        const uint8_t *eligible, Py_ssize_t row_count, Heap *heap,
+                        Found *found) {
+    if (accumulator_rows < row_count) {
+        free(accumulator);
+        accumulator = calloc(row_count + SCAN_BLOCK, sizeof(float));
+        accumulator_rows = accumulator ? row_count : 0;
+        if (accumulator == NULL) return -2;
+    }
+    float *sums = accumulator;
+    for (int t = 0; t < count; t++) {
+        const Term *term = &terms[t];
+        for (Py_ssize_t i = starts[t]; i < term->end; i++) {
+            int32_t row = term->rows[i];
+            if (row < 0 || row >= row_count) {
+                memset(sums, 0, row_count * sizeof(float));
+                return -1;
+            }
+            float value = term->scores[i] * term->scale;
+            sums[row] += value;
+        }
+    }
+    /* Scores are positive, so their bit patterns order as the floats do: a block is
+     * skipped by one integer max (vectorised) below the current threshold. */
+    int32_t floor_bits = 1;
+    for (Py_ssize_t block = 0; block < row_count; block += SCAN_BLOCK) {
+        Py_ssize_t stop = block + SCAN_BLOCK < row_count ? block + SCAN_BLOCK : row_count;
+        int32_t *bits = (int32_t *)(sums + block);
+        int32_t highest = 0;
+        for (Py_ssize_t j = 0; j < stop - block; j++) highest = bits[j] > highest ? bits[j] : highest;
+        if (highest == 0) continue;
+        if (highest >= floor_bits) {
+            for (Py_ssize_t row = block; row < stop; row++) {
+                float score = sums[row];
+                if (score <= 0.0f || !eligible[row]) continue;
+                int32_t score_bits;
+                memcpy(&score_bits, &score, 4);
+                if (score_bits < floor_bits) continue;
+                if (found_add(found, (int32_t)row, score) < 0) {
+                    memset(sums, 0, row_count * sizeof(float));
+                    return -2;
+                }
+                heap_offer(heap, score);
+                if (heap->size == heap->capacity) memcpy(&floor_bits, &heap->values[0], 4);
+            }
+        }
+        memset(sums + block, 0, (stop - block) * sizeof(float));
+    }
+    float threshold = heap->size == heap->capacity ? heap->values[0] : 0.0f;
+    Py_ssize_t kept = 0;
+    for (Py_ssize_t i = 0; i < found->size; i++) {
+        if (found->scores[i] >= threshold) {
+            found->rows[kept] = found->rows[i];
+            found->scores[kept++] = found->scores[i];
+        }
+    }
+    found->size = kept;
+    return 0;
+}
+
 /* One term: its postings in impact order (scores descending, ties by ascending row) are
  * the ranking; the first k eligible ones and those tied with the k-th are the answer. */
 static int best_of_one(const Term *term, Py_ssize_t start, const int32_t *impact_rows,
@@ -279,13 +351,14 @@ static int best_of_one(const Term *term, Py_ssize_t start, const int32_t *impact
     return 0;
 }
 
-/* best_rows(rows, scores, impact_rows, impact_scores, spans, scales, eligible, count, depth)
- * -> (rows bytes of int32, scores bytes of float32). */
+/* best_rows(rows, scores, impact_rows, impact_scores, spans, scales, eligible, count, depth,
+ *           by_sums) -> (rows bytes of int32, scores bytes of float32). */
 static PyObject *py_best_rows(PyObject *self, PyObject *args) {
     Py_buffer rows, scores, impact_rows, impact_scores, spans, scales, eligible;
     Py_ssize_t count, depth;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*nn", &rows, &scores, &impact_rows,
-                          &impact_scores, &spans, &scales, &eligible, &count, &depth))
+    int by_sums;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*nnp", &rows, &scores, &impact_rows,
+                          &impact_scores, &spans, &scales, &eligible, &count, &depth, &by_sums))
         return NULL;
     PyObject *result = NULL;
     Py_ssize_t postings = rows.len / (Py_ssize_t)sizeof(int32_t);
@@ -324,11 +397,14 @@ static PyObject *py_best_rows(PyObject *self, PyObject *args) {
         if (status == 0) {
             Py_BEGIN_ALLOW_THREADS
             int failed = 0;
-            float first = depth && term_count > 1 ? probe_threshold(terms, starts, (int)term_count,
+            float first = depth && term_count > 1 && !by_sums ? probe_threshold(terms, starts, (int)term_count,
                                                   impact_rows.buf, eligible.buf, eligible.len,
                                                   depth, &heap, marks, &failed)
                                 : 0.0f;
-            if (term_count == 1)
+            if (by_sums)
+                status = best_by_sums(terms, starts, (int)term_count, eligible.buf,
+                                      eligible.len, &heap, &found);
+            else if (term_count == 1)
                 status = best_of_one(&terms[0], starts[0], impact_rows.buf, impact_scores.buf,
                                      eligible.buf, eligible.len, count, &found);
             else
@@ -366,9 +442,10 @@ static PyObject *py_best_rows(PyObject *self, PyObject *args) {
 static PyMethodDef METHODS[] = {
     {"best_rows", py_best_rows, METH_VARARGS,
      "best_rows(rows, scores, impact_rows, impact_scores, spans, scales, eligible, count,\n"
-     "depth) -> (rows, scores) as bytes of int32 and float32: every eligible row whose BM25\n"
-     "score reaches the count-th best eligible score. spans: int64 (start, end) per term;\n"
-     "scales: float32 per term; eligible: one byte per row; depth: probe postings per term."},
+     "depth, by_sums) -> (rows, scores) as bytes of int32 and float32: every eligible row\n"
+     "whose BM25 score reaches the count-th best eligible score. spans: int64 (start, end)\n"
+     "per term; scales: float32 per term; eligible: one byte per row; depth: probe postings\n"
+     "per term for the walk; by_sums: every posting summed term at a time instead."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -379,7 +379,12 @@ class LoadedArtifact:
 
     def mask(self, filters: Filters) -> np.ndarray:
         """Rows (of any kind) passing every filter; kinds are restricted by the caller."""
-        keep = np.ones(self.row_count, dtype=bool)
+        keep: np.ndarray | None = None  # no pass over every row until a filter needs one
+
+        def narrow(rows: np.ndarray) -> None:
+            nonlocal keep
+            keep = rows if keep is None else np.logical_and(keep, rows, out=keep)
+
         for values, codes, code_of in (
             (filters.workspace_ids, self.workspace_codes, self.workspace_code_of),
             (filters.channel_ids, self.channel_codes, self.channel_code_of),
@@ -387,18 +392,17 @@ class LoadedArtifact:
             (filters.conversation_types, self.type_codes, self.type_code_of),
         ):
             if values is not None:
-                keep &= rows_with_codes(
-                    codes, [code_of[value] for value in values if value in code_of], len(code_of)
-                )
+                wanted = [code_of[value] for value in values if value in code_of]
+                narrow(rows_with_codes(codes, wanted, len(code_of)))
         if filters.start_ts_us is not None:
-            keep &= self.ts_us >= filters.start_ts_us
+            narrow(self.ts_us >= filters.start_ts_us)
         if filters.end_ts_us is not None:
-            keep &= self.ts_us <= filters.end_ts_us
+            narrow(self.ts_us <= filters.end_ts_us)
         if filters.is_thread:
-            keep &= self.is_thread
+            narrow(self.is_thread.copy())
         if filters.has_link:
-            keep &= self.has_link
-        return keep
+            narrow(self.has_link.copy())
+        return np.ones(self.row_count, dtype=bool) if keep is None else keep
 
     # -- display rows ----------------------------------------------------------------
     def display_row(self, row: int) -> dict[str, object]:

@@ -34,6 +34,16 @@ UNION_BITMAP_SHARE = 16
 EXHAUSTIVE_POSTINGS = 4096
 # Impact-order postings per term that the probe reads, as a multiple of the rows asked for.
 FIRST_DEPTH_FACTOR = 4
+# serving/_bm25.c sums every posting term at a time, instead of walking rows, for queries of
+# several terms with between 1/SUMS_MIN_SHARE and 1/SUMS_MAX_SHARE of the row count in
+# postings and no filter leaving fewer than half the rows. Measured at 1M rows over the
+# serving benchmark's 200 queries (2026-12-04, load 0.4): the sums cost ~0.5 ms for the pass
+# over every row plus ~1.3 ns a posting, the walk grows with the common words a query holds
+# ("how did we fix the failed ... accuracy problem", six: walk 4.5, sums 0.9 ms); below
+# 1/16 of the rows in postings the walk is cheaper (0.14-0.5 ms), above 1/2 or with a
+# narrow filter the pass over every row is (a filter to 1% of rows: 5 ms against 0.3).
+SUMS_MIN_SHARE = 16
+SUMS_MAX_SHARE = 2
 
 
 @dataclass
@@ -183,14 +193,16 @@ class BM25Index:
         count: int,
         eligible: np.ndarray,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """`candidates` by serving/_bm25.c: every eligible row reaching the `count`-th best
-        eligible score, scored exactly as `score` does."""
+        """`candidates` by serving/_bm25.c (one term in impact order, the walk, or sums term
+        at a time): every eligible row reaching the `count`-th best eligible score, scored
+        exactly as `score` does."""
         assert _bm25 is not None
         postings = self.postings
         # The probe that sets the first threshold reads deeper by the share of rows a filter
         # keeps, to find about as many eligible rows as without one.
         kept = max(int(np.count_nonzero(eligible)), 1)
         depth = -(-FIRST_DEPTH_FACTOR * count * self.row_count // kept)
+        by_sums = self._sums_cheaper(spans, kept)
         rows, scores = _bm25.best_rows(
             self.posting_rows,
             self.posting_scores,
@@ -200,9 +212,19 @@ class BM25Index:
             np.array([1.0 if scale is None else scale for scale in scales], dtype=np.float32),
             np.ascontiguousarray(eligible, dtype=np.bool_),
             count,
-            depth,
+            0 if by_sums else depth,
+            by_sums,
         )
         return np.frombuffer(rows, dtype=np.int32), np.frombuffer(scores, dtype=np.float32)
+
+    def _sums_cheaper(self, spans: list[tuple[int, int]], kept: int) -> bool:
+        """Whether summing every posting beats the walk (see `SUMS_MAX_SHARE`)."""
+        postings = sum(end - start for start, end in spans)
+        return (
+            len(spans) > 1
+            and 2 * kept >= self.row_count
+            and postings * SUMS_MAX_SHARE <= self.row_count <= postings * SUMS_MIN_SHARE
+        )
 
     def _reachable(
         self, spans: list[tuple[int, int]], theta: float, scales: list[float | None]

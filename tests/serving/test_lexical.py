@@ -39,24 +39,30 @@ def test_postings_are_in_row_and_impact_order() -> None:
         assert postings.impact_scores[span].tolist() == postings.scores[span][order].tolist()
 
 
-WALK = pytest.param(
-    "walk",
-    marks=pytest.mark.skipif(serving.lexical._bm25 is None, reason="serving/_bm25.c not built"),
-)
+NEEDS_C = pytest.mark.skipif(serving.lexical._bm25 is None, reason="serving/_bm25.c not built")
 
 
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize(
     "path",
-    # The C walk; then NumPy's prefixes as measured, every term searched and every union
-    # sorted, and the reverse.
-    [WALK, "measured", "searched", "spread"],
+    # serving/_bm25.c's walk, then its sums; then NumPy's prefixes as measured, every term
+    # searched and every union sorted, and the reverse.
+    [
+        pytest.param("walk", marks=NEEDS_C),
+        pytest.param("sums", marks=NEEDS_C),
+        "measured",
+        "searched",
+        "spread",
+    ],
 )
 def test_candidates_hold_the_best_rows_of_a_full_scoring(
     monkeypatch: pytest.MonkeyPatch, seed: int, path: str
 ) -> None:
     monkeypatch.setattr(serving.lexical, "EXHAUSTIVE_POSTINGS", 64)
-    if path != "walk":
+    if path in ("walk", "sums"):
+        sums = path == "sums"
+        monkeypatch.setattr(BM25Index, "_sums_cheaper", lambda *_: sums)
+    else:
         monkeypatch.setattr(serving.lexical, "_bm25", None)
     if path in ("searched", "spread"):
         knob = 0 if path == "searched" else 10**9
@@ -100,8 +106,9 @@ def test_sparse_and_dense_matches_agree_on_generated_postings(
             np.testing.assert_array_equal(scores, dense[rows])
 
 
-@pytest.mark.skipif(serving.lexical._bm25 is None, reason="serving/_bm25.c not built")
-def test_the_walk_refuses_spans_and_rows_outside_its_arrays() -> None:
+@NEEDS_C
+@pytest.mark.parametrize("by_sums", [False, True])
+def test_the_walk_and_the_sums_refuse_spans_and_rows_outside_their_arrays(by_sums: bool) -> None:
     walk = serving.lexical._bm25
     assert walk is not None
     # Term 0 holds rows 0, 3, 9 (scores 1, 2, 3); term 1 rows 3, 9 (1, 1).
@@ -121,12 +128,14 @@ def test_the_walk_refuses_spans_and_rows_outside_its_arrays() -> None:
             np.ones(eligible_rows, dtype=np.bool_),
             2,
             2,
+            by_sums,
         )
         found_rows = np.frombuffer(found, np.int32).tolist()
         return dict(zip(found_rows, np.frombuffer(found_scores, np.float32).tolist(), strict=True))
 
     assert best([(0, 3), (3, 5)], 10) == {3: 3.0, 9: 4.0}
     assert best([(0, 3)], 10) == {3: 2.0, 9: 3.0}
+    assert best([(0, 3), (3, 5)], 10) == best([(3, 5), (0, 3)], 10)
     for spans in ([(0, 6)], [(2, 2)], [(-1, 2)], []):
         with pytest.raises(ValueError, match="span"):
             best(spans, 10)
