@@ -106,7 +106,7 @@ def run(
         "numpy_prefixes": lambda terms: prefixes_only(index, terms, window, is_message),
     }
     if serving.lexical._bm25 is not None:
-        ways["c_walk"] = lambda terms: index.candidates(terms, window, is_message)
+        ways["compiled"] = lambda terms: index.candidates(terms, window, is_message)
     minimums: dict[str, list[float]] = {name: [] for name in ways}
     engine, read = [], []
     for text in queries(read_corpus(path), query_count):

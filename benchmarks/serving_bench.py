@@ -44,7 +44,7 @@ import psutil
 from serving.access import Requester, published_requester
 from serving.engine import SearchEngine
 from serving.models import SearchRequest
-from serving.semantic import kernel_runs
+from serving.semantic import kernel_instructions
 from slackquery.artifacts import files
 from slackquery.artifacts.build import build_artifact
 from slackquery.artifacts.publish import current_artifact, publish
@@ -460,9 +460,7 @@ def run_benchmark(
         "load_average_1m_before": load_before,
         "vectors": f"document vectors: seeded random unit vectors, {identity.stored_dimension}-d "
         "(benchmarks/seeded_vectors.py), recorded as the configured generation",
-        "int8_scan": "kernel (serving/_int8dot.c)"
-        if kernel_runs(identity.stored_dimension)
-        else "simsimd (the kernel is not built or the CPU lacks AVX-512 VNNI)",
+        "int8_scan": kernel_instructions(identity.stored_dimension),
         "build_s": round(build_s, 1),
         "build_stages_s": built["stages_s"],
         "reused_artifact": built["reused"],

@@ -2,13 +2,16 @@
  *
  * simsimd's cdist computes pair by pair, so a pass for eight queries costs about eight
  * passes (measured at 984,175 x 768 on 2 threads: 102 ms against 23 ms for one). Here each
- * 64-byte slice of a row is loaded once and multiplied into every query's accumulator with
- * AVX-512 VNNI, so a pass for eight queries costs about 1.4 passes for one (33 ms), and
- * concurrent searches can share a pass (serving/semantic.py).
+ * slice of a row is loaded once and multiplied into every query's accumulator, so a pass
+ * for eight queries costs about 1.4 passes for one (33 ms, AVX-512 VNNI), and concurrent
+ * searches can share a pass (serving/semantic.py).
  *
- * VNNI multiplies unsigned by signed bytes: the row's bytes are flipped to unsigned
- * (x + 128) and 128 x the query's byte sum is subtracted again, so results are the exact
- * integer dot products, the same as simsimd's.
+ * Both instruction sets multiply unsigned by signed bytes. AVX-512 VNNI: the row's bytes
+ * are flipped to unsigned (x + 128) and 128 x the query's byte sum is subtracted again.
+ * AVX2 (CPUs without VNNI): |row byte| times the query byte carrying the row byte's sign;
+ * its pairwise 16-bit sums cannot saturate when query bytes lie within -127..127, which
+ * `Int8Codes.quantise_queries` guarantees and the AVX2 path checks. Either way results are
+ * the exact integer dot products, the same as simsimd's.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -50,25 +53,83 @@ DEFINE_KERNEL(6)
 DEFINE_KERNEL(7)
 DEFINE_KERNEL(8)
 
+#define AVX2 __attribute__((target("avx2")))
+
+static AVX2 inline int32_t sum_avx2(__m256i v) {
+    __m128i half = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    half = _mm_add_epi32(half, _mm_shuffle_epi32(half, _MM_SHUFFLE(1, 0, 3, 2)));
+    half = _mm_add_epi32(half, _mm_shuffle_epi32(half, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(half);
+}
+
+#define DEFINE_AVX2_KERNEL(NQ)                                                               \
+    AVX2 static void dot_rows_avx2_##NQ(const int8_t *codes, Py_ssize_t dim,                 \
+                                        const int64_t *rows, Py_ssize_t start,               \
+                                        Py_ssize_t stop, const int8_t *queries,              \
+                                        const int32_t *bias, float *out, Py_ssize_t width) { \
+        const __m256i ones = _mm256_set1_epi16(1);                                           \
+        (void)bias;                                                                          \
+        for (Py_ssize_t i = start; i < stop; i++) {                                          \
+            const int8_t *row = codes + (rows ? rows[i] : i) * dim;                          \
+            __m256i acc[NQ];                                                                 \
+            for (int j = 0; j < NQ; j++) acc[j] = _mm256_setzero_si256();                    \
+            for (Py_ssize_t d = 0; d < dim; d += 32) {                                       \
+                __m256i a = _mm256_loadu_si256((const __m256i *)(row + d));                  \
+                __m256i magnitude = _mm256_sign_epi8(a, a);                                  \
+                for (int j = 0; j < NQ; j++) {                                               \
+                    __m256i q = _mm256_loadu_si256((const __m256i *)(queries + j * dim + d)); \
+                    __m256i pairs = _mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(q, a)); \
+                    acc[j] = _mm256_add_epi32(acc[j], _mm256_madd_epi16(pairs, ones));       \
+                }                                                                            \
+            }                                                                                \
+            for (int j = 0; j < NQ; j++) out[j * width + i] = (float)sum_avx2(acc[j]);       \
+        }                                                                                    \
+    }
+
+DEFINE_AVX2_KERNEL(1)
+DEFINE_AVX2_KERNEL(2)
+DEFINE_AVX2_KERNEL(3)
+DEFINE_AVX2_KERNEL(4)
+DEFINE_AVX2_KERNEL(5)
+DEFINE_AVX2_KERNEL(6)
+DEFINE_AVX2_KERNEL(7)
+DEFINE_AVX2_KERNEL(8)
+
 typedef void (*kernel_fn)(const int8_t *, Py_ssize_t, const int64_t *, Py_ssize_t, Py_ssize_t,
                           const int8_t *, const int32_t *, float *, Py_ssize_t);
 static const kernel_fn KERNELS[MAX_QUERIES + 1] = {
     NULL, dot_rows_1, dot_rows_2, dot_rows_3, dot_rows_4,
     dot_rows_5, dot_rows_6, dot_rows_7, dot_rows_8,
 };
+static const kernel_fn AVX2_KERNELS[MAX_QUERIES + 1] = {
+    NULL, dot_rows_avx2_1, dot_rows_avx2_2, dot_rows_avx2_3, dot_rows_avx2_4,
+    dot_rows_avx2_5, dot_rows_avx2_6, dot_rows_avx2_7, dot_rows_avx2_8,
+};
 
-static int cpu_supported(void) {
+static int has_vnni(void) {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vnni");
 }
+
+static int has_avx2(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2");
+}
 #else
 #define HAVE_VNNI_KERNEL 0
-static int cpu_supported(void) { return 0; }
+static int has_vnni(void) { return 0; }
+static int has_avx2(void) { return 0; }
 #endif
+
+static int cpu_supported(void) { return has_vnni() || has_avx2(); }
 
 static PyObject *supported(PyObject *self, PyObject *unused) {
     return PyBool_FromLong(cpu_supported());
+}
+
+static PyObject *instruction_set(PyObject *self, PyObject *unused) {
+    return PyUnicode_FromString(has_vnni() ? "avx512-vnni" : has_avx2() ? "avx2" : "none");
 }
 
 /* dot_rows(codes, queries, out, dim, start, stop, rows):
@@ -97,8 +158,12 @@ static PyObject *dot_rows(PyObject *self, PyObject *args) {
     int rows_valid = rows.obj == NULL || rows.len >= stop * (Py_ssize_t)sizeof(int64_t);
     for (Py_ssize_t i = start; rows_valid && rows.obj != NULL && i < stop; i++)
         rows_valid = row_ids[i] >= 0 && row_ids[i] < count;
+    int vnni = has_vnni();
+    int queries_in_range = 1; /* the AVX2 path needs query bytes within -127..127 */
+    for (Py_ssize_t k = 0; !vnni && k < queries.len; k++)
+        queries_in_range = queries_in_range && ((const int8_t *)queries.buf)[k] != -128;
     if (!cpu_supported()) {
-        PyErr_SetString(PyExc_RuntimeError, "this CPU has no AVX-512 VNNI");
+        PyErr_SetString(PyExc_RuntimeError, "this CPU has neither AVX-512 VNNI nor AVX2");
     } else if (dim <= 0 || dim % 64 != 0) {
         PyErr_SetString(PyExc_ValueError, "dim must be a positive multiple of 64");
     } else if (nq < 1 || nq > MAX_QUERIES || queries.len != nq * dim) {
@@ -107,6 +172,8 @@ static PyObject *dot_rows(PyObject *self, PyObject *args) {
                stop < start || stop > width || (rows.obj == NULL && stop > count) ||
                !rows_valid) {
         PyErr_SetString(PyExc_ValueError, "row range or rows outside codes or out");
+    } else if (!queries_in_range) {
+        PyErr_SetString(PyExc_ValueError, "query bytes must lie within -127..127 on AVX2");
     } else {
 #if HAVE_VNNI_KERNEL
         int32_t bias[MAX_QUERIES];
@@ -117,8 +184,8 @@ static PyObject *dot_rows(PyObject *self, PyObject *args) {
             bias[j] = 128 * sum;
         }
         Py_BEGIN_ALLOW_THREADS
-        KERNELS[nq](codes.buf, dim, rows.obj ? row_ids : NULL, start, stop, query_bytes, bias,
-                    out.buf, width);
+        (vnni ? KERNELS : AVX2_KERNELS)[nq](codes.buf, dim, rows.obj ? row_ids : NULL, start,
+                                            stop, query_bytes, bias, out.buf, width);
         Py_END_ALLOW_THREADS
         result = Py_None;
         Py_INCREF(result);
@@ -132,7 +199,9 @@ static PyObject *dot_rows(PyObject *self, PyObject *args) {
 }
 
 static PyMethodDef METHODS[] = {
-    {"supported", supported, METH_NOARGS, "True when this CPU runs the AVX-512 VNNI kernel."},
+    {"supported", supported, METH_NOARGS, "True when this CPU runs a kernel (AVX-512 VNNI or AVX2)."},
+    {"instruction_set", instruction_set, METH_NOARGS,
+     "The kernel this CPU runs: 'avx512-vnni', 'avx2' or 'none'."},
     {"dot_rows", dot_rows, METH_VARARGS,
      "dot_rows(codes, queries, out, dim, start, stop, rows): out[j, i] = codes[rows[i]] .\n"
      "queries[j] for start <= i < stop (rows None: codes[i]), as float32."},

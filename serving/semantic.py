@@ -11,9 +11,9 @@ embedding generation, so the embedder's identity is checked against the artifact
 any query is embedded.
 
 The int8 products come from serving/_int8dot.c where it was built and the CPU has AVX-512
-VNNI: it reads each row once for up to `PASS_QUERIES` queries, so concurrent searches that
-need a pass over every row share one (`Int8Scan`). Elsewhere simsimd computes the same
-integers pair by pair.
+VNNI or AVX2: it reads each row once for up to `PASS_QUERIES` queries, so concurrent
+searches that need a pass over every row share one (`Int8Scan`). Elsewhere simsimd computes
+the same integers pair by pair.
 """
 
 import functools
@@ -66,8 +66,16 @@ except ImportError:
 
 def kernel_runs(dimension: int) -> bool:
     """Whether int8 scans of `dimension`-d codes run on serving/_int8dot.c here (built, the
-    CPU has AVX-512 VNNI, whole 64-byte slices) rather than on simsimd."""
+    CPU has AVX-512 VNNI or AVX2, whole 64-byte slices) rather than on simsimd."""
     return _int8dot is not None and _int8dot.supported() and dimension % 64 == 0
+
+
+def kernel_instructions(dimension: int) -> str:
+    """What computes int8 scans of `dimension`-d codes here, for reports."""
+    if not kernel_runs(dimension):
+        return "simsimd (serving/_int8dot.c not built, or neither AVX-512 VNNI nor AVX2)"
+    assert _int8dot is not None
+    return f"serving/_int8dot.c, {_int8dot.instruction_set()}"
 
 
 def dot_scores(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:

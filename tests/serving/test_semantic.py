@@ -189,7 +189,8 @@ def integer_products(codes: np.ndarray, query_codes: np.ndarray) -> np.ndarray:
 
 
 needs_kernel = pytest.mark.skipif(
-    not int8_scans(10)[0].uses_kernel, reason="serving/_int8dot.c not built or no AVX-512 VNNI"
+    not int8_scans(10)[0].uses_kernel,
+    reason="serving/_int8dot.c not built, or neither AVX-512 VNNI nor AVX2",
 )
 
 
@@ -198,7 +199,8 @@ needs_kernel = pytest.mark.skipif(
 def test_kernel_products_are_the_exact_integers_and_equal_simsimd(queries: int) -> None:
     kernel, fallback = int8_scans()
     codes = kernel.codes.codes
-    query_codes = np.random.default_rng(queries).integers(-128, 128, (queries, 128), np.int8)
+    # Query bytes within -127..127, as `Int8Codes.quantise_queries` makes them (AVX2 needs it).
+    query_codes = np.random.default_rng(queries).integers(-127, 128, (queries, 128), np.int8)
     for positions in (None, np.array([2999, 0, 17, 17, 1500]), np.arange(0, 3000, 3)):
         wanted = integer_products(codes if positions is None else codes[positions], query_codes)
         scores = kernel.dot_products(query_codes, positions)
@@ -223,6 +225,22 @@ def test_the_kernel_refuses_rows_outside_its_arrays() -> None:
             kernel.dot_rows(codes, query, out, 64, start, stop, rows)
     with pytest.raises(ValueError, match="multiple of 64"):
         kernel.dot_rows(codes, query, out, 32, 0, 4, None)
+
+
+@needs_kernel
+def test_the_kernel_is_exact_at_the_extremes_of_int8() -> None:
+    """Row bytes -128 and 127 against query bytes +-127: the largest products and, on AVX2,
+    the largest 16-bit pair sums (which must not saturate)."""
+    kernel = serving.semantic._int8dot
+    assert kernel is not None
+    codes = np.array([[-128] * 64, [127] * 64, [-128, 127] * 32], dtype=np.int8)
+    queries = np.array([[-127] * 64, [127] * 64, [127, -127] * 32], dtype=np.int8)
+    out = np.zeros((3, 3), dtype=np.float32)
+    kernel.dot_rows(codes, queries, out, 64, 0, 3, None)
+    np.testing.assert_array_equal(out, integer_products(codes, queries))
+    if kernel.instruction_set() == "avx2":  # -128 in a query would saturate a pair sum
+        with pytest.raises(ValueError, match=r"within -127\.\.127"):
+            kernel.dot_rows(codes, np.full((1, 64), -128, np.int8), out[:1], 64, 0, 3, None)
 
 
 class SignallingQueue(deque):
@@ -260,7 +278,7 @@ def test_searches_waiting_for_a_pass_share_the_next(
         return products(*args)
 
     monkeypatch.setattr(serving.semantic, name, recorded_products)
-    query_codes = np.random.default_rng(0).integers(-128, 128, (5, 128), np.int8)
+    query_codes = np.random.default_rng(0).integers(-127, 128, (5, 128), np.int8)
     # One search of two parts (a multi-part question) and three of one.
     asks = [query_codes[0:1], query_codes[1:3], query_codes[3:4], query_codes[4:5]]
     results: dict[int, np.ndarray] = {}
