@@ -120,6 +120,18 @@ static int found_add(Found *found, int32_t row, float score) {
     return 0;
 }
 
+/* Rows found before the threshold rose: keep those that still reach it. */
+static void keep_reaching(Found *found, float threshold) {
+    Py_ssize_t kept = 0;
+    for (Py_ssize_t i = 0; i < found->size; i++) {
+        if (found->scores[i] >= threshold) {
+            found->rows[kept] = found->rows[i];
+            found->scores[kept++] = found->scores[i];
+        }
+    }
+    found->size = kept;
+}
+
 /* The exact score of `row` in term order, by searching each term's postings (no cursor
  * moves); 0 when no term holds it. */
 static float exact_score(const Term *terms, const Py_ssize_t *starts, int count, int32_t row) {
@@ -251,38 +263,56 @@ static int best_rows(Term *terms, int count, const uint8_t *eligible, Py_ssize_t
             optional = optional_terms(prefix, count, threshold);
         }
     }
-    /* Rows found before the threshold rose: keep those that still reach it. */
-    Py_ssize_t kept = 0;
-    for (Py_ssize_t i = 0; i < found->size; i++) {
-        if (found->scores[i] >= threshold) {
-            found->rows[kept] = found->rows[i];
-            found->scores[kept++] = found->scores[i];
-        }
-    }
-    found->size = kept;
+    keep_reaching(found, threshold);
     return 0;
 }
 
-/* Per thread, a zeroed float per row, reused across queries (returned zeroed). */
-static __thread float *accumulator = NULL;
-static __thread Py_ssize_t accumulator_rows = 0;
+/* Zeroed accumulators (a float per row) kept between queries, a few of them: searches on
+ * several threads each take one, and a thread count does not decide the memory kept. */
+#define KEPT_ACCUMULATORS 4
+
+typedef struct {
+    float *sums;
+    Py_ssize_t rows;
+} Accumulator;
+
+static Accumulator kept_accumulators[KEPT_ACCUMULATORS];
+static PyThread_type_lock accumulators_lock;
+
+/* A zeroed accumulator of at least `rows` floats (sums NULL when out of memory). */
+static Accumulator take_accumulator(Py_ssize_t rows) {
+    Accumulator found = {NULL, 0};
+    PyThread_acquire_lock(accumulators_lock, WAIT_LOCK);
+    for (int i = 0; i < KEPT_ACCUMULATORS && found.sums == NULL; i++) {
+        if (kept_accumulators[i].sums != NULL && kept_accumulators[i].rows >= rows) {
+            found = kept_accumulators[i];
+            kept_accumulators[i] = (Accumulator){NULL, 0};
+        }
+    }
+    PyThread_release_lock(accumulators_lock);
+    if (found.sums == NULL) found = (Accumulator){calloc(rows, sizeof(float)), rows};
+    return found;
+}
+
+/* Hands a zeroed accumulator back to be kept, or frees it. */
+static void give_back(Accumulator accumulator) {
+    PyThread_acquire_lock(accumulators_lock, WAIT_LOCK);
+    for (int i = 0; i < KEPT_ACCUMULATORS && accumulator.sums != NULL; i++) {
+        if (kept_accumulators[i].sums == NULL || kept_accumulators[i].rows < accumulator.rows) {
+            Accumulator smaller = kept_accumulators[i]; /* a bigger artifact replaces it */
+            kept_accumulators[i] = accumulator;
+            accumulator = smaller;
+        }
+    }
+    PyThread_release_lock(accumulators_lock);
+    free(accumulator.sums);
+}
 
 #define SCAN_BLOCK 64
 
-/* Term at a time: every posting added into a dense accumulator, in term order (so each
- * row's sum is `BM25Index.score`'s exactly), then one pass over the rows keeps the
- * eligible ones reaching the k-th best, zeroing the accumulator as it goes. Costs every
- * posting plus the row count, however the scores spread. */
-static int best_by_sums(const Term *terms, const Py_ssize_t *starts, int count,
-                        const uint8_t *eligible, Py_ssize_t row_count, Heap *heap,
-                        Found *found) {
-    if (accumulator_rows < row_count) {
-        free(accumulator);
-        accumulator = calloc(row_count + SCAN_BLOCK, sizeof(float));
-        accumulator_rows = accumulator ? row_count : 0;
-        if (accumulator == NULL) return -2;
-    }
-    float *sums = accumulator;
+/* `best_by_sums` into a zeroed accumulator, which it leaves zeroed. */
+static int sums_into(float *sums, const Term *terms, const Py_ssize_t *starts, int count,
+                     const uint8_t *eligible, Py_ssize_t row_count, Heap *heap, Found *found) {
     for (int t = 0; t < count; t++) {
         const Term *term = &terms[t];
         for (Py_ssize_t i = starts[t]; i < term->end; i++) {
@@ -321,16 +351,23 @@ static int best_by_sums(const Term *terms, const Py_ssize_t *starts, int count,
         }
         memset(sums + block, 0, (stop - block) * sizeof(float));
     }
-    float threshold = heap->size == heap->capacity ? heap->values[0] : 0.0f;
-    Py_ssize_t kept = 0;
-    for (Py_ssize_t i = 0; i < found->size; i++) {
-        if (found->scores[i] >= threshold) {
-            found->rows[kept] = found->rows[i];
-            found->scores[kept++] = found->scores[i];
-        }
-    }
-    found->size = kept;
+    keep_reaching(found, heap->size == heap->capacity ? heap->values[0] : 0.0f);
     return 0;
+}
+
+/* Term at a time: every posting added into a dense accumulator, in term order (so each
+ * row's sum is `BM25Index.score`'s exactly), then one pass over the rows keeps the
+ * eligible ones reaching the k-th best, zeroing the accumulator as it goes. Costs every
+ * posting plus the row count, however the scores spread. */
+static int best_by_sums(const Term *terms, const Py_ssize_t *starts, int count,
+                        const uint8_t *eligible, Py_ssize_t row_count, Heap *heap,
+                        Found *found) {
+    Accumulator accumulator = take_accumulator(row_count);
+    if (accumulator.sums == NULL) return -2;
+    int status = sums_into(accumulator.sums, terms, starts, count, eligible, row_count, heap,
+                           found);
+    give_back(accumulator);  /* zeroed by sums_into, whatever its status */
+    return status;
 }
 
 /* One term: its postings in impact order (scores descending, ties by ascending row) are
@@ -454,4 +491,8 @@ static struct PyModuleDef MODULE = {
     METHODS,
 };
 
-PyMODINIT_FUNC PyInit__bm25(void) { return PyModule_Create(&MODULE); }
+PyMODINIT_FUNC PyInit__bm25(void) {
+    accumulators_lock = PyThread_allocate_lock();
+    if (accumulators_lock == NULL) return PyErr_NoMemory();
+    return PyModule_Create(&MODULE);
+}

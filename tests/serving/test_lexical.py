@@ -1,5 +1,7 @@
 """BM25 postings: stopping early gives the same best rows and scores as scoring every row."""
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pytest
 
@@ -142,3 +144,25 @@ def test_the_walk_and_the_sums_refuse_spans_and_rows_outside_their_arrays(by_sum
     for spans in ([(0, 3), (3, 5)], [(0, 3)]):
         with pytest.raises(ValueError, match="outside eligible"):
             best(spans, 9)  # row 9 has no eligibility byte
+
+
+@NEEDS_C
+def test_concurrent_sums_each_get_their_own_accumulator(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Searches on several threads at once (the C code runs without the GIL) take separate
+    zeroed accumulators and give them back zeroed: every answer equals the full scoring."""
+    monkeypatch.setattr(BM25Index, "_sums_cheaper", lambda *_: True)
+    index = generated_index(3)
+    rng = np.random.default_rng(7)
+    asks = [[f"t{i}" for i in rng.choice(40, 4, replace=False)] for _ in range(64)]
+    everything = np.ones(ROWS, dtype=bool)
+
+    def best(terms: list[str]) -> list[int]:
+        rows, scores = index.candidates(terms, 10, everything)
+        return top_candidates(rows, scores, 10).rows.tolist()
+
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(best, asks * 4))
+    for terms, answer in zip(asks * 4, answers, strict=True):
+        dense = index.score(terms)
+        rows = np.flatnonzero(dense)
+        assert answer == top_candidates(rows, dense[rows], 10).rows.tolist()
