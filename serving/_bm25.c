@@ -494,5 +494,10 @@ static struct PyModuleDef MODULE = {
 PyMODINIT_FUNC PyInit__bm25(void) {
     accumulators_lock = PyThread_allocate_lock();
     if (accumulators_lock == NULL) return PyErr_NoMemory();
-    return PyModule_Create(&MODULE);
+    PyObject *module = PyModule_Create(&MODULE);
+    if (module != NULL && PyModule_AddIntConstant(module, "MAX_TERMS", MAX_TERMS) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
 }

@@ -156,7 +156,8 @@ class BM25Index:
         """
         spans = self._spans(terms)
         scales = idf_scale or [None] * len(spans)
-        if sum(end - start for start, end in spans) > EXHAUSTIVE_POSTINGS and _bm25 is not None:
+        compiled = _bm25 is not None and len(spans) <= _bm25.MAX_TERMS
+        if sum(end - start for start, end in spans) > EXHAUSTIVE_POSTINGS and compiled:
             return self._walk(spans, scales, count, eligible)
         if sum(end - start for start, end in spans) > EXHAUSTIVE_POSTINGS:
             kept = int(np.count_nonzero(eligible))

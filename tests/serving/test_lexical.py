@@ -12,11 +12,11 @@ from serving.ranking import top_candidates
 ROWS = 20_000
 
 
-def generated_index(seed: int) -> BM25Index:
-    """40 terms with document frequencies from 3 to ~10,000 and few distinct scores (ties)."""
+def generated_index(seed: int, term_count: int = 40) -> BM25Index:
+    """Terms with document frequencies from 3 to ~10,000 and few distinct scores (ties)."""
     rng = np.random.default_rng(seed)
     terms, term_ids, rows, scores = [], [], [], []
-    for term_id in range(40):
+    for term_id in range(term_count):
         df = int(min(ROWS // 2, 3 + rng.zipf(1.4) * 40))
         term_rows = rng.choice(ROWS, df, replace=False)  # not in row order: build sorts
         terms.append(f"t{term_id}")
@@ -166,3 +166,15 @@ def test_concurrent_sums_each_get_their_own_accumulator(monkeypatch: pytest.Monk
         dense = index.score(terms)
         rows = np.flatnonzero(dense)
         assert answer == top_candidates(rows, dense[rows], 10).rows.tolist()
+
+
+def test_queries_of_more_terms_than_the_c_code_takes_are_scored_in_numpy() -> None:
+    index = generated_index(4, term_count=80)
+    terms = [f"t{i}" for i in range(80)]
+    everything = np.ones(ROWS, dtype=bool)
+    dense = index.score(terms)
+    rows, scores = index.candidates(terms, 20, everything)
+    np.testing.assert_array_equal(scores, dense[rows])
+    matching = np.flatnonzero(dense)
+    expected = top_candidates(matching, dense[matching], 20)
+    assert top_candidates(rows, scores, 20).rows.tolist() == expected.rows.tolist()
