@@ -152,14 +152,15 @@ class BM25Index:
         probe by the share of rows it keeps. Short postings, narrow filters and probes that
         find fewer than `count` rows are scored exhaustively. A requester's
         `idf_scale` multiplies every posting of a term by one factor, which keeps each
-        term's impact order, so the same bounds hold on the scaled scores.
+        term's impact order, so the same bounds hold on the scaled scores. Where
+        serving/_bm25.c was built, it answers instead (`_compiled_candidates`).
         """
         spans = self._spans(terms)
         scales = idf_scale or [None] * len(spans)
-        compiled = _bm25 is not None and len(spans) <= _bm25.MAX_TERMS
-        if sum(end - start for start, end in spans) > EXHAUSTIVE_POSTINGS and compiled:
-            return self._walk(spans, scales, count, eligible)
-        if sum(end - start for start, end in spans) > EXHAUSTIVE_POSTINGS:
+        exhaustive = sum(end - start for start, end in spans) <= EXHAUSTIVE_POSTINGS
+        if not exhaustive and _bm25 is not None and len(spans) <= _bm25.MAX_TERMS:
+            return self._compiled_candidates(spans, scales, count, eligible)
+        if not exhaustive:
             kept = int(np.count_nonzero(eligible))
             # A filter thins out the best postings by the share of rows it keeps: the probe
             # reads that much deeper to find about as many eligible rows as without one.
@@ -187,7 +188,7 @@ class BM25Index:
         keep = eligible[rows]
         return rows[keep], scores[keep]
 
-    def _walk(
+    def _compiled_candidates(
         self,
         spans: list[tuple[int, int]],
         scales: list[float | None],
