@@ -25,6 +25,7 @@ from serving.access import Requester, Visibility, compute_visibility, rows_with_
 from serving.lexical import BM25Index
 from serving.query import STOPWORDS, fts_tokens, normalize
 from serving.semantic import Int8Scan
+from serving.time_runs import TimeRuns
 from slackquery.artifacts import arrays, files, schema
 from slackquery.artifacts.documents import DISPLAY_COLUMNS, DocumentArrays
 from slackquery.artifacts.packed import SortedKeys
@@ -202,6 +203,7 @@ class LoadedArtifact:
         self.type_codes = documents.codes("conversation_type")
         self.type_code_of = documents.vocabulary("conversation_type")
         self.ts_us = documents.arrays["ts_us"]
+        self.time_runs = TimeRuns(self.ts_us)
         self.is_thread = documents.arrays["is_thread"]
         self.has_link = documents.arrays["has_link"]
         self.thread_keys = documents.arrays["thread_keys"]
@@ -394,10 +396,8 @@ class LoadedArtifact:
             if values is not None:
                 wanted = [code_of[value] for value in values if value in code_of]
                 narrow(rows_with_codes(codes, wanted, len(code_of)))
-        if filters.start_ts_us is not None:
-            narrow(self.ts_us >= filters.start_ts_us)
-        if filters.end_ts_us is not None:
-            narrow(self.ts_us <= filters.end_ts_us)
+        if filters.start_ts_us is not None or filters.end_ts_us is not None:
+            narrow(self.time_runs.rows_between(filters.start_ts_us, filters.end_ts_us))
         if filters.is_thread:
             narrow(self.is_thread.copy())
         if filters.has_link:
