@@ -8,7 +8,6 @@ and seconds to build; packed and mapped, a value is decoded only when it is read
 
 from bisect import bisect_left
 from collections.abc import Iterator, Mapping, Sequence
-from functools import lru_cache
 from itertools import pairwise
 
 import numpy as np
@@ -96,9 +95,9 @@ def is_strictly_ascending(values: Sequence[str]) -> bool:
     return all(earlier < later for earlier, later in pairwise(values))
 
 
-# Keys whose lookups a `SortedKeys` remembers: a query's words are looked up several times
-# per search and common words in most searches (at 1M rows a binary search decodes ~20
-# packed values, ~20 µs).
+# Lookups a `SortedKeys` remembers (then it forgets them all and starts again): a query's
+# words are looked up several times per search and common words in most searches (at 1M
+# rows a binary search decodes ~20 packed values, ~20 µs).
 REMEMBERED_KEYS = 4096
 
 
@@ -108,7 +107,9 @@ class SortedKeys(Mapping[str, int]):
 
     def __init__(self, keys: Sequence[str]):
         self.keys_in_order = keys
-        self._index_of = lru_cache(maxsize=REMEMBERED_KEYS)(self._search)
+        # A plain dict, not `lru_cache` on a method: that would be a reference cycle
+        # holding an evicted artifact's maps open until the garbage collector ran.
+        self._found: dict[str, int] = {}
 
     def _search(self, key: str) -> int:
         index = bisect_left(self.keys_in_order, key)
@@ -117,7 +118,12 @@ class SortedKeys(Mapping[str, int]):
         return -1
 
     def __getitem__(self, key: str) -> int:
-        index = self._index_of(key)
+        index = self._found.get(key)
+        if index is None:
+            index = self._search(key)
+            if len(self._found) >= REMEMBERED_KEYS:
+                self._found.clear()
+            self._found[key] = index
         if index < 0:
             raise KeyError(key)
         return index
