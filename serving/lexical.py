@@ -201,9 +201,10 @@ class BM25Index:
         assert _bm25 is not None
         postings = self.postings
         # The probe that sets the first threshold reads deeper by the share of rows a filter
-        # keeps, to find about as many eligible rows as without one.
+        # keeps, to find about as many eligible rows as without one; never more postings
+        # per term than there are eligible rows, which the walk leaps between anyway.
         kept = max(int(np.count_nonzero(eligible)), 1)
-        depth = -(-FIRST_DEPTH_FACTOR * count * self.row_count // kept)
+        depth = min(-(-FIRST_DEPTH_FACTOR * count * self.row_count // kept), kept)
         by_sums = self._sums_cheaper(spans, kept)
         rows, scores = _bm25.best_rows(
             self.posting_rows,
