@@ -1,9 +1,9 @@
-"""The compiled parts of serving: the int8 dot-product kernel (serving/_int8dot.c) and the
-BM25 top-rows walk (serving/_bm25.c).
+"""The compiled parts of serving: the int8 dot-product kernel (serving/_int8dot.c) and
+BM25's best-rows search (serving/_bm25.c).
 
-Both optional: where they cannot be built (no C compiler) or the CPU lacks AVX-512 VNNI,
-the vector scan runs on simsimd and BM25 on NumPy, with the same scores
-(serving/semantic.py, serving/lexical.py).
+Both optional: where they cannot be built (no C compiler), or where the CPU has neither
+AVX-512 VNNI nor AVX2 (the kernel), the vector scan runs on simsimd and BM25 on NumPy, with
+the same scores (serving/semantic.py, serving/lexical.py).
 """
 
 from setuptools import Extension, setup
