@@ -157,9 +157,10 @@ class BM25Index:
         """
         spans = self._spans(terms)
         scales = idf_scale or [None] * len(spans)
-        exhaustive = sum(end - start for start, end in spans) <= EXHAUSTIVE_POSTINGS
+        total = sum(end - start for start, end in spans)
+        exhaustive = total <= EXHAUSTIVE_POSTINGS
         if not exhaustive and _bm25 is not None and len(spans) <= _bm25.MAX_TERMS:
-            return self._compiled_candidates(spans, scales, count, eligible)
+            return self._compiled_candidates(spans, total, scales, count, eligible)
         if not exhaustive:
             kept = int(np.count_nonzero(eligible))
             # A filter thins out the best postings by the share of rows it keeps: the probe
@@ -191,13 +192,14 @@ class BM25Index:
     def _compiled_candidates(
         self,
         spans: list[tuple[int, int]],
+        total: int,
         scales: list[float | None],
         count: int,
         eligible: np.ndarray,
     ) -> tuple[np.ndarray, np.ndarray]:
         """`candidates` by serving/_bm25.c (one term in impact order, the walk, or sums term
         at a time): every eligible row reaching the `count`-th best eligible score, scored
-        exactly as `score` does."""
+        exactly as `score` does. `total`: the spans' postings."""
         assert _bm25 is not None
         postings = self.postings
         # The probe that sets the first threshold reads deeper by the share of rows a filter
@@ -205,7 +207,7 @@ class BM25Index:
         # per term than there are eligible rows, which the walk leaps between anyway.
         kept = max(int(np.count_nonzero(eligible)), 1)
         depth = min(-(-FIRST_DEPTH_FACTOR * count * self.row_count // kept), kept)
-        by_sums = self._sums_cheaper(spans, kept)
+        by_sums = self._sums_cheaper(len(spans), total, kept)
         rows, scores = _bm25.best_rows(
             self.posting_rows,
             self.posting_scores,
@@ -220,11 +222,10 @@ class BM25Index:
         )
         return np.frombuffer(rows, dtype=np.int32), np.frombuffer(scores, dtype=np.float32)
 
-    def _sums_cheaper(self, spans: list[tuple[int, int]], kept: int) -> bool:
+    def _sums_cheaper(self, terms: int, postings: int, kept: int) -> bool:
         """Whether summing every posting beats the walk (see `SUMS_MAX_SHARE`)."""
-        postings = sum(end - start for start, end in spans)
         return (
-            len(spans) > 1
+            terms > 1
             and 2 * kept >= self.row_count
             and postings * SUMS_MAX_SHARE <= self.row_count <= postings * SUMS_MIN_SHARE
         )

@@ -4,8 +4,9 @@ The artifact's rows are in document-id order, and a message's id is
 `workspace:channel:ts`, so each channel's messages form one run of ascending `ts_us` (at 1M
 messages: 108 runs). Inside a run the rows of a time range are one slice, found by binary
 search; all runs are searched at once through one key per row, `ts_us` offset by its run.
-At 1M rows, with the arrays out of cache, a time range costs ~0.1 ms this way against
-~0.6 ms comparing all 8 MB of timestamps. Rows in no order (many runs) are compared.
+At 1M rows, with the arrays out of cache, a time range costs 0.20 ms this way against
+0.57 ms comparing all 8 MB of timestamps (measured 2026-12-04). Rows in no order (many
+runs) are compared.
 """
 
 from dataclasses import dataclass
