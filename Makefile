@@ -29,8 +29,9 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/sqlfluff fix models macros data-tests
 
-# One pytest worker per core (pytest-xdist): the suite is CPU-bound, and each worker builds
-# its own session fixtures in its own temporary folders.
+# One pytest worker per core (pytest-xdist): the suite is CPU-bound. Each worker builds the
+# session fixtures its tests use in its own temporary folders; tests/conftest.py's scheduler
+# keeps the tests of each expensive one on one worker, so it is built once.
 test: lint
 	$(BIN)/pytest -n auto
 

@@ -1,7 +1,7 @@
 """Validate one candidate artifact against every suite; one pass/fail result for publish.
 
 Run as `python -m expectations.checkpoint ARTIFACT [--previous PUBLISHED] [--output JSON]`:
-the build starts it in a fresh process, which opens the candidate with its arrays folder
+the build runs it in a process of its own (forked by `expectations.server`), which opens the candidate with its arrays folder
 (`files.arrays_dir_of`) and the previous published artifact, for the count-drift and
 vector-coverage checks, read-only. Exit status 0 = passed, 1 = failed;
 the result JSON lists each failed expectation with sample offending ids.
@@ -65,8 +65,9 @@ DEFAULT_COUNT_DRIFT_MIN_DROP: int = Settings.model_fields["count_drift_min_drop"
 def peak_rss_mib() -> float | None:
     """This process's peak resident memory (VmHWM), or None where /proc is missing.
 
-    VmHWM starts afresh at exec, unlike `getrusage`, whose maximum a child inherits from
-    the parent it was forked from; so it measures validation alone.
+    A validation process is forked from `expectations.server`, so this peak includes the
+    server's imports (as it did when each validation imported them itself) but nothing of
+    the builder's memory.
     """
     try:
         status = Path("/proc/self/status").read_text(encoding="utf-8")

@@ -212,7 +212,9 @@ def with_dask(workers: int | None = None, address: str | None = None) -> Flow[..
                 "n_workers": workers,
                 "threads_per_worker": 1,
                 "processes": True,
-                "dashboard_address": None,
+                # The scheduler always serves /health and /metrics; None means port 8787,
+                # which a second cluster on the machine finds taken (and warns).
+                "dashboard_address": "127.0.0.1:0",
             },
         )
     return embed_flow.with_options(task_runner=runner)

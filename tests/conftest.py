@@ -21,3 +21,28 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def settings(home: Path) -> Settings:
     """Settings pointing at the per-test home."""
     return get_settings()
+
+
+# Folders whose tests share a session fixture that takes tens of seconds to build (the
+# serving pipeline, the projected fixture store, the Prefect test harness, which also keeps
+# a server busy in the background). pytest-xdist builds a session fixture in every worker
+# that runs a test using it; under `-n` (the Makefile's), the scheduler below sends each of
+# these folders to one worker, which builds it once. Every other test is a unit of its own,
+# balanced as xdist's default `--dist load` would. (xdist's own `loadgroup` marks do not
+# reach its scheduler under pytest 9, which no longer reads `item._nodeid`.)
+SHARED_FIXTURE_FOLDERS = ("tests/serving/", "tests/models/", "tests/flows/")
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """Load balancing in which each shared-fixture folder is one unit of work (in place of
+    the default `load`; another `--dist` mode is left as asked)."""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedFixtureScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            folder = next((f for f in SHARED_FIXTURE_FOLDERS if nodeid.startswith(f)), None)
+            return folder or nodeid
+
+    return SharedFixtureScheduling(config, log)

@@ -9,8 +9,11 @@ a retained file was validated against another published artifact, perhaps by old
 """
 
 import hashlib
+import json
 import subprocess
 import sys
+import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -76,17 +79,14 @@ def reusable_result(settings: Settings, path: Path, result_path: Path) -> dict[s
 def run_checkpoint(
     settings: Settings, path: Path, result_path: Path, *, compare_with_current: bool = True
 ) -> dict[str, Any]:
-    """Validate `path` with the GX checkpoint in a fresh process; return its result JSON.
+    """Validate `path` with the GX checkpoint in a process of its own; return its result.
 
-    A fresh interpreter proves the file opens read-only on its own and keeps the
-    validation's memory out of the builder. The result, with its `checkpoint_inputs`,
-    is written to `result_path`.
+    A separate process (forked by `expectations.server`) proves the file opens read-only
+    on its own and keeps the validation's memory out of the builder. The result, with its
+    `checkpoint_inputs`, is written to `result_path`.
     """
     previous = _previous_for(settings, path, compare_with_current)
-    command = [
-        sys.executable,
-        "-m",
-        "expectations.checkpoint",
+    argv = [
         str(path),
         "--output",
         str(result_path),
@@ -98,26 +98,75 @@ def run_checkpoint(
         str(settings.validation_chunk_rows),
     ]
     if previous is not None:
-        command += ["--previous", str(previous)]
-    process = subprocess.Popen(
-        command,
-        cwd=PROJECT_DIR,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        encoding="utf-8",
-    )
-    crash_point("during_validation")
-    stdout, stderr = process.communicate()
-    if process.returncode not in (0, 1) or not result_path.exists():
-        tail = (stderr or stdout).strip().splitlines()[-5:]
-        raise SlackqueryError(
-            f"validation of {path.name} crashed (exit {process.returncode}): {' | '.join(tail)}"
-        )
+        argv += ["--previous", str(previous)]
+    with tempfile.TemporaryDirectory(prefix="slackquery-validation-") as scratch:
+        log_path = Path(scratch) / "checkpoint.log"
+        exit_code = _VALIDATOR.run(argv, log_path)
+        if exit_code not in (0, 1) or not result_path.exists():
+            output = log_path.read_text(errors="replace") if log_path.exists() else ""
+            tail = output.strip().splitlines()[-5:]
+            raise SlackqueryError(
+                f"validation of {path.name} crashed (exit {exit_code}): {' | '.join(tail)}"
+            )
     result = files.read_json(result_path)
     result["inputs"] = checkpoint_inputs(settings, previous)
     files.write_json_atomic(result_path, result)
     return result
+
+
+class _ValidatorServer:
+    """This process's `expectations.server`, started at its first validation.
+
+    One validation runs at a time per builder process (builds of one artifact folder are
+    serialised by its lock anyway). If the builder is interrupted mid-run, the server is
+    killed and the next validation starts another.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._process: subprocess.Popen[str] | None = None
+
+    def run(self, argv: list[str], log_path: Path) -> int | None:
+        """Exit code of `python -m expectations.checkpoint ARGV`, its output in `log_path`;
+        None when the server died."""
+        with self._lock:
+            process = self._running()
+            assert process.stdin is not None and process.stdout is not None
+            try:
+                process.stdin.write(json.dumps({"argv": argv, "log": str(log_path)}) + "\n")
+                process.stdin.flush()
+                crash_point("during_validation")
+                reply = process.stdout.readline()
+            except BrokenPipeError:
+                reply = ""
+            except BaseException:
+                self._stop()
+                raise
+            if not reply:
+                self._stop()
+                return None
+            return int(json.loads(reply)["exit"])
+
+    def _running(self) -> subprocess.Popen[str]:
+        if self._process is None or self._process.poll() is not None:
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "expectations.server"],
+                cwd=PROJECT_DIR,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                encoding="utf-8",
+            )
+        return self._process
+
+    def _stop(self) -> None:
+        if self._process is not None:
+            self._process.kill()
+            self._process.wait()
+            self._process = None
+
+
+_VALIDATOR = _ValidatorServer()
 
 
 def failure_summary(result: dict[str, Any]) -> str:

@@ -3,8 +3,11 @@ SIGKILLed worker or flow that loses nothing and duplicates nothing."""
 
 import os
 import signal
+import socket
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import duckdb
@@ -57,11 +60,22 @@ def dask_env(
     return settings, markers
 
 
+@contextmanager
+def _port_taken(port: int) -> Iterator[None]:
+    """Hold `port` on loopback, as another cluster's scheduler would (if nothing else does)."""
+    with socket.socket() as holder:
+        with suppress(OSError):  # already taken: the same condition
+            holder.bind(("127.0.0.1", port))
+            holder.listen()
+        yield
+
+
 def test_two_workers_embed_everything_once_loading_the_model_once_each(
     dask_env: tuple[Settings, Path],
 ) -> None:
     settings, markers = dask_env
-    result = with_dask(workers=2)()
+    with _port_taken(8787):  # Dask's default HTTP port: a second cluster must not need it
+        result = with_dask(workers=2)()
     assert result["succeeded"] == 40 and result["coverage"] == 1.0 and result["batches"] == 10
     items = _assert_all_embedded_once(settings.state_path, 40)
     assert {row[1] for row in items.values()} == {1}

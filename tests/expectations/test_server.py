@@ -1,0 +1,58 @@
+"""The validation server forks one checkpoint run per request and outlives failed runs;
+the builder's side restarts a dead server and quotes a crashed run's output."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from slackquery.artifacts import validate
+from slackquery.errors import SlackqueryError
+from slackquery.projection import PROJECT_DIR
+from slackquery.settings import Settings
+
+
+def test_each_request_gets_its_exit_code_and_its_own_output(tmp_path: Path) -> None:
+    server = subprocess.Popen(
+        [sys.executable, "-m", "expectations.server"],
+        cwd=PROJECT_DIR,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert server.stdin is not None and server.stdout is not None
+
+    def ask(name: str, argv: list[str]) -> tuple[int, str]:
+        log = tmp_path / f"{name}.log"
+        server.stdin.write(json.dumps({"argv": argv, "log": str(log)}) + "\n")
+        server.stdin.flush()
+        return json.loads(server.stdout.readline())["exit"], log.read_text()
+
+    missing = tmp_path / "missing.duckdb"
+    code, output = ask("missing", [str(missing), "--output", str(tmp_path / "result.json")])
+    assert code == 1 and "missing.duckdb" in output and "Traceback" in output
+    assert not (tmp_path / "result.json").exists()
+    code, output = ask("bad-arguments", ["--no-such-option"])
+    assert code == 2 and "usage: python -m expectations.checkpoint" in output
+    code, output = ask("help", ["--help"])
+    assert code == 0 and "--previous" in output and "Traceback" not in output
+    server.stdin.close()
+    assert server.wait(timeout=60) == 0
+    assert server.stdout.read() == ""  # nothing but replies ever reached the protocol pipe
+
+
+def test_a_crash_is_quoted_and_a_dead_server_is_replaced(
+    settings: Settings, tmp_path: Path
+) -> None:
+    missing = tmp_path / "missing.duckdb"
+    with pytest.raises(SlackqueryError, match=r"crashed \(exit 1\): .*missing\.duckdb"):
+        validate.run_checkpoint(settings, missing, tmp_path / "result.json")
+    server = validate._VALIDATOR._process
+    assert server is not None
+    server.kill()  # as if the server had died between two builds
+    server.wait()
+    with pytest.raises(SlackqueryError, match=r"crashed \(exit 1\): .*missing\.duckdb"):
+        validate.run_checkpoint(settings, missing, tmp_path / "result.json")
+    assert validate._VALIDATOR._process is not server
