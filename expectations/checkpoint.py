@@ -3,8 +3,8 @@
 Run as `python -m expectations.checkpoint ARTIFACT [--previous PUBLISHED] [--output JSON]`:
 the build runs it in a process of its own (forked by `expectations.server`), which opens
 the candidate with its arrays folder (`files.arrays_dir_of`) and the previous published
-artifact, for the count-drift and vector-coverage checks, read-only. Exit status 0 = passed, 1 = failed;
-the result JSON lists each failed expectation with sample offending ids.
+artifact, for the count-drift and vector-coverage checks, read-only. Exit status 0 =
+passed, 1 = failed; the result JSON lists each failed expectation with sample offending ids.
 """
 
 import argparse
