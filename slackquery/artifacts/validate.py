@@ -8,8 +8,11 @@ the same, and runs the checkpoint again otherwise; rollback always runs it again
 a retained file was validated against another published artifact, perhaps by older checks.
 """
 
+import contextlib
 import hashlib
 import json
+import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -118,8 +121,9 @@ class _ValidatorServer:
     """This process's `expectations.server`, started at its first validation.
 
     One validation runs at a time per builder process (builds of one artifact folder are
-    serialised by its lock anyway). If the builder is interrupted mid-run, the server is
-    killed and the next validation starts another.
+    serialised by its lock anyway). The server and the processes it forks have a session
+    of their own, so a terminal's Ctrl-C reaches only the builder, which then kills them
+    all; the next validation starts another server.
     """
 
     def __init__(self) -> None:
@@ -156,12 +160,15 @@ class _ValidatorServer:
                 stdout=subprocess.PIPE,
                 text=True,
                 encoding="utf-8",
+                start_new_session=True,
             )
         return self._process
 
     def _stop(self) -> None:
+        """Kill the server and any validation it forked (its process group)."""
         if self._process is not None:
-            self._process.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._process.pid, signal.SIGKILL)
             self._process.wait()
             self._process = None
 

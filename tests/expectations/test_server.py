@@ -43,16 +43,28 @@ def test_each_request_gets_its_exit_code_and_its_own_output(tmp_path: Path) -> N
     assert server.stdout.read() == ""  # nothing but replies ever reached the protocol pipe
 
 
-def test_a_crash_is_quoted_and_a_dead_server_is_replaced(
-    settings: Settings, tmp_path: Path
+def test_a_crash_is_quoted_and_a_dead_or_interrupted_server_is_replaced(
+    settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     missing = tmp_path / "missing.duckdb"
-    with pytest.raises(SlackqueryError, match=r"crashed \(exit 1\): .*missing\.duckdb"):
+    crashed = r"crashed \(exit 1\): .*missing\.duckdb"
+    with pytest.raises(SlackqueryError, match=crashed):
         validate.run_checkpoint(settings, missing, tmp_path / "result.json")
     server = validate._VALIDATOR._process
     assert server is not None
     server.kill()  # as if the server had died between two builds
     server.wait()
-    with pytest.raises(SlackqueryError, match=r"crashed \(exit 1\): .*missing\.duckdb"):
+    with pytest.raises(SlackqueryError, match=crashed):
         validate.run_checkpoint(settings, missing, tmp_path / "result.json")
-    assert validate._VALIDATOR._process is not server
+    second = validate._VALIDATOR._process
+    assert second is not None and second is not server
+
+    def interrupt(_point: str) -> None:
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch, pytest.raises(KeyboardInterrupt):
+        patch.setattr(validate, "crash_point", interrupt)  # Ctrl-C while it validates
+        validate.run_checkpoint(settings, missing, tmp_path / "result.json")
+    assert second.poll() is not None and validate._VALIDATOR._process is None
+    with pytest.raises(SlackqueryError, match=crashed):
+        validate.run_checkpoint(settings, missing, tmp_path / "result.json")
