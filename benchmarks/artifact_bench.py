@@ -3,8 +3,8 @@
     python -m benchmarks.artifact_bench --messages 100000 [--dimension 768] [--json]
 
 Synthesises N messages (threads, tombstones, thread contexts) with unit vectors already
-"embedded", then times `build_artifact` (copy, dbt FTS macro, GX checkpoint in a fresh
-process, checksum, manifest) and `publish`, phase by phase, and reports the peak resident
+"embedded", then times `build_artifact` (copy, dbt FTS macro, GX checkpoint in a process
+of its own, checksum, manifest) and `publish`, phase by phase, and reports the peak resident
 memory of the builder (measured from after synthesis) and of the validation process,
 the artifact bytes per message and the load average. Target at 1,000,000 messages:
 <= 120 s and < 6 GiB peak.
