@@ -22,7 +22,7 @@ MIN_RUNS = 64
 @dataclass(frozen=True)
 class _RunIndex:
     keys: np.ndarray  # ts_us - first + run * span: ascending over all rows
-    run_numbers: np.ndarray  # 0 .. runs - 1, times span: each run's key offset
+    run_offsets: np.ndarray  # each run's key offset: its number (0 .. runs - 1) times span
     first: int  # the smallest ts_us
     span: int  # ts_us values of one run lie in [first, first + span)
 
@@ -69,8 +69,8 @@ class TimeRuns:
         keep = np.zeros(self.ts_us.size, dtype=bool)
         if low > high:
             return keep
-        lows = np.searchsorted(index.keys, index.run_numbers + low, side="left")
-        highs = np.searchsorted(index.keys, index.run_numbers + high, side="right")
+        lows = np.searchsorted(index.keys, index.run_offsets + low, side="left")
+        highs = np.searchsorted(index.keys, index.run_offsets + high, side="right")
         for row_from, row_to in zip(lows.tolist(), highs.tolist(), strict=True):
             keep[row_from:row_to] = True
         return keep
