@@ -3,8 +3,8 @@
     python -m benchmarks.artifact_bench --messages 100000 [--dimension 768] [--json]
 
 Synthesises N messages (threads, tombstones, thread contexts) with unit vectors already
-"embedded", then times `build_artifact` (copy, dbt FTS macro, GX checkpoint in a process
-of its own, checksum, manifest) and `publish`, phase by phase, and reports the peak resident
+"embedded", then times `build_artifact` (copy, dbt FTS macro, arrays, GX checkpoint in a
+process of its own, checksum, manifest) and `publish`, phase by phase, and reports the peak resident
 memory of the builder (measured from after synthesis) and of the validation process,
 the artifact bytes per message and the load average. Target at 1,000,000 messages:
 <= 120 s and < 6 GiB peak.
@@ -32,10 +32,10 @@ from tests.artifacts.synthetic import synthesize_state
 # (module, attribute, phase name): the steps of build_artifact and publish, timed in place.
 PHASES = (
     (inputs, "check_coverage", "coverage_check"),
-    (build, "write_candidate", "copy_documents_and_vectors"),
+    (build, "write_candidate", "copy_documents_and_vector_sketches"),
     (fts, "build_index", "fts_index_dbt"),
     (build, "seal_candidate", "metadata_and_checkpoint"),
-    (arrays, "write_arrays", "vector_arrays"),
+    (arrays, "write_arrays", "arrays_with_vectors_from_state"),
     (validate, "run_checkpoint", "gx_validation_process"),
     (build, "finalize", "rename_chmod_sha256"),
     (arrays, "describe", "arrays_sha256"),

@@ -138,7 +138,7 @@ def parameters_for(
         "schema_versions": [schema.SCHEMA_VERSION],
         "max_norm_error": MAX_NORM_ERROR,
     }
-    for name, columns in schema.table_columns(dimension).items():
+    for name, columns in schema.TABLE_COLUMNS.items():
         parameters[f"signature_{name}"] = [schema.schema_signature(columns)]
     for count in ("document_count", "message_count"):
         parameters[f"min_{count}"] = _drift_floor(

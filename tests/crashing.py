@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from slackquery.artifacts import arrays, files
 from slackquery.crash import CRASH_ENV
 from slackquery.duckdb_setup import connect
 
@@ -13,7 +14,7 @@ ARTIFACT_CONTENT_SQL = """
 select
     (select md5(string_agg(document_id || text_lexical || permalink, '|' order by document_id))
         from search_documents),
-    (select md5(string_agg(document_id || embedding::varchar, '|' order by document_id))
+    (select md5(string_agg(document_id || vector_sketch::varchar, '|' order by document_id))
         from document_vectors),
     (select source_watermark || generation_id || document_count from artifact_metadata)
 """
@@ -45,5 +46,7 @@ def query_one(path: Path, sql: str) -> tuple:
 
 
 def artifact_content(path: Path) -> tuple:
-    """A digest of what an artifact serves: documents, vectors, inputs and counts."""
-    return query_one(path, ARTIFACT_CONTENT_SQL)
+    """A digest of what an artifact serves: documents, vectors (in the arrays; their
+    sketches in the file), inputs and counts."""
+    vectors = arrays.array_file(files.arrays_dir_of(path), "vectors")
+    return (*query_one(path, ARTIFACT_CONTENT_SQL), files.sha256_file(vectors))

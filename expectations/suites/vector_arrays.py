@@ -1,15 +1,17 @@
-"""`vector_arrays`: the arrays folder beside the artifact agrees with its DuckDB tables.
+"""`vector_arrays`: the vectors, which live only in the arrays folder beside the artifact,
+and their agreement with its DuckDB tables.
 
-Serving ranks by these maps, never by `document_vectors`, so the table's checks say
-nothing about what is served unless the arrays match it: one position per vector of the
-table, of the stored dimension; `vector_rows` strictly ascending, each a `search_documents`
-row (in `document_id` order) that has a vector; and, for an evenly spread sample of
-positions, the float32 vector equal to the table's and the int8 codes within half a
-quantisation step of it. Each batch is a slice of positions read from the maps, so
-validation holds no copy of the matrix.
+One position per `document_vectors` row, of the stored dimension; `vector_rows` strictly
+ascending, each a `search_documents` row (in `document_id` order) that has a vector; every
+vector finite and of unit norm, and its sketch (`schema.sketch_probes`) equal to the one
+the build computed in SQL from the state's vector for that document, which ties every
+position to its document without a second copy of the matrix; for an evenly spread
+sample of positions, the int8 codes within half a quantisation step of the vector. Each
+batch is a slice of positions read from the maps, a block at a time, so validation holds
+no copy of the matrix.
 """
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import duckdb
@@ -18,20 +20,26 @@ import great_expectations.expectations as gxe
 import numpy as np
 import pandas as pd
 
-from expectations.suites import Artifact, equals_metadata, param, row_count
-from slackquery.artifacts import arrays
+from expectations.suites import Artifact, document_rows, equals_metadata, param, row_count
+from slackquery.artifacts import arrays, schema
 from slackquery.errors import SlackqueryError
 
 TABLE = "vector_arrays"
-ID_COLUMNS = ["position"]
-# Positions whose vectors are compared with the table's, spread evenly over the matrix.
+# A failure names the document whose vector it is (null for a row outside the table).
+ID_COLUMNS = ["document_id"]
+# Positions whose int8 codes are decoded and compared, spread evenly over the matrix.
 SAMPLE_POSITIONS = 1000
+# Vectors measured per step: 16,384 x 768 float64 is 96 MiB.
+_BLOCK_ROWS = 16_384
 POSITION_COLUMNS = (
     "position",
+    "document_id",
     "vector_row",
     "is_ascending",
     "has_table_vector",
-    "matches_table",
+    "sketch_matches",
+    "is_finite",
+    "norm_error",
     "codes_decode",
 )
 
@@ -67,9 +75,18 @@ def build_suite() -> gx.ExpectationSuite:
             "document_vectors",
         ),
         gxe.ExpectColumnValuesToBeInSet(
-            column="matches_table",
+            column="sketch_matches",
             value_set=[True],
-            description="sampled float32 vectors equal their document_vectors rows",
+            description="each vector's sketch equals its document's in document_vectors",
+        ),
+        gxe.ExpectColumnValuesToBeInSet(
+            column="is_finite", value_set=[True], description="vector values are finite"
+        ),
+        gxe.ExpectColumnValuesToBeBetween(
+            column="norm_error",
+            min_value=0,
+            max_value=param("max_norm_error"),
+            description="vectors are unit norm within 1e-5",
         ),
         gxe.ExpectColumnValuesToBeInSet(
             column="codes_decode",
@@ -82,81 +99,86 @@ def build_suite() -> gx.ExpectationSuite:
     return suite
 
 
-def _rows_with_vectors(conn: duckdb.DuckDBPyConnection) -> np.ndarray:
-    """Per `search_documents` row, in `document_id` order: whether it has a vector."""
-    flags = conn.execute(
-        """
-        select document_id in (select document_id from document_vectors) as has_vector
-        from search_documents
-        order by document_id
-        """
-    ).fetchnumpy()["has_vector"]
-    return np.asarray(flags, dtype=bool)
-
-
-def _table_vectors(conn: duckdb.DuckDBPyConnection, rows: list[int]) -> dict[int, np.ndarray]:
-    """`document_vectors` embeddings of these `search_documents` rows, by row."""
+def _table_sketches(conn: duckdb.DuckDBPyConnection) -> np.ndarray:
+    """Per `search_documents` row, in `document_id` order: its vector's sketch from
+    `document_vectors`, NaN where it has none."""
+    products = ", ".join(
+        f"coalesce(vector_sketch[{index + 1}], 'nan'::float) as p{index}"
+        for index in range(schema.SKETCH_PROBES)
+    )
     found = conn.execute(
-        """
-        with numbered as (
-            select document_id, row_number() over (order by document_id) - 1 as row_index
-            from search_documents
-        ),
-        sampled as (
-            select document_id, row_index from numbered
-            where row_index in (select unnest($rows))
+        f"""
+        with sketches as (
+            select document_id, any_value(vector_sketch) as vector_sketch
+            from document_vectors
+            group by document_id
         )
-        select sampled.row_index, document_vectors.embedding
-        from sampled
-        inner join document_vectors on sampled.document_id = document_vectors.document_id
-        """,
-        {"rows": rows},
-    ).fetchall()
-    return {int(row): np.asarray(embedding, dtype=np.float32) for row, embedding in found}
+        select {products}
+        from {document_rows(conn)} as documents
+        left join sketches on documents.document_id = sketches.document_id
+        order by documents.row_index
+        """
+    ).fetchnumpy()
+    return np.column_stack([found[f"p{index}"] for index in range(schema.SKETCH_PROBES)])
 
 
-def _sampled_checks(
-    conn: duckdb.DuckDBPyConnection, mapped: arrays.VectorArrays
-) -> dict[int, tuple[bool, bool]]:
-    """Position -> (float32 vector equals the table's, int8 codes decode to it)."""
-    count = len(mapped.rows)
-    positions = np.unique(np.linspace(0, count - 1, min(count, SAMPLE_POSITIONS)).astype(int))
-    table = _table_vectors(conn, [int(row) for row in mapped.rows[positions]])
+def _measure(vectors: np.ndarray, probes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each vector's sketch and norm, a block at a time (float64 norms: a float32 sum of
+    768 squares can be off by more than the tolerance)."""
+    sketches = np.empty((len(vectors), len(probes)), dtype=np.float32)
+    norms = np.empty(len(vectors), dtype=np.float64)
+    for start in range(0, len(vectors), _BLOCK_ROWS):
+        block = vectors[start : start + _BLOCK_ROWS]
+        sketches[start : start + len(block)] = block @ probes.T
+        wide = block.astype(np.float64)
+        norms[start : start + len(block)] = np.sqrt(np.einsum("ij,ij->i", wide, wide))
+    return sketches, norms
+
+
+def _codes_decode(mapped: arrays.VectorArrays, positions: np.ndarray) -> np.ndarray:
+    """Whether the int8 codes at these positions decode to their float32 vectors."""
     # Half a step, plus float32 rounding of x / scale and of code * scale: up to ~1e-5 of
     # a step for codes near 127 (a 1e-5 relative margin failed one of 768,000 sampled
     # values at 1M). A wrong code is off by a whole step.
     half_step = mapped.codes.scales * (0.5 + 1e-4)
-    checks = {}
-    for position in positions.tolist():
-        vector = mapped.vectors[position]
-        expected = table.get(int(mapped.rows[position]))
-        decoded = mapped.codes.codes[position] * mapped.codes.scales
-        checks[position] = (
-            expected is not None and np.array_equal(vector, expected),
-            bool(np.all(np.abs(decoded - vector) <= half_step)),
-        )
-    return checks
+    decoded = mapped.codes.codes[positions] * mapped.codes.scales
+    return np.all(np.abs(decoded - mapped.vectors[positions]) <= half_step, axis=1)
 
 
 def _position_frame(
     mapped: arrays.VectorArrays,
+    document_ids: Sequence[str | None],
     start: int,
     stop: int,
-    has_vector: np.ndarray,
-    sampled: dict[int, tuple[bool, bool]],
+    table_sketches: np.ndarray,
+    sampled: np.ndarray,
 ) -> pd.DataFrame:
+    """One batch of positions: their rows, sketches, norms and (sampled) codes checked."""
     rows = mapped.rows[start:stop]
     previous = mapped.rows[start - 1 : stop - 1] if start else np.r_[-1, rows[:-1]]
-    inside = (rows >= 0) & (rows < len(has_vector))
-    checks = [sampled.get(position) for position in range(start, stop)]
+    inside = (rows >= 0) & (rows < len(table_sketches))
+    expected = table_sketches[np.where(inside, rows, 0)]
+    has_table_vector = inside & ~np.isnan(expected).any(axis=1)
+    probes = schema.sketch_probes(mapped.vectors.shape[1])
+    sketches, norms = _measure(mapped.vectors[start:stop], probes)
+    close = np.abs(sketches - expected) <= schema.SKETCH_TOLERANCE
+    in_batch = sampled[(sampled >= start) & (sampled < stop)]
+    codes_decode = np.full(stop - start, None, dtype=object)
+    codes_decode[in_batch - start] = _codes_decode(mapped, in_batch)
     return pd.DataFrame(
         {
             "position": np.arange(start, stop),
+            "document_id": [
+                document_ids[row] if is_inside else None
+                for row, is_inside in zip(rows.tolist(), inside.tolist(), strict=True)
+            ],
             "vector_row": rows,
             "is_ascending": rows > previous,
-            "has_table_vector": inside & has_vector[np.where(inside, rows, 0)],
-            "matches_table": [check[0] if check else None for check in checks],
-            "codes_decode": [check[1] if check else None for check in checks],
+            "has_table_vector": has_table_vector,
+            "sketch_matches": has_table_vector & close.all(axis=1),
+            "is_finite": np.isfinite(norms),
+            "norm_error": np.abs(norms - 1),
+            "codes_decode": codes_decode,
         }
     )
 
@@ -165,13 +187,14 @@ def check_frames(artifact: Artifact) -> Iterator[pd.DataFrame]:
     """Batches of `chunk_rows` positions, each carrying the whole-array facts."""
     no_position = {column: [None] for column in POSITION_COLUMNS}
     try:
-        mapped = arrays.open_arrays(artifact.arrays).vectors
+        opened = arrays.open_arrays(artifact.arrays)
     except SlackqueryError:
         # Only the unreadable folder fails: every other check is null, so GX skips it.
         yield pd.DataFrame(no_position).assign(
             arrays_readable=False, array_count=None, table_vector_count=None, array_dimension=None
         )
         return
+    mapped, document_ids = opened.vectors, opened.documents.document_ids
     count, dimension = mapped.vectors.shape
     facts: dict[str, Any] = {
         "arrays_readable": True,
@@ -182,8 +205,9 @@ def check_frames(artifact: Artifact) -> Iterator[pd.DataFrame]:
     if count == 0:
         yield pd.DataFrame(no_position).assign(**facts)
         return
-    has_vector = _rows_with_vectors(artifact.conn)
-    sampled = _sampled_checks(artifact.conn, mapped)
+    table_sketches = _table_sketches(artifact.conn)
+    sampled = np.unique(np.linspace(0, count - 1, min(count, SAMPLE_POSITIONS)).astype(int))
     for start in range(0, count, artifact.chunk_rows):
         stop = min(count, start + artifact.chunk_rows)
-        yield _position_frame(mapped, start, stop, has_vector, sampled).assign(**facts)
+        batch = _position_frame(mapped, document_ids, start, stop, table_sketches, sampled)
+        yield batch.assign(**facts)

@@ -10,7 +10,8 @@ all serving processes share one copy in the page cache.
 
 The vector arrays: position i is the i-th document that has a vector, in `document_id`
 order:
-- `vectors.npy`: float32 `(count, dimension)`, the artifact's `document_vectors` rows;
+- `vectors.npy`: float32 `(count, dimension)`, the vectors themselves, streamed from the
+  state database; the artifact's `document_vectors` names their documents and sketches;
 - `vector_codes.npy`, `vector_scales.npy`: their `Int8Codes` (int8 `(count, dimension)`,
   float32 `(dimension,)`), the copy the semantic scan reads;
 - `vector_rows.npy`: int64 `(count,)`, the `search_documents` row (in `document_id` order)
@@ -24,6 +25,7 @@ tables.
 
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -119,10 +121,10 @@ def array_file(folder: Path, name: str) -> Path:
     return folder / f"{name}.npy"
 
 
-def _rows_of(row_of: dict[str, int], document_ids: list[str]) -> np.ndarray:
+def _rows_of(row_of: dict[str, int], document_ids: list[str], what: str) -> np.ndarray:
     rows = np.array([row_of.get(doc, -1) for doc in document_ids], dtype=np.int64)
     if (rows < 0).any():
-        raise SlackqueryError("document_vectors has vectors for documents not in the artifact")
+        raise SlackqueryError(f"{what} has vectors for documents not in the artifact")
     return rows
 
 
@@ -142,13 +144,18 @@ def _save(folder: Path, named: dict[str, np.ndarray]) -> None:
 
 
 def _write_vectors(
-    conn: duckdb.DuckDBPyConnection, folder: Path, document_ids: list[str], dimension: int
+    conn: duckdb.DuckDBPyConnection,
+    folder: Path,
+    document_ids: list[str],
+    dimension: int,
+    source: duckdb.DuckDBPyConnection | None,
 ) -> None:
     """Write the vector matrices through file maps (`open_memmap`), so a 3 GB matrix is
-    never held in private memory, let alone twice."""
+    never held in private memory. Positions follow the artifact's `document_vectors`;
+    each `(document_id, embedding)` row of `source` fills its document's position."""
     row_of = {doc: row for row, doc in enumerate(document_ids)}
     vector_ids = conn.execute("select document_id from document_vectors").fetchnumpy()
-    unsorted_rows = _rows_of(row_of, vector_ids["document_id"].tolist())
+    unsorted_rows = _rows_of(row_of, vector_ids["document_id"].tolist(), "document_vectors")
     count = len(unsorted_rows)
     rows = np.lib.format.open_memmap(
         array_file(folder, "vector_rows"), "w+", DTYPES["vector_rows"], (count,)
@@ -159,10 +166,17 @@ def _write_vectors(
     vectors = np.lib.format.open_memmap(
         array_file(folder, "vectors"), "w+", DTYPES["vectors"], (count, dimension)
     )
-    cursor = conn.execute("select document_id, embedding from document_vectors")
-    while not (chunk := cursor.fetch_df_chunk(VECTOR_FETCH_CHUNKS)).empty:
-        positions = np.searchsorted(rows, _rows_of(row_of, chunk["document_id"].tolist()))
+    position_of = np.full(len(document_ids), -1, dtype=np.int64)
+    position_of[rows] = np.arange(count)
+    written = np.zeros(count, dtype=bool)
+    while source is not None and not (chunk := source.fetch_df_chunk(VECTOR_FETCH_CHUNKS)).empty:
+        positions = position_of[_rows_of(row_of, chunk["document_id"].tolist(), "the state")]
+        if (positions < 0).any() or written[positions].any():
+            raise SlackqueryError("the state's vectors are not the ones document_vectors names")
         vectors[positions] = np.stack(chunk["embedding"].to_numpy())
+        written[positions] = True
+    if not written.all():
+        raise SlackqueryError("document_vectors names vectors the state does not hold")
     codes = np.lib.format.open_memmap(
         array_file(folder, "vector_codes"), "w+", DTYPES["vector_codes"], (count, dimension)
     )
@@ -172,11 +186,19 @@ def _write_vectors(
         mapped.flush()
 
 
-def write_arrays(artifact: Path, folder: Path, dimension: int, memory_limit: str) -> None:
+def write_arrays(
+    artifact: Path,
+    folder: Path,
+    memory_limit: str,
+    dimension: int,
+    vectors: Callable[[], duckdb.DuckDBPyConnection | None],
+) -> None:
     """Write the arrays of the DuckDB file `artifact` into the new folder `folder`.
 
-    Every file is fsynced; the caller renames the folder to its final name once the
-    artifact has been validated.
+    `vectors` starts the query of the vectors `document_vectors` names, as
+    `(document_id, embedding)` rows (None: there are none); it runs last, after the
+    display texts and postings are written and freed. Every file is fsynced; the caller
+    renames the folder to its final name once the artifact has been validated.
     """
     folder.mkdir()
     conn = connect(str(artifact), read_only=True)
@@ -187,7 +209,7 @@ def write_arrays(artifact: Path, folder: Path, dimension: int, memory_limit: str
         _save(folder, per_document)
         del per_document  # the display texts; the postings come next
         _save(folder, postings.Postings.from_fts(conn).arrays())
-        _write_vectors(conn, folder, document_ids, dimension)
+        _write_vectors(conn, folder, document_ids, dimension, vectors())
     finally:
         conn.close()
     for name in DTYPES:

@@ -6,8 +6,9 @@ Order of work, and why each step is safe to die in:
 2. Coverage gate (`artifact_min_vector_coverage` of the active messages have a vector),
    then a `building` row in `search_builds`.
 3. The serving subset is copied into `search-<id>.duckdb.tmp` (readers never look at
-   `.tmp` names), the FTS index is built by the dbt macro, metadata written, CHECKPOINT;
-   then the vector arrays are written from that file into `search-<id>.arrays.tmp/`.
+   `.tmp` names) with each vector's sketch, not the vector; the FTS index is built by the
+   dbt macro, metadata written, CHECKPOINT; then the arrays are written from that file
+   into `search-<id>.arrays.tmp/`, the vectors streamed from state straight into theirs.
 4. Great Expectations validates the file and its arrays in a fresh process that opens
    them read-only.
 5. Rename the arrays folder to `search-<id>.arrays`, then the file to
@@ -70,8 +71,14 @@ COPIES = (
     Copy("users", "search_users", "workspace_id, user_id", where="is_author"),
     Copy("channel_members", "search_channel_members", "workspace_id, channel_id, user_id"),
 )
-# DuckDB's floating-point codecs, disabled while the candidate is written (see below).
-FLOAT_CODECS = "alp,alprd,chimp,patas"
+# The generation's current vectors, read twice by a build: in SQL for their sketches,
+# then streamed into the arrays' matrix. `artifact_vector_rows` is made by
+# `write_candidate`.
+VECTORS_SQL = """
+select artifact_vector_rows.document_id, vectors.embedding::float[{dimension}] as embedding
+from main.embedding_work_items as vectors
+inner join artifact_vector_rows on vectors.rowid = artifact_vector_rows.work_row
+"""
 
 
 def code_version() -> str:
@@ -104,24 +111,13 @@ def write_candidate(
     conn: duckdb.DuckDBPyConnection, path: Path, generation: inputs.Generation
 ) -> None:
     """Copy the serving subset from state (`conn`) into a new DuckDB file at `path`."""
-    dimension = generation.stored_dimension
-    tables = schema.table_columns(dimension)
-    # Embeddings are high-entropy floats: DuckDB's float codec (ALP-RD) spends CPU to
-    # store them in 3.4 to 6.1 bytes per value (measured on 384-d unit vectors; it varies
-    # with the batch) instead of 4. Uncompressed, vectors cost a predictable 4 bytes per
-    # value and less time. The setting is per database instance, so it is restored below.
-    row = conn.execute("select current_setting('disabled_compression_methods')").fetchone()
-    disabled_before = str(row[0]) if row and row[0] else ""
-    conn.execute(
-        "set disabled_compression_methods = ?",
-        [",".join(filter(None, (disabled_before, FLOAT_CODECS)))],
-    )
+    tables = schema.TABLE_COLUMNS
     conn.execute(f"attach {_sql_string(str(path))} as candidate")
     try:
         for table, key in (
             # Serving looks documents up by id; the key's index is small next to the text.
             ("search_documents", "document_id"),
-            # Vectors are only ever read whole; uniqueness is checked by validation.
+            # Uniqueness is checked by validation.
             ("document_vectors", None),
             ("workspaces", None),
             ("channels", None),
@@ -133,20 +129,18 @@ def write_candidate(
         for copy in COPIES:
             conn.execute(copy.insert_sql(tables[copy.table]))
         if generation.in_state:
-            _copy_vectors(conn, generation)
+            _insert_vector_sketches(conn, generation)
     finally:
         conn.execute("detach candidate")
-        conn.execute("set disabled_compression_methods = ?", [disabled_before])
 
 
-def _copy_vectors(conn: duckdb.DuckDBPyConnection, generation: inputs.Generation) -> None:
-    """Insert the generation's current vectors into the attached `candidate`."""
-    dimension = generation.stored_dimension
-    # Vectors in two steps, so no hash table ever holds the vectors themselves: first
-    # the state rows to copy (ids only), then one scan of the vectors probing that
-    # small exact table, cast to the fixed-size array on the way. A single join lets
-    # DuckDB's filter estimates pick the vector side as the build side, and sorting
-    # them by id would spill; serving orders them on load.
+def _insert_vector_sketches(conn: duckdb.DuckDBPyConnection, generation: inputs.Generation) -> None:
+    """Note the generation's current vectors, then insert each one's document and sketch
+    into the attached `candidate`."""
+    # The rows to read, ids only, so no hash table ever holds the vectors themselves:
+    # the vectors are then one scan probing this small exact table. A single join lets
+    # DuckDB's filter estimates pick the vector side as the build side, and sorting the
+    # vectors by id would spill; the arrays are written in id order by position instead.
     conn.execute(
         f"""
         create or replace temp table artifact_vector_rows as
@@ -154,15 +148,30 @@ def _copy_vectors(conn: duckdb.DuckDBPyConnection, generation: inputs.Generation
         """,
         {"generation_id": generation.generation_id},
     )
+    dimension = generation.stored_dimension
+    probes = schema.sketch_probes(dimension)
+    products = ", ".join(
+        f"array_inner_product(embedding, $probe_{index}::float[{dimension}])"
+        for index in range(len(probes))
+    )
     conn.execute(
         f"""
         insert into candidate.document_vectors
-        select artifact_vector_rows.document_id, vectors.embedding::float[{dimension}]
-        from main.embedding_work_items as vectors
-        inner join artifact_vector_rows on vectors.rowid = artifact_vector_rows.work_row
-        """
+        select document_id, [{products}]::float[{schema.SKETCH_PROBES}]
+        from ({VECTORS_SQL.format(dimension=dimension)}) as current_vectors
+        """,
+        {f"probe_{index}": probe.tolist() for index, probe in enumerate(probes)},
     )
-    conn.execute("drop table artifact_vector_rows")
+
+
+def current_vectors(
+    conn: duckdb.DuckDBPyConnection, generation: inputs.Generation
+) -> duckdb.DuckDBPyConnection | None:
+    """The vectors `write_candidate` sketched, as a running query of `(document_id,
+    embedding)` rows on `conn` (None for a generation with no vectors in state)."""
+    if not generation.in_state:
+        return None
+    return conn.execute(VECTORS_SQL.format(dimension=generation.stored_dimension))
 
 
 def seal_candidate(
@@ -345,8 +354,9 @@ def build_artifact(settings: Settings) -> str:
                 arrays.write_arrays(
                     temp,
                     files.arrays_dir_of(temp),
-                    generation.stored_dimension,
                     settings.artifact_build_memory_limit,
+                    generation.stored_dimension,
+                    lambda: current_vectors(conn, generation),
                 )
                 crash_point("after_tmp_write")
                 result = validate.run_checkpoint(settings, temp, result_path)

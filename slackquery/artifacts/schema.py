@@ -1,4 +1,4 @@
-"""The artifact schema (version 4): one ordered column list per published table.
+"""The artifact schema (version 5): one ordered column list per published table.
 
 Version 3 added the vector arrays beside the DuckDB file (arrays.py); serving maps them
 instead of reading `document_vectors`, so a version 2 artifact (no arrays) is refused
@@ -6,7 +6,9 @@ with "build and publish a new one" rather than loaded the old way. Version 4 add
 BM25 postings and per-document arrays (postings.py, documents.py) for the same reason:
 serving maps them instead of reading the FTS tables and `search_documents` at load; and it
 records `artifact_metadata.vector_coverage`, because an artifact may now hold vectors for
-only part of its messages (`artifact_min_vector_coverage`).
+only part of its messages (`artifact_min_vector_coverage`). Version 5 keeps the vectors
+only in the arrays: `document_vectors` holds each vector's document and its *sketch*
+instead of the vector, so a build writes and checksums the vectors once instead of twice.
 
 This module is the single Python statement of the artifact contract in
 docs/architecture.md. The build creates tables from it and the Great Expectations suites
@@ -15,9 +17,11 @@ compare the built file against it, so a change here changes both at once.
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from slackquery.projection import project_vars
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # The FTS index the dbt macro builds over the artifact's documents.
 FTS_RELATION = "search_documents"
@@ -29,8 +33,23 @@ FTS_SCHEMA = f"fts_main_{FTS_RELATION}"
 # The values of every `conversation_type` column (dbt var `conversation_types`).
 CONVERSATION_TYPES: tuple[str, ...] = tuple(project_vars()["conversation_types"])
 
-# The vector type is the only column type that depends on the generation.
-VECTOR_TYPE_TEMPLATE = "FLOAT[{dimension}]"
+# A vector's sketch: its inner products with this many fixed probe vectors. The build
+# computes it in SQL from the state's vector, validation in NumPy from the array row the
+# vector landed in, so every array row is tied to its document's vector without a second
+# copy of the matrix. One probe already separates two different unit vectors by ~0.05 on
+# average; four make a coincidence within SKETCH_TOLERANCE about one in 10**8.
+SKETCH_PROBES = 4
+# Both sides sum 768 float32 products in their own order: each can be off by up to
+# ~1e-4 for unit vectors and unit probes (Cauchy-Schwarz bounds the sum of |products|).
+SKETCH_TOLERANCE = 1e-3
+_SKETCH_SEED = 20261204
+
+
+def sketch_probes(dimension: int) -> np.ndarray:
+    """The fixed unit probe vectors, float32 `(SKETCH_PROBES, dimension)`, the same for
+    every build of a dimension."""
+    probes = np.random.default_rng(_SKETCH_SEED).standard_normal((SKETCH_PROBES, dimension))
+    return (probes / np.linalg.norm(probes, axis=1, keepdims=True)).astype(np.float32)
 
 
 @dataclass(frozen=True)
@@ -137,25 +156,22 @@ def vector_coverage(vector_count: int, message_count: int) -> float:
     return vector_count / message_count if message_count else 1.0
 
 
-def document_vectors_columns(dimension: int) -> tuple[Column, ...]:
-    """`document_vectors` columns for a generation's stored dimension."""
-    return _columns(
-        ("document_id", "VARCHAR"),
-        ("embedding", VECTOR_TYPE_TEMPLATE.format(dimension=dimension)),
-    )
+# One row per vector of the arrays (`vectors.npy`), which hold the vectors themselves.
+DOCUMENT_VECTORS = _columns(
+    ("document_id", "VARCHAR"),
+    ("vector_sketch", f"FLOAT[{SKETCH_PROBES}]"),
+)
 
-
-def table_columns(dimension: int) -> dict[str, tuple[Column, ...]]:
-    """Every published table (the FTS index schema aside) with its ordered columns."""
-    return {
-        "artifact_metadata": ARTIFACT_METADATA,
-        "search_documents": SEARCH_DOCUMENTS,
-        "document_vectors": document_vectors_columns(dimension),
-        "workspaces": WORKSPACES,
-        "channels": CHANNELS,
-        "users": USERS,
-        "channel_members": CHANNEL_MEMBERS,
-    }
+# Every published table (the FTS index schema aside) with its ordered columns.
+TABLE_COLUMNS = {
+    "artifact_metadata": ARTIFACT_METADATA,
+    "search_documents": SEARCH_DOCUMENTS,
+    "document_vectors": DOCUMENT_VECTORS,
+    "workspaces": WORKSPACES,
+    "channels": CHANNELS,
+    "users": USERS,
+    "channel_members": CHANNEL_MEMBERS,
+}
 
 
 def schema_signature(columns: tuple[Column, ...]) -> str:

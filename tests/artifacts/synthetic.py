@@ -9,8 +9,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from slackquery.duckdb_setup import connect
 from slackquery.embedding.base import GenerationIdentity
+from slackquery.embedding.current import CURRENT_VECTORS
 from slackquery.embedding.state import SCHEMA as EMBEDDING_SCHEMA
 
 VOCABULARY = [
@@ -357,3 +360,16 @@ def embed_only(state_path: Path, count: int) -> None:
         )
     finally:
         conn.close()
+
+
+def current_vectors(state_path: Path, generation_id: str) -> dict[str, np.ndarray]:
+    """Each document's current vector in the state, float32: what an artifact must hold."""
+    conn = connect(str(state_path), read_only=True)
+    try:
+        rows = conn.execute(
+            f"select document_id, embedding from ({CURRENT_VECTORS})",
+            {"generation_id": generation_id},
+        ).fetchall()
+    finally:
+        conn.close()
+    return {document: np.asarray(vector, np.float32) for document, vector in rows}

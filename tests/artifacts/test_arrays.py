@@ -15,18 +15,18 @@ from slackquery.artifacts.publish import publish
 from slackquery.duckdb_setup import connect
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
+from tests.artifacts.conftest import identity_for
+from tests.artifacts.synthetic import current_vectors
 
 
-def _table(path: Path) -> tuple[list[str], dict[str, np.ndarray]]:
-    """Document ids in `document_id` order and each vector by its document."""
+def _table(path: Path) -> list[str]:
+    """The artifact's document ids in `document_id` order."""
     conn = connect(str(path), read_only=True)
     try:
         ids = conn.execute("select document_id from search_documents").fetchall()
-        vectors = conn.execute("select document_id, embedding from document_vectors").fetchall()
     finally:
         conn.close()
-    by_document = {doc: np.asarray(vector, np.float32) for doc, vector in vectors}
-    return sorted(doc for (doc,) in ids), by_document
+    return sorted(doc for (doc,) in ids)
 
 
 def test_build_writes_read_only_arrays_in_matrix_order_and_seals_them(
@@ -42,7 +42,10 @@ def test_build_writes_read_only_arrays_in_matrix_order_and_seals_them(
     assert all(stat.S_IMODE(child.stat().st_mode) == 0o444 for child in folder.iterdir())
     assert not list(state_settings.artifact_path.glob("*.tmp"))
 
-    ids, by_document = _table(path)
+    ids = _table(path)
+    by_document = current_vectors(
+        state_settings.state_path, identity_for(state_settings).generation_id
+    )
     mapped = arrays.open_arrays(folder).vectors
     with_vectors = [row for row, doc in enumerate(ids) if doc in by_document]
     np.testing.assert_array_equal(mapped.rows, with_vectors)
@@ -89,7 +92,7 @@ def test_postings_and_document_arrays_are_what_the_artifact_computes(
     opened = arrays.open_arrays(files.arrays_dir_of(path))
     assert list(opened.postings.terms) == sorted(opened.postings.terms)
     ids = list(opened.documents.document_ids)
-    assert ids == sorted(ids) == _table(path)[0]
+    assert ids == sorted(ids) == _table(path)
 
 
 def _flip_last_byte(path: Path) -> None:

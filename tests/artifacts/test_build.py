@@ -7,13 +7,13 @@ import stat
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pytest
 
 from expectations.suites.vector_coverage import RULE
 from slackquery import projection
 from slackquery.artifacts import arrays, files, history, schema, validate
-from slackquery.artifacts.build import build_artifact, write_candidate
-from slackquery.artifacts.inputs import current_generation
+from slackquery.artifacts.build import build_artifact
 from slackquery.artifacts.publish import current_artifact, publish, rollback
 from slackquery.artifacts.retention import apply_retention
 from slackquery.artifacts.validate import ValidationFailed
@@ -22,7 +22,7 @@ from slackquery.duckdb_setup import connect
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings, get_settings
 from tests.artifacts.conftest import apply_env, identity_for
-from tests.artifacts.synthetic import embed_all, embed_only, synthesize_state
+from tests.artifacts.synthetic import current_vectors, embed_all, embed_only, synthesize_state
 
 
 def _columns(conn: duckdb.DuckDBPyConnection, table: str) -> list[tuple[str, str]]:
@@ -58,7 +58,7 @@ def test_build_writes_a_sealed_artifact_and_publish_makes_it_current(
     conn = connect(str(path), read_only=True)
     try:
         identity = identity_for(settings)
-        for table, columns in schema.table_columns(identity.stored_dimension).items():
+        for table, columns in schema.TABLE_COLUMNS.items():
             assert _columns(conn, table) == [(c.name, c.type) for c in columns], table
         metadata = conn.execute(
             "select build_id, generation_id, generation_json, fts_config_json, document_count, "
@@ -201,13 +201,14 @@ def test_no_coverage_publishes_before_the_embed_flow_ever_ran(
     assert len(arrays.open_arrays(files.arrays_dir_of(path)).vectors.rows) == 0
 
 
-def test_vectors_follow_the_current_text_and_generation_stored_plainly(
-    state_settings: Settings, tmp_path: Path
+def test_vectors_follow_the_current_text_and_generation_and_live_only_in_the_arrays(
+    state_settings: Settings,
 ) -> None:
     settings = state_settings
     generation_id = identity_for(settings).generation_id
+    expected = current_vectors(settings.state_path, generation_id)
     conn = connect(str(settings.state_path))
-    # Decoys the copy must skip: an old text's vector, another generation's, a failed row.
+    # Decoys the build must skip: an old text's vector, another generation's, a failed row.
     for text_hash, generation, state in (
         ("old-text", generation_id, "succeeded"),
         (None, "other-generation", "succeeded"),
@@ -222,47 +223,29 @@ def test_vectors_follow_the_current_text_and_generation_stored_plainly(
         )
     conn.close()
 
-    conn = connect(str(settings.state_path))
-    try:
-        conn.execute("set disabled_compression_methods = 'bitpacking'")
-        candidate = tmp_path / "candidate.duckdb"
-        write_candidate(conn, candidate, current_generation(settings, conn))
-        # The build's float-codec choice is undone, not the caller's own setting.
-        setting = conn.execute("select current_setting('disabled_compression_methods')")
-        assert setting.fetchone() == ("BitPacking",)
-    finally:
-        conn.close()
-
     path = files.artifact_file(settings.artifact_path, build_artifact(settings))
     conn = connect(str(path), read_only=True)
     try:
-        conn.execute(f"attach '{settings.state_path}' as state (read_only)")
-        matching = conn.execute(
-            """
-            select count(*)
-            from document_vectors as artifact
-            inner join state.search_documents as documents using (document_id)
-            inner join state.embedding_work_items as work
-                on work.document_id = artifact.document_id
-                and work.text_hash = documents.text_hash
-                and work.generation_id = ?
-                and work.state = 'succeeded'
-            where artifact.embedding = work.embedding::float[8]
-            """,
-            [generation_id],
-        ).fetchone()
-        codecs = conn.execute(
-            "select distinct compression from pragma_storage_info('document_vectors') "
-            "where column_name = 'embedding' and segment_type = 'FLOAT'"
-        ).fetchall()
+        ids = [
+            doc for (doc,) in conn.execute("select document_id from search_documents").fetchall()
+        ]
+        sketches = dict(
+            conn.execute("select document_id, vector_sketch from document_vectors").fetchall()
+        )
         keys = conn.execute(
             "select table_name from duckdb_constraints() "
             "where constraint_type = 'PRIMARY KEY' and database_name = current_database()"
         ).fetchall()
     finally:
         conn.close()
-    assert matching == (59,)  # every vector is the current one, none of the decoys
-    assert not {codec for (codec,) in codecs} & {"ALP", "ALPRD", "Chimp", "Patas"}
+    mapped = arrays.open_arrays(files.arrays_dir_of(path)).vectors
+    by_position = [sorted(ids)[row] for row in mapped.rows]
+    assert sorted(by_position) == sorted(expected) == sorted(sketches) and len(expected) == 59
+    # Every vector is the current one, none of the decoys; the file holds its sketch only.
+    probes = schema.sketch_probes(mapped.vectors.shape[1])
+    for position, document in enumerate(by_position):
+        np.testing.assert_array_equal(mapped.vectors[position], expected[document])
+        np.testing.assert_allclose(sketches[document], probes @ expected[document], atol=1e-6)
     assert keys == [("search_documents",)]  # serving looks documents up by id
 
 
@@ -281,7 +264,7 @@ def test_failing_suite_marks_build_failed_with_sample_ids(state_settings: Settin
     conn.close()
     with pytest.raises(SlackqueryError) as caught:
         build_artifact(settings)
-    assert "document_vectors: expect_column_values_to_be_between" in str(caught.value)
+    assert "vector_arrays: expect_column_values_to_be_between" in str(caught.value)
     assert bad[0] in str(caught.value)
     (build_id, row), *_ = _builds(settings).items()
     assert row["status"] == "failed" and bad[0] in row["error_message"]

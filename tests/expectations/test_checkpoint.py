@@ -47,6 +47,9 @@ def _damaged(artifact: Path, tmp_path: Path, sql: str) -> Path:
     return copy
 
 
+SKETCH_MATCHES = "each vector's sketch equals its document's in document_vectors"
+
+
 def _failed(result: dict) -> set[tuple[str, str]]:
     return {(failure["suite"], failure["description"]) for failure in result["failures"]}
 
@@ -123,6 +126,11 @@ DAMAGE: dict[str, tuple[str, set[tuple[str, str]]]] = {
             ("search_documents", "a message document has at most one vector"),
         },
     ),
+    "sketch_changed": (
+        "update document_vectors set vector_sketch = [0, 0, 0, 0] where document_id = "
+        "(select max(document_id) from document_vectors)",
+        {("vector_arrays", SKETCH_MATCHES)},
+    ),
     "unlisted_author": (
         "delete from users where user_id = (select min(user_id) from users)",
         {("users", "every author of a document is listed (`from:@name` resolves them)")},
@@ -170,6 +178,10 @@ def _first_byte_changed(data: np.ndarray) -> np.ndarray:
 UNREADABLE = "the arrays folder beside the artifact opens, shapes agreeing"
 
 
+def _first_vector_scaled(vectors: np.ndarray) -> np.ndarray:
+    return np.r_[vectors[:1] * 1.01, vectors[1:]]
+
+
 def _drop_last_position(folder: Path) -> None:
     for name in ("vectors", "vector_codes", "vector_rows"):
         _rewrite(folder, name, lambda values: values[:-1])
@@ -179,7 +191,19 @@ ARRAY_DAMAGE: dict[str, tuple[Callable[[Path], None], set[tuple[str, str]]]] = {
     "swapped_vectors": (
         lambda folder: _rewrite(folder, "vectors", _swap_first_two),
         {
-            ("vector_arrays", "sampled float32 vectors equal their document_vectors rows"),
+            ("vector_arrays", SKETCH_MATCHES),
+            (
+                "vector_arrays",
+                "sampled int8 codes decode to their float32 vectors within half a "
+                "quantisation step",
+            ),
+        },
+    ),
+    "vector_not_unit": (
+        lambda folder: _rewrite(folder, "vectors", _first_vector_scaled),
+        {
+            ("vector_arrays", "vectors are unit norm within 1e-5"),
+            ("vector_arrays", SKETCH_MATCHES),
             (
                 "vector_arrays",
                 "sampled int8 codes decode to their float32 vectors within half a "
@@ -191,7 +215,7 @@ ARRAY_DAMAGE: dict[str, tuple[Callable[[Path], None], set[tuple[str, str]]]] = {
         lambda folder: _rewrite(folder, "vector_rows", _swap_first_two),
         {
             ("vector_arrays", "vector_rows strictly ascending"),
-            ("vector_arrays", "sampled float32 vectors equal their document_vectors rows"),
+            ("vector_arrays", SKETCH_MATCHES),
         },
     ),
     "row_without_vector": (
@@ -201,7 +225,7 @@ ARRAY_DAMAGE: dict[str, tuple[Callable[[Path], None], set[tuple[str, str]]]] = {
                 "vector_arrays",
                 "each vector row is a search_documents row with a vector in document_vectors",
             ),
-            ("vector_arrays", "sampled float32 vectors equal their document_vectors rows"),
+            ("vector_arrays", SKETCH_MATCHES),
         },
     ),
     "position_missing": (

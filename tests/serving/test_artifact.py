@@ -11,10 +11,9 @@ from serving.artifact import LoadedArtifact
 from slackquery.artifacts import arrays, files
 from slackquery.artifacts.build import build_artifact
 from slackquery.artifacts.packed import SortedKeys
-from slackquery.duckdb_setup import connect
 from slackquery.errors import SlackqueryError
 from tests.artifacts.conftest import apply_env, identity_for
-from tests.artifacts.synthetic import synthesize_state
+from tests.artifacts.synthetic import current_vectors, synthesize_state
 
 
 def _is_mapped(array: np.ndarray) -> bool:
@@ -33,18 +32,13 @@ def test_vectors_are_read_only_maps_in_row_order_and_duckdb_memory_is_capped(
     settings = apply_env(monkeypatch, tmp_path / "home")
     synthesize_state(settings.state_path, identity_for(settings), messages=5000)
     path = files.artifact_file(settings.artifact_path, build_artifact(settings))
-    reference = connect(str(path), read_only=True)
-    try:
-        table = reference.execute(
-            "select document_id, embedding from document_vectors order by document_id"
-        ).fetchnumpy()
-    finally:
-        reference.close()
+    generation_id = identity_for(settings).generation_id
+    state = sorted(current_vectors(settings.state_path, generation_id).items())
     artifact = LoadedArtifact(path)
     try:
-        expected_rows = np.array([artifact.row_of[doc] for doc in table["document_id"]])
+        expected_rows = np.array([artifact.row_of[doc] for doc, _ in state])
         np.testing.assert_array_equal(artifact.vector_rows, expected_rows)
-        np.testing.assert_array_equal(artifact.vectors, np.stack(table["embedding"]))
+        np.testing.assert_array_equal(artifact.vectors, np.stack([vector for _, vector in state]))
         assert artifact.vector_scan is not None
         mapped = (
             artifact.vectors,
@@ -79,7 +73,7 @@ def test_vectors_are_read_only_maps_in_row_order_and_duckdb_memory_is_capped(
         assert all(
             isinstance(mapping, SortedKeys) for mapping in (artifact.row_of, artifact.bm25.term_ids)
         )
-        ids = table["document_id"].tolist()
+        ids = [doc for doc, _ in state]
         assert [artifact.row_of[doc] for doc in ids] == expected_rows.tolist()
         assert "no such document" not in artifact.row_of
         limit = artifact.cursor().execute("select current_setting('memory_limit')").fetchone()
