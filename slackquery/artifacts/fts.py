@@ -1,11 +1,13 @@
 """The artifact's full-text index: built by the project's dbt macro, then read back.
 
 The FTS configuration has one source, the `build_fts_index` dbt macro and its
-`fts_config` var. The build runs that macro against the candidate file
-(`dbt run-operation … --target artifact`) instead of repeating its SQL, then reads the
-configuration DuckDB actually compiled into the index (`tokenize`, `match_bm25`,
-`stopwords`) so `artifact_metadata.fts_config_json` records what was built, not what
-someone believed was built.
+`fts_config` var. The build runs that macro on the candidate file instead of repeating
+its SQL (`dbt run-operation build_artifact_fts_index --target artifact`; the file is a
+macro argument, not part of the profile, so the profile is the same for every build and
+dbt reuses its partial parse), then reads the configuration DuckDB actually compiled
+into the index (`tokenize`, `match_bm25`, `stopwords`) so
+`artifact_metadata.fts_config_json` records what was built, not what someone believed
+was built.
 """
 
 import json
@@ -19,8 +21,6 @@ from slackquery.artifacts import schema
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
 
-BUILD_PATH_ENV = "SLACKQUERY_ARTIFACT_BUILD_PATH"
-
 _TOKENIZE = re.compile(r"regexp_replace\((?P<input>.*), '(?P<ignore>(?:[^']|'')*)', ' ', 'g'\)")
 _STEMMER = re.compile(r"stem\(unnest\([^)]*\)\), '(?P<stemmer>[^']*)'\)")
 
@@ -28,10 +28,11 @@ _STEMMER = re.compile(r"stem\(unnest\([^)]*\)\), '(?P<stemmer>[^']*)'\)")
 def build_index(settings: Settings, artifact_path: Path) -> None:
     """Build the FTS index of the candidate's `search_documents` with the dbt macro.
 
-    The caller must have closed every connection to `artifact_path`: dbt opens it as the
-    one writer.
+    The caller must have closed every connection to `artifact_path`: dbt attaches it as
+    the one writer.
     """
     macro_args = {
+        "artifact_path": str(artifact_path),
         "relation": schema.FTS_RELATION,
         "id_column": schema.FTS_ID_COLUMN,
         "text_column": schema.FTS_TEXT_COLUMNS[0],
@@ -40,13 +41,13 @@ def build_index(settings: Settings, artifact_path: Path) -> None:
         settings,
         [
             "run-operation",
-            "build_fts_index",
+            "build_artifact_fts_index",
             "--args",
             json.dumps(macro_args),
             "--target",
             "artifact",
         ],
-        environment={BUILD_PATH_ENV: str(artifact_path)},
+        environment={},
         target_subdir="artifact",
     )
 

@@ -86,8 +86,8 @@ def test_cli_help_describes_the_command(capsys: pytest.CaptureFixture[str]) -> N
     assert "--full-refresh" in out and "tombstoned" in out
 
 
-def test_fts_macro_indexes_an_artifact_table(tmp_path: Path, monkeypatch) -> None:
-    """The artifact build's call: run-operation build_fts_index on a candidate file."""
+def test_fts_macro_indexes_an_artifact_table(tmp_path: Path) -> None:
+    """The artifact build's call: run-operation build_artifact_fts_index on a candidate."""
     from dbt.cli.main import dbtRunner
 
     from slackquery.projection import _close_dbt_duckdb
@@ -100,14 +100,13 @@ def test_fts_macro_indexes_an_artifact_table(tmp_path: Path, monkeypatch) -> Non
         "('d3', 'ping U024BE7LH')) as v(document_id, text_lexical)"
     )
     connection.close()
-    monkeypatch.setenv("SLACKQUERY_ARTIFACT_BUILD_PATH", str(artifact))
-    arguments = {"relation": "search_documents", "id_column": "document_id"}
-    arguments["text_column"] = "text_lexical"
+    arguments = {"artifact_path": str(artifact), "relation": "search_documents"}
+    arguments |= {"id_column": "document_id", "text_column": "text_lexical"}
     try:
         result = dbtRunner().invoke(
             [
                 "run-operation",
-                "build_fts_index",
+                "build_artifact_fts_index",
                 "--args",
                 json.dumps(arguments),
                 "--project-dir",
