@@ -4,8 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # uv installs the locked wheels in parallel (about 1 minute on a fresh 2-core machine where
-# pip took 3); --no-deps because the lock names every package, and `uv pip check` then
-# proves the lock satisfies every requirement, pyproject.toml's ranges included.
+# pip took 3); --no-deps because the lock names every package, and `pip check` then proves
+# the lock satisfies every requirement, pyproject.toml's ranges included. Where uv cannot
+# be installed or fails, pip installs the same lock (slower).
 UV_VERSION := 0.13.8
 SLACKQUERY_HOME ?= $(CURDIR)/.slackquery/demo
 export SLACKQUERY_HOME
@@ -14,10 +15,11 @@ export SLACKQUERY_HOME
 
 $(STAMP): pyproject.toml setup.py $(wildcard serving/*.c) requirements.lock
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet uv==$(UV_VERSION)
-	$(BIN)/uv pip install --quiet --python $(BIN)/python --compile-bytecode --no-deps \
-		-r requirements.lock -e '.[dev]'
-	$(BIN)/uv pip check --python $(BIN)/python
+	$(BIN)/pip install --quiet uv==$(UV_VERSION) \
+		&& $(BIN)/uv pip install --quiet --python $(BIN)/python --compile-bytecode --no-deps \
+			-r requirements.lock -e '.[dev]' \
+		|| $(BIN)/pip install --quiet -c requirements.lock -e '.[dev]'
+	$(BIN)/pip check
 	$(BIN)/python -m slackquery.duckdb_setup
 	touch $(STAMP)
 
