@@ -150,6 +150,7 @@ def _position_frame(
     start: int,
     stop: int,
     table_sketches: np.ndarray,
+    probes: np.ndarray,
     sampled: np.ndarray,
 ) -> pd.DataFrame:
     """One batch of positions: their rows, sketches, norms and (sampled) codes checked."""
@@ -158,7 +159,6 @@ def _position_frame(
     inside = (rows >= 0) & (rows < len(table_sketches))
     expected = table_sketches[np.where(inside, rows, 0)]
     has_table_vector = inside & ~np.isnan(expected).any(axis=1)
-    probes = schema.sketch_probes(mapped.vectors.shape[1])
     sketches, norms = _measure(mapped.vectors[start:stop], probes)
     close = np.abs(sketches - expected) <= schema.SKETCH_TOLERANCE
     in_batch = sampled[(sampled >= start) & (sampled < stop)]
@@ -205,8 +205,9 @@ def check_frames(artifact: Artifact) -> Iterator[pd.DataFrame]:
         yield pd.DataFrame(no_position).assign(**facts)
         return
     table_sketches = _table_sketches(artifact.conn)
+    probes = schema.sketch_probes(dimension)
     sampled = np.unique(np.linspace(0, count - 1, min(count, SAMPLE_POSITIONS)).astype(int))
     for start in range(0, count, artifact.chunk_rows):
         stop = min(count, start + artifact.chunk_rows)
-        batch = _position_frame(mapped, document_ids, start, stop, table_sketches, sampled)
+        batch = _position_frame(mapped, document_ids, start, stop, table_sketches, probes, sampled)
         yield batch.assign(**facts)
