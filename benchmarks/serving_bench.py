@@ -324,6 +324,12 @@ def time_as_requester(
     }
 
 
+def _cpu_seconds(process: psutil.Process) -> float:
+    """User and system CPU time of `process` (children not included)."""
+    times = process.cpu_times()
+    return times.user + times.system
+
+
 def throughput(
     home: Path, texts: list[str], clients: int = 8, per_client: int = 50
 ) -> dict[str, Any]:
@@ -379,12 +385,18 @@ def throughput(
                 for index in range(clients):
                     await client.call_tool("search_slack", {"query": f"warm up query {index}"})
 
+        processes = {"server": server, "clients": psutil.Process()}
+        cpu_s: dict[str, float] = {}
+
         async def main() -> float:
             await warm_up()
+            before = {name: _cpu_seconds(watched) for name, watched in processes.items()}
             started = time.perf_counter()
             async with anyio.create_task_group() as group:
                 for offset in range(clients):
                     group.start_soon(client_loop, offset)
+            for name, watched in processes.items():
+                cpu_s[name] = _cpu_seconds(watched) - before[name]
             return time.perf_counter() - started
 
         elapsed = anyio.run(main)
@@ -400,6 +412,8 @@ def throughput(
         "queries_per_s": round(total / elapsed, 1),
         "latency_ms": summary(latencies),
         "mode": "hybrid, real query embedding, separate server process",
+        # Both run on the same host: CPU the clients use is CPU the server cannot.
+        "cpu_ms_per_query": {name: round(cpu * 1000 / total, 1) for name, cpu in cpu_s.items()},
         "server_ready_s": round(ready_s, 2),
         # Resident memory counts the artifact's mapped pages the process has touched; the
         # page cache shares them with every other process that maps the same artifact.

@@ -3,11 +3,13 @@
 For each query vector, the exact ranking is the float32 product over every searchable
 vector; the quantised one is `serving.semantic.vector_scores` with the artifact's int8
 codes (the scan the engine runs: int8 estimates, the best `RESCORE_DEPTH` re-scored
-exactly). Both are cut with the engine's own `top_candidates` (ties by row). Query vectors:
-`random` (seeded random unit vectors, the serving benchmark's query condition; on seeded
-random document vectors the hardest case, since cosines bunch near 0), `documents`
-(stored document vectors used as queries: the distribution real questions come from) and,
-with `--questions`, the questions of a Beacon YAML embedded by the configured model.
+exactly; where the C kernel runs, a full pass reads int4 nibbles and only each query's
+best `NIBBLE_DEPTH` get int8 estimates). Both are cut with the engine's own
+`top_candidates` (ties by row). Query vectors: `random` (seeded random unit vectors, the
+serving benchmark's query condition; on seeded random document vectors the hardest case,
+since cosines bunch near 0), `documents` (stored document vectors used as queries: the
+distribution real questions come from) and, with `--questions`, the questions of a Beacon
+YAML embedded by the configured model.
 Prints the mean and minimum recall, the share of queries with every hit kept, and the
 median scan times, with the 1-minute load average.
 
@@ -30,7 +32,14 @@ import yaml
 
 from serving.artifact import LoadedArtifact
 from serving.ranking import top_candidates
-from serving.semantic import RESCORE_DEPTH, dot_scores, vector_scores
+from serving.semantic import (
+    NIBBLE_DEPTH,
+    RESCORE_DEPTH,
+    dot_scores,
+    kernel_instructions,
+    kernel_runs,
+    vector_scores,
+)
 from slackquery.artifacts.publish import current_artifact
 from slackquery.embedding import build_embedder
 from slackquery.settings import Settings
@@ -90,6 +99,9 @@ def run(home: Path, count: int, k: int, questions: Path | None) -> dict[str, Any
         "artifact": str(path),
         "vectors": list(artifact.vectors.shape),
         "rescore_depth": RESCORE_DEPTH,
+        # Full passes read int4 nibbles where the kernel runs; their best go on to int8.
+        "scan": kernel_instructions(artifact.dimension),
+        "nibble_depth": NIBBLE_DEPTH if kernel_runs(artifact.dimension) else None,
         "load_average_1m_before": round(os.getloadavg()[0], 2),
         "random": recall(artifact, random, k),
         "documents": recall(artifact, artifact.vectors[np.sort(sampled)], k),

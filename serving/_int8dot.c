@@ -95,6 +95,49 @@ DEFINE_AVX2_KERNEL(6)
 DEFINE_AVX2_KERNEL(7)
 DEFINE_AVX2_KERNEL(8)
 
+
+/* Nibble rows: per 64 dimensions, 32 bytes whose low nibbles hold dimensions 0-31 and high
+ * nibbles 32-63, each an int4 code plus 8 (1..15, unsigned). maddubs multiplies those
+ * unsigned bytes by the signed query bytes directly; 8 x the query's byte sum is
+ * subtracted at the end. Two products of 15 x 127 per 16-bit lane, twice: within 16 bits. */
+#define DEFINE_NIBBLE_KERNEL(NQ)                                                             \
+    AVX2 static void nibble_rows_##NQ(const uint8_t *nibbles, Py_ssize_t dim,                \
+                                      Py_ssize_t start, Py_ssize_t stop,                     \
+                                      const int8_t *queries, const int32_t *bias,            \
+                                      float scale, float *out, Py_ssize_t width) {           \
+        const __m256i ones = _mm256_set1_epi16(1);                                           \
+        const __m256i low = _mm256_set1_epi8(0x0F);                                          \
+        for (Py_ssize_t i = start; i < stop; i++) {                                          \
+            const uint8_t *row = nibbles + i * (dim / 2);                                    \
+            __m256i acc[NQ];                                                                 \
+            for (int j = 0; j < NQ; j++) acc[j] = _mm256_setzero_si256();                    \
+            for (Py_ssize_t d = 0; d < dim; d += 64) {                                       \
+                __m256i packed = _mm256_loadu_si256((const __m256i *)(row + d / 2));         \
+                __m256i first = _mm256_and_si256(packed, low);                               \
+                __m256i second = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low);        \
+                for (int j = 0; j < NQ; j++) {                                               \
+                    const int8_t *q = queries + j * dim + d;                                 \
+                    __m256i pairs = _mm256_add_epi16(                                        \
+                        _mm256_maddubs_epi16(first, _mm256_loadu_si256((const __m256i *)q)), \
+                        _mm256_maddubs_epi16(second,                                         \
+                                             _mm256_loadu_si256((const __m256i *)(q + 32)))); \
+                    acc[j] = _mm256_add_epi32(acc[j], _mm256_madd_epi16(pairs, ones));       \
+                }                                                                            \
+            }                                                                                \
+            for (int j = 0; j < NQ; j++)                                                     \
+                out[j * width + i] = (float)(sum_avx2(acc[j]) - bias[j]) * scale;            \
+        }                                                                                    \
+    }
+
+DEFINE_NIBBLE_KERNEL(1)
+DEFINE_NIBBLE_KERNEL(2)
+DEFINE_NIBBLE_KERNEL(3)
+DEFINE_NIBBLE_KERNEL(4)
+DEFINE_NIBBLE_KERNEL(5)
+DEFINE_NIBBLE_KERNEL(6)
+DEFINE_NIBBLE_KERNEL(7)
+DEFINE_NIBBLE_KERNEL(8)
+
 typedef void (*kernel_fn)(const int8_t *, Py_ssize_t, const int64_t *, Py_ssize_t, Py_ssize_t,
                           const int8_t *, const int32_t *, float *, Py_ssize_t);
 static const kernel_fn KERNELS[MAX_QUERIES + 1] = {
@@ -104,6 +147,13 @@ static const kernel_fn KERNELS[MAX_QUERIES + 1] = {
 static const kernel_fn AVX2_KERNELS[MAX_QUERIES + 1] = {
     NULL, dot_rows_avx2_1, dot_rows_avx2_2, dot_rows_avx2_3, dot_rows_avx2_4,
     dot_rows_avx2_5, dot_rows_avx2_6, dot_rows_avx2_7, dot_rows_avx2_8,
+};
+
+typedef void (*nibble_fn)(const uint8_t *, Py_ssize_t, Py_ssize_t, Py_ssize_t,
+                          const int8_t *, const int32_t *, float, float *, Py_ssize_t);
+static const nibble_fn NIBBLE_KERNELS[MAX_QUERIES + 1] = {
+    NULL, nibble_rows_1, nibble_rows_2, nibble_rows_3, nibble_rows_4,
+    nibble_rows_5, nibble_rows_6, nibble_rows_7, nibble_rows_8,
 };
 
 static int has_vnni(void) {
@@ -198,6 +248,53 @@ static PyObject *dot_rows(PyObject *self, PyObject *args) {
     return result;
 }
 
+/* dot_nibbles(nibbles, queries, out, dim, start, stop, scale): out[j, i] = scale x
+ * (int4 codes of row i) . queries[j] for start <= i < stop, as float32; nibbles (count,
+ * dim / 2) uint8 in the layout above, queries (nq, dim) int8, out (nq, width) float32, all
+ * C-contiguous. AVX2 (every CPU with AVX-512 VNNI has it). Releases the GIL while it runs. */
+static PyObject *dot_nibbles(PyObject *self, PyObject *args) {
+    Py_buffer nibbles, queries, out;
+    Py_ssize_t dim, start, stop;
+    float scale;
+    if (!PyArg_ParseTuple(args, "y*y*w*nnnf", &nibbles, &queries, &out, &dim, &start, &stop,
+                          &scale))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t nq = dim > 0 ? queries.len / dim : 0;
+    Py_ssize_t width = nq > 0 ? out.len / (nq * (Py_ssize_t)sizeof(float)) : 0;
+    Py_ssize_t count = dim > 1 ? nibbles.len / (dim / 2) : 0;
+    if (!has_avx2()) {
+        PyErr_SetString(PyExc_RuntimeError, "this CPU has no AVX2");
+    } else if (dim <= 0 || dim % 64 != 0 || nibbles.len != count * (dim / 2)) {
+        PyErr_SetString(PyExc_ValueError, "dim must be a positive multiple of 64");
+    } else if (nq < 1 || nq > MAX_QUERIES || queries.len != nq * dim) {
+        PyErr_SetString(PyExc_ValueError, "queries must hold 1 to 8 rows of dim bytes");
+    } else if (out.len != nq * width * (Py_ssize_t)sizeof(float) || start < 0 ||
+               stop < start || stop > width || stop > count) {
+        PyErr_SetString(PyExc_ValueError, "row range outside nibbles or out");
+    } else {
+#if HAVE_VNNI_KERNEL
+        int32_t bias[MAX_QUERIES];
+        const int8_t *query_bytes = queries.buf;
+        for (Py_ssize_t j = 0; j < nq; j++) {
+            int32_t sum = 0;
+            for (Py_ssize_t d = 0; d < dim; d++) sum += query_bytes[j * dim + d];
+            bias[j] = 8 * sum;
+        }
+        Py_BEGIN_ALLOW_THREADS
+        NIBBLE_KERNELS[nq](nibbles.buf, dim, start, stop, query_bytes, bias, scale, out.buf,
+                           width);
+        Py_END_ALLOW_THREADS
+        result = Py_None;
+        Py_INCREF(result);
+#endif
+    }
+    PyBuffer_Release(&nibbles);
+    PyBuffer_Release(&queries);
+    PyBuffer_Release(&out);
+    return result;
+}
+
 static PyMethodDef METHODS[] = {
     {"supported", supported, METH_NOARGS, "True when this CPU runs a kernel (AVX-512 VNNI or AVX2)."},
     {"instruction_set", instruction_set, METH_NOARGS,
@@ -205,6 +302,9 @@ static PyMethodDef METHODS[] = {
     {"dot_rows", dot_rows, METH_VARARGS,
      "dot_rows(codes, queries, out, dim, start, stop, rows): out[j, i] = codes[rows[i]] .\n"
      "queries[j] for start <= i < stop (rows None: codes[i]), as float32."},
+    {"dot_nibbles", dot_nibbles, METH_VARARGS,
+     "dot_nibbles(nibbles, queries, out, dim, start, stop, scale): out[j, i] = scale x\n"
+     "(int4 codes of row i) . queries[j] for start <= i < stop, as float32."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -6,7 +6,8 @@ ascending, each a `search_documents` row (in `document_id` order) that has a vec
 vector finite and of unit norm, and its sketch (`schema.sketch_probes`) equal to the one
 the build computed in SQL from the state's vector for that document, which ties every
 position to its document without a second copy of the matrix; for an evenly spread
-sample of positions, the int8 codes within half a quantisation step of the vector. Each
+sample of positions, the int8 codes within half a quantisation step of the vector and the
+int4 nibbles the codes rounded (`arrays.pack_nibbles`). Each
 batch is a slice of positions read from the maps, a block at a time, so validation holds
 no copy of the matrix.
 """
@@ -27,7 +28,7 @@ from slackquery.errors import SlackqueryError
 TABLE = "vector_arrays"
 # A failure names the document whose vector it is (null for a row outside the table).
 ID_COLUMNS = ["document_id"]
-# Positions whose int8 codes are decoded and compared, spread evenly over the matrix.
+# Positions whose int8 codes and nibbles are compared, spread evenly over the matrix.
 SAMPLE_POSITIONS = 1000
 # Vectors measured per step: 16,384 x 768 float32 is 48 MiB.
 _BLOCK_ROWS = 16_384
@@ -41,6 +42,7 @@ POSITION_COLUMNS = (
     "is_finite",
     "norm_error",
     "codes_decode",
+    "nibbles_match",
 )
 
 
@@ -93,6 +95,11 @@ def build_suite() -> gx.ExpectationSuite:
             value_set=[True],
             description="sampled int8 codes decode to their float32 vectors within half "
             "a quantisation step",
+        ),
+        gxe.ExpectColumnValuesToBeInSet(
+            column="nibbles_match",
+            value_set=[True],
+            description="sampled int4 nibbles are their int8 codes rounded, two per byte",
         ),
     ):
         suite.add_expectation(expectation)
@@ -164,6 +171,11 @@ def _position_frame(
     in_batch = sampled[(sampled >= start) & (sampled < stop)]
     codes_decode = np.full(stop - start, None, dtype=object)
     codes_decode[in_batch - start] = _codes_decode(mapped, in_batch)
+    nibbles_match = np.full(stop - start, None, dtype=object)
+    nibbles_match[in_batch - start] = np.all(
+        mapped.codes.nibbles[in_batch] == arrays.pack_nibbles(mapped.codes.codes[in_batch]),
+        axis=1,
+    )
     return pd.DataFrame(
         {
             "position": np.arange(start, stop),
@@ -178,6 +190,7 @@ def _position_frame(
             "is_finite": np.isfinite(norms),
             "norm_error": np.abs(norms - 1),
             "codes_decode": codes_decode,
+            "nibbles_match": nibbles_match,
         }
     )
 

@@ -13,7 +13,9 @@ order:
 - `vectors.npy`: float32 `(count, dimension)`, the vectors themselves, streamed from the
   state database; the artifact's `document_vectors` names their documents and sketches;
 - `vector_codes.npy`, `vector_scales.npy`: their `Int8Codes` (int8 `(count, dimension)`,
-  float32 `(dimension,)`), the copy the semantic scan reads;
+  float32 `(dimension,)`), the copy the semantic scan re-estimates its best rows with;
+- `vector_nibbles.npy`: uint8 `(count, nibble_width(dimension))`, the int8 codes rounded to
+  int4 (`pack_nibbles`), half their bytes: the copy a full semantic pass reads;
 - `vector_rows.npy`: int64 `(count,)`, the `search_documents` row (in `document_id` order)
   of each position, strictly ascending.
 The BM25 postings (`postings.*`, `terms.*`) are described in `postings.py`, the
@@ -41,6 +43,7 @@ VECTOR_DTYPES = {
     "vectors": np.dtype(np.float32),
     "vector_codes": np.dtype(np.int8),
     "vector_scales": np.dtype(np.float32),
+    "vector_nibbles": np.dtype(np.uint8),
     "vector_rows": np.dtype(np.int64),
 }
 # Array name -> dtype of every file of the folder; each is stored as `<name>.npy`.
@@ -50,6 +53,12 @@ DTYPES = {**VECTOR_DTYPES, **postings.DTYPES, **documents.DTYPES}
 # faults; serving.semantic gathers rows in blocks of the same size for the same reason).
 _BLOCK_BYTES = 3 * 1024 * 1024
 _INT8_MAX = 127
+_INT4_MAX = 7
+# An int4 code's products in int8 units: `pack_nibbles` rounds `code * 7 / 127`.
+NIBBLE_SCALE = _INT8_MAX / _INT4_MAX
+# Dimensions per block of packed nibbles: 32 bytes, dimension k in the low nibble of byte
+# k, dimension 32 + k in its high nibble (the layout serving/_int8dot.c unpacks).
+_NIBBLE_BLOCK = 64
 # Vectors stream out of DuckDB in chunks of this many DuckDB vectors (2,048 rows each;
 # ~200 MB of 768-d floats), scattered into the mapped matrix: no sort, no object array.
 VECTOR_FETCH_CHUNKS = 32
@@ -62,32 +71,48 @@ class Int8Codes:
     `codes[i, j] * scales[j]` approximates `matrix[i, j]`; a query is scaled by `scales`
     and quantised with one scale of its own, so `codes @ query_codes` times both scales
     estimates the cosine. Per-dimension scales keep each half of a concatenated model pair
-    at full int8 resolution.
+    at full int8 resolution. `nibbles` round the codes to int4 (`pack_nibbles`): the same
+    query codes times them, times `NIBBLE_SCALE`, estimate the same products at half the
+    bytes read, coarsely enough (~8e-3 of a cosine) that only the best rows they pick are
+    worth re-estimating with the codes.
     """
 
     codes: np.ndarray
     scales: np.ndarray
+    nibbles: np.ndarray
 
     @classmethod
-    def of(cls, matrix: np.ndarray, out: np.ndarray | None = None) -> "Int8Codes":
-        """Quantise `matrix` (rows of float32) one small block at a time, into `out` (an
-        int8 array of the matrix's shape, e.g. a file being written) or a new array."""
-        block_rows = max(1, _BLOCK_BYTES // max(1, matrix.shape[1] * 4))
-        buffer = np.empty((min(block_rows, matrix.shape[0]), matrix.shape[1]), np.float32)
-        peak = np.zeros(matrix.shape[1], dtype=np.float32)
-        for start in range(0, matrix.shape[0], block_rows):
+    def of(
+        cls,
+        matrix: np.ndarray,
+        codes_out: np.ndarray | None = None,
+        nibbles_out: np.ndarray | None = None,
+    ) -> "Int8Codes":
+        """Quantise `matrix` (rows of float32) one small block at a time, into `codes_out`
+        and `nibbles_out` (arrays of their shapes, e.g. files being written) or new arrays."""
+        count, dimension = matrix.shape
+        block_rows = max(1, _BLOCK_BYTES // max(1, dimension * 4))
+        buffer = np.empty((min(block_rows, count), dimension), np.float32)
+        peak = np.zeros(dimension, dtype=np.float32)
+        for start in range(0, count, block_rows):
             block = buffer[: len(matrix[start : start + block_rows])]
             np.abs(matrix[start : start + block_rows], out=block)
             np.maximum(peak, block.max(axis=0), out=peak)
         scales = np.where(peak > 0, peak / _INT8_MAX, 1.0).astype(np.float32)
-        codes = np.empty(matrix.shape, dtype=np.int8) if out is None else out
-        for start in range(0, matrix.shape[0], block_rows):
+        codes = np.empty(matrix.shape, np.int8) if codes_out is None else codes_out
+        nibbles = (
+            np.empty((count, nibble_width(dimension)), np.uint8)
+            if nibbles_out is None
+            else nibbles_out
+        )
+        for start in range(0, count, block_rows):
             block = buffer[: len(matrix[start : start + block_rows])]
             np.divide(matrix[start : start + block_rows], scales, out=block)
             np.rint(block, out=block)
             np.clip(block, -_INT8_MAX, _INT8_MAX, out=block)
             codes[start : start + block_rows] = block
-        return cls(codes, scales)
+            nibbles[start : start + block_rows] = pack_nibbles(codes[start : start + block_rows])
+        return cls(codes, scales, nibbles)
 
     def quantise_queries(self, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Int8 query rows and the factor turning their integer dot products into cosines."""
@@ -96,6 +121,24 @@ class Int8Codes:
         factor = np.where(peak > 0, peak / _INT8_MAX, 1.0).astype(np.float32)
         codes = np.rint(scaled / factor[:, None]).astype(np.int8)
         return codes, factor
+
+
+def nibble_width(dimension: int) -> int:
+    """Bytes per row of packed nibbles: whole blocks of 64 dimensions, the last padded."""
+    return -(-dimension // _NIBBLE_BLOCK) * (_NIBBLE_BLOCK // 2)
+
+
+def pack_nibbles(codes: np.ndarray) -> np.ndarray:
+    """Int8 code rows rounded to int4 (`code * 7 / 127`, -7..7), plus 8, two per byte.
+
+    Unsigned 1..15 (8 for padding, a zero) is what the kernel's byte products take; it
+    subtracts 8 x the query's byte sum again."""
+    count, dimension = codes.shape
+    padded = np.full((count, nibble_width(dimension) * 2), 8, dtype=np.uint8)
+    rounded = np.rint(codes * np.float32(_INT4_MAX / _INT8_MAX))
+    padded[:, :dimension] = (rounded + 8).astype(np.uint8)
+    blocks = padded.reshape(count, -1, 2, _NIBBLE_BLOCK // 2)
+    return (blocks[:, :, 0] | (blocks[:, :, 1] << 4)).reshape(count, -1)
 
 
 @dataclass(frozen=True)
@@ -180,9 +223,15 @@ def _write_vectors(
     codes = np.lib.format.open_memmap(
         array_file(folder, "vector_codes"), "w+", DTYPES["vector_codes"], (count, dimension)
     )
-    scales = Int8Codes.of(vectors, out=codes).scales
+    nibbles = np.lib.format.open_memmap(
+        array_file(folder, "vector_nibbles"),
+        "w+",
+        DTYPES["vector_nibbles"],
+        (count, nibble_width(dimension)),
+    )
+    scales = Int8Codes.of(vectors, codes_out=codes, nibbles_out=nibbles).scales
     np.save(array_file(folder, "vector_scales"), scales)
-    for mapped in (rows, vectors, codes):
+    for mapped in (rows, vectors, codes, nibbles):
         mapped.flush()
 
 
@@ -279,13 +328,14 @@ def _vector_arrays(mapped: dict[str, np.ndarray], folder: Path) -> VectorArrays:
     count, dimension = vectors.shape
     if (
         codes.shape != vectors.shape
+        or mapped["vector_nibbles"].shape != (count, nibble_width(dimension))
         or mapped["vector_scales"].shape != (dimension,)
         or mapped["vector_rows"].shape != (count,)
     ):
         raise SlackqueryError(f"vector arrays {folder.name} disagree on their shapes")
     return VectorArrays(
         vectors=vectors,
-        codes=Int8Codes(codes, mapped["vector_scales"]),
+        codes=Int8Codes(codes, mapped["vector_scales"], mapped["vector_nibbles"]),
         rows=mapped["vector_rows"],
     )
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from slackquery.projection import project_vars
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 # The FTS index the dbt macro builds over the artifact's documents.
 FTS_RELATION = "search_documents"

@@ -56,6 +56,7 @@ def test_build_writes_read_only_arrays_in_matrix_order_and_seals_them(
     in_memory = Int8Codes.of(np.array(mapped.vectors))
     np.testing.assert_array_equal(mapped.codes.codes, in_memory.codes)
     np.testing.assert_array_equal(mapped.codes.scales, in_memory.scales)
+    np.testing.assert_array_equal(mapped.codes.nibbles, in_memory.nibbles)
 
     manifest = files.read_json(files.manifest_file(state_settings.artifact_path, build_id))
     assert manifest["arrays"]["folder"] == folder.name
@@ -71,9 +72,29 @@ def test_build_writes_read_only_arrays_in_matrix_order_and_seals_them(
         "vectors": [59, 8],
         "vector_codes": [59, 8],
         "vector_scales": [8],
+        "vector_nibbles": [59, 32],  # one block of 64 dimensions, padded
         "vector_rows": [59],
     }
     validate.verify_sealed(state_settings.artifact_path, build_id, path)
+
+
+def test_nibbles_are_the_codes_rounded_to_int4_two_per_byte() -> None:
+    # Dimension 70: one whole block of 64 and one padded with zeros (nibble 8).
+    codes = np.zeros((3, 70), dtype=np.int8)
+    codes[0, :] = 127
+    codes[1, :] = -127
+    codes[2, [0, 31, 32, 63, 64, 69]] = [9, -10, 26, -27, 127, 1]
+    nibbles = arrays.pack_nibbles(codes)
+    assert nibbles.dtype == np.uint8 and nibbles.shape == (3, arrays.nibble_width(70)) == (3, 64)
+    low, high = (nibbles & 0x0F).astype(int) - 8, (nibbles >> 4).astype(int) - 8
+    # Block b, byte k: dimension 64b + k low, 64b + 32 + k high.
+    unpacked = np.concatenate([low[:, :32], high[:, :32], low[:, 32:], high[:, 32:]], axis=1)
+    np.testing.assert_array_equal(unpacked[:, 70:], 0)
+    np.testing.assert_array_equal(unpacked[0, :70], 7)
+    np.testing.assert_array_equal(unpacked[1, :70], -7)
+    # round(code * 7 / 127): 9 -> 0.496 -> 0, -10 -> -0.55 -> -1, 26 -> 1.43 -> 1, -27 -> -1.
+    assert unpacked[2, [0, 31, 32, 63, 64, 69]].tolist() == [0, -1, 1, -1, 7, 0]
+    assert np.count_nonzero(unpacked[2]) == 4
 
 
 def test_postings_and_document_arrays_are_what_the_artifact_computes(

@@ -183,11 +183,19 @@ def _first_vector_scaled(vectors: np.ndarray) -> np.ndarray:
 
 
 def _drop_last_position(folder: Path) -> None:
-    for name in ("vectors", "vector_codes", "vector_rows"):
+    for name in ("vectors", "vector_codes", "vector_nibbles", "vector_rows"):
         _rewrite(folder, name, lambda values: values[:-1])
 
 
+def _first_nibble_changed(nibbles: np.ndarray) -> np.ndarray:
+    return np.r_[nibbles[:1] ^ np.uint8(1), nibbles[1:]]
+
+
 ARRAY_DAMAGE: dict[str, tuple[Callable[[Path], None], set[tuple[str, str]]]] = {
+    "nibbles_changed": (
+        lambda folder: _rewrite(folder, "vector_nibbles", _first_nibble_changed),
+        {("vector_arrays", "sampled int4 nibbles are their int8 codes rounded, two per byte")},
+    ),
     "swapped_vectors": (
         lambda folder: _rewrite(folder, "vectors", _swap_first_two),
         {

@@ -45,6 +45,7 @@ def test_vectors_are_read_only_maps_in_row_order_and_duckdb_memory_is_capped(
             artifact.vector_rows,
             artifact.vector_scan.codes.codes,
             artifact.vector_scan.codes.scales,
+            artifact.vector_scan.codes.nibbles,
         )
         assert all(_is_mapped(array) and not array.flags["WRITEABLE"] for array in mapped)
         assert artifact.vectors.flags["C_CONTIGUOUS"] and artifact.vectors.dtype == np.float32
@@ -83,7 +84,7 @@ def test_vectors_are_read_only_maps_in_row_order_and_duckdb_memory_is_capped(
     # Arrays that belong to another build (here: one position short) are refused.
     folder = files.arrays_dir_of(path)
     folder.chmod(0o755)
-    for name in ("vectors", "vector_codes", "vector_rows"):
+    for name in ("vectors", "vector_codes", "vector_nibbles", "vector_rows"):
         file = arrays.array_file(folder, name)
         file.chmod(0o644)
         np.save(file, np.load(file)[:-1])

@@ -15,6 +15,7 @@ import pytest
 import serving.semantic
 from serving.ranking import PRESELECT_MIN_VALUES
 from serving.semantic import (
+    NIBBLE_DEPTH,
     PASS_QUERIES,
     RESCORE_DEPTH,
     Int8Scan,
@@ -24,7 +25,7 @@ from serving.semantic import (
     vector_scores,
     vector_scores_many,
 )
-from slackquery.artifacts.arrays import Int8Codes
+from slackquery.artifacts.arrays import NIBBLE_SCALE, Int8Codes, pack_nibbles
 from slackquery.embedding.base import GenerationIdentity
 from slackquery.errors import SlackqueryError
 
@@ -188,6 +189,21 @@ def integer_products(codes: np.ndarray, query_codes: np.ndarray) -> np.ndarray:
     return (query_codes.astype(np.int64) @ codes.astype(np.int64).T).astype(np.float32)
 
 
+def full_pass(scan: Int8Scan, query_codes: np.ndarray) -> np.ndarray:
+    """What `dot_products` gives for every row: simsimd's int8 integers; the kernel's int4
+    products in int8 units, each query's best `NIBBLE_DEPTH` replaced by the int8 integers."""
+    exact = integer_products(scan.codes.codes, query_codes)
+    if not scan.uses_kernel:
+        return exact
+    int4 = np.rint(scan.codes.codes * np.float32(7 / 127))
+    estimates = integer_products(int4, query_codes) * np.float32(NIBBLE_SCALE)
+    for estimate, wanted in zip(estimates, exact, strict=True):
+        best = best_indices(estimate, NIBBLE_DEPTH)
+        best = np.arange(estimate.size) if best is None else best
+        estimate[best] = wanted[best]
+    return estimates
+
+
 needs_kernel = pytest.mark.skipif(
     not int8_scans(10)[0].uses_kernel,
     reason="serving/_int8dot.c not built, or neither AVX-512 VNNI nor AVX2",
@@ -203,9 +219,56 @@ def test_kernel_products_are_the_exact_integers_and_equal_simsimd(queries: int) 
     query_codes = np.random.default_rng(queries).integers(-127, 128, (queries, 128), np.int8)
     for positions in (None, np.array([2999, 0, 17, 17, 1500]), np.arange(0, 3000, 3)):
         wanted = integer_products(codes if positions is None else codes[positions], query_codes)
-        scores = kernel.dot_products(query_codes, positions)
-        np.testing.assert_array_equal(scores, wanted)
+        for threads in (1, 2):
+            products = serving.semantic._kernel_products(codes, query_codes, positions, threads)
+            np.testing.assert_array_equal(products, wanted)
         np.testing.assert_array_equal(fallback.dot_products(query_codes, positions), wanted)
+
+
+@needs_kernel
+@pytest.mark.parametrize("queries", [1, 3, PASS_QUERIES + 3])
+def test_a_kernel_pass_reads_nibbles_and_refines_each_querys_best(queries: int) -> None:
+    kernel = int8_scans()[0]
+    query_codes = np.random.default_rng(queries).integers(-127, 128, (queries, 128), np.int8)
+    wanted = full_pass(kernel, query_codes)
+    np.testing.assert_array_equal(kernel.dot_products(query_codes, None), wanted)
+    # Outside each query's refined best: int4 estimates, not the int8 integers.
+    assert not np.array_equal(wanted, integer_products(kernel.codes.codes, query_codes))
+    # A subset large enough to share the pass is refined within itself.
+    positions = np.arange(0, 3000, 2)
+    subset = kernel.dot_products(query_codes, positions)
+    exact = integer_products(kernel.codes.codes[positions], query_codes)
+    np.testing.assert_array_equal(subset, exact)  # 1,500 positions: all within the depth
+
+
+@needs_kernel
+def test_the_nibble_pass_keeps_the_exact_top_and_its_scores() -> None:
+    matrix = clustered(11, count=8 * NIBBLE_DEPTH, dimension=128)
+    scan = Int8Scan(Int8Codes.of(matrix))
+    assert scan.uses_kernel
+    rng = np.random.default_rng(12)
+    for _ in range(5):
+        query = matrix[int(rng.integers(0, len(matrix)))] + 0.3 * unit_rows(rng, 1, 128)[0]
+        query /= np.linalg.norm(query)
+        exact = dot_scores(matrix, query)
+        scores = vector_scores(matrix, query, None, scan)
+        top = np.argsort(-exact, kind="stable")[:100]
+        assert set(np.argsort(-scores, kind="stable")[:100]) == set(top)
+        np.testing.assert_array_equal(scores[top], exact[top])
+        assert np.abs(scores - exact).max() < 0.1  # coarse int4 estimates outside the best
+
+
+@needs_kernel
+def test_nibble_products_are_the_int4_integers_in_int8_units() -> None:
+    codes = np.random.default_rng(3).integers(-127, 128, (300, 192), np.int8)
+    codes[0], codes[1] = 127, -127  # every nibble 15, every nibble 1: the largest products
+    query_codes = np.random.default_rng(4).integers(-128, 128, (PASS_QUERIES + 1, 192), np.int8)
+    query_codes[0], query_codes[1] = 127, -128
+    int4 = np.rint(codes * np.float32(7 / 127))
+    wanted = integer_products(int4, query_codes) * np.float32(NIBBLE_SCALE)
+    for threads in (1, 2):
+        products = serving.semantic._nibble_products(pack_nibbles(codes), query_codes, threads)
+        np.testing.assert_array_equal(products, wanted)
 
 
 @needs_kernel
@@ -266,11 +329,11 @@ def test_searches_waiting_for_a_pass_share_the_next(
     scan._waiting = SignallingQueue()
     passes: list[int] = []  # query rows of each pass over every row
     first_started, release = threading.Event(), threading.Event()
-    name = "_kernel_products" if with_kernel else "_scan"
+    name = "_nibble_products" if with_kernel else "_scan"
     products = getattr(serving.semantic, name)
 
     def recorded_products(*args: Any) -> object:
-        # _kernel_products(codes, query_codes, positions), _scan(codes, positions, width, ...)
+        # _nibble_products(nibbles, query_codes, threads), _scan(codes, positions, width, ...)
         passes.append(len(args[1]) if with_kernel else args[2])
         if len(passes) == 1:
             first_started.set()
@@ -299,7 +362,7 @@ def test_searches_waiting_for_a_pass_share_the_next(
     # The first pass ran alone; the three searches that queued behind it shared one more.
     assert passes == [1, 4]
     for index, ask in enumerate(asks):
-        np.testing.assert_array_equal(results[index], integer_products(scan.codes.codes, ask))
+        np.testing.assert_array_equal(results[index], full_pass(scan, ask))
     assert not scan._waiting and not scan._passing
 
 
@@ -342,7 +405,7 @@ def test_a_search_alone_scans_on_every_core_and_beside_others_on_one() -> None:
 def test_a_forked_child_scans_on_threads_of_its_own() -> None:
     kernel = int8_scans()[0]
     query_codes = np.ones((1, 128), dtype=np.int8)
-    wanted = integer_products(kernel.codes.codes, query_codes)
+    wanted = full_pass(kernel, query_codes)
     with serving.semantic.SEARCHES.search():  # alone: the pass runs on the pool
         np.testing.assert_array_equal(kernel.dot_products(query_codes, None), wanted)
     if serving.semantic.SCAN_THREADS < 2:
