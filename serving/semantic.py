@@ -104,7 +104,8 @@ def vector_scores(
     """Cosine of `query` with the matrix rows at `positions` (None: every row), in order.
 
     With the matrix's int8 `scan`, only the best `RESCORE_DEPTH` scores are exact; the
-    others are int8 estimates of the cosine (off by about 1e-3).
+    others are int8 estimates of the cosine (off by about 1e-3), or past the best
+    `NIBBLE_DEPTH` of a kernel pass over every row, int4 ones (about 8e-3).
     """
     if scan is not None and _count(matrix, positions) > RESCORE_DEPTH:
         return _quantised_scores(matrix, scan, query[None, :], positions)[0]
@@ -192,9 +193,9 @@ def _scan(
 def _quantised_scores(
     matrix: np.ndarray, scan: "Int8Scan", queries: np.ndarray, positions: np.ndarray | None
 ) -> np.ndarray:
-    """Int8 estimates for every position, then the exact float32 cosine for each query's
-    best `RESCORE_DEPTH` (their rows read in ascending order: a mapped matrix pages in
-    sequentially)."""
+    """Quantised estimates for every position (`Int8Scan.dot_products`), then the exact
+    float32 cosine for each query's best `RESCORE_DEPTH` (their rows read in ascending
+    order: a mapped matrix pages in sequentially)."""
     query_codes, factors = scan.codes.quantise_queries(np.asarray(queries, dtype=np.float32))
     scores = scan.dot_products(query_codes, positions)
     scores *= factors[:, None]
