@@ -265,8 +265,10 @@ static PyObject *dot_nibbles(PyObject *self, PyObject *args) {
     Py_ssize_t count = dim > 1 ? nibbles.len / (dim / 2) : 0;
     if (!has_avx2()) {
         PyErr_SetString(PyExc_RuntimeError, "this CPU has no AVX2");
-    } else if (dim <= 0 || dim % 64 != 0 || nibbles.len != count * (dim / 2)) {
+    } else if (dim <= 0 || dim % 64 != 0) {
         PyErr_SetString(PyExc_ValueError, "dim must be a positive multiple of 64");
+    } else if (nibbles.len != count * (dim / 2)) {
+        PyErr_SetString(PyExc_ValueError, "nibbles must hold dim / 2 bytes per row");
     } else if (nq < 1 || nq > MAX_QUERIES || queries.len != nq * dim) {
         PyErr_SetString(PyExc_ValueError, "queries must hold 1 to 8 rows of dim bytes");
     } else if (out.len != nq * width * (Py_ssize_t)sizeof(float) || start < 0 ||

@@ -291,6 +291,25 @@ def test_the_kernel_refuses_rows_outside_its_arrays() -> None:
 
 
 @needs_kernel
+def test_the_nibble_kernel_refuses_what_does_not_fit() -> None:
+    kernel = serving.semantic._int8dot
+    assert kernel is not None
+    nibbles = np.full((10, 32), 0x88, dtype=np.uint8)  # ten rows of 64 zero codes
+    query = np.ones((1, 64), dtype=np.int8)
+    out = np.ones((1, 10), dtype=np.float32)
+    kernel.dot_nibbles(nibbles, query, out, 64, 0, 10, 1.0)
+    np.testing.assert_array_equal(out, 0)
+    with pytest.raises(ValueError, match="outside"):
+        kernel.dot_nibbles(nibbles, query, np.zeros((1, 11), np.float32), 64, 0, 11, 1.0)
+    with pytest.raises(ValueError, match="multiple of 64"):
+        kernel.dot_nibbles(nibbles, query[:, :32], out, 32, 0, 10, 1.0)
+    with pytest.raises(ValueError, match="dim / 2 bytes per row"):
+        kernel.dot_nibbles(nibbles.reshape(-1)[:-1], query, out, 64, 0, 10, 1.0)
+    with pytest.raises(ValueError, match="1 to 8 rows"):
+        kernel.dot_nibbles(nibbles, np.ones((9, 64), np.int8), out, 64, 0, 10, 1.0)
+
+
+@needs_kernel
 def test_the_kernel_is_exact_at_the_extremes_of_int8() -> None:
     """Row bytes -128 and 127 against query bytes +-127: the largest products and, on AVX2,
     the largest 16-bit pair sums (which must not saturate)."""
