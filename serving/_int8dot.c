@@ -182,6 +182,25 @@ static PyObject *instruction_set(PyObject *self, PyObject *unused) {
     return PyUnicode_FromString(has_vnni() ? "avx512-vnni" : has_avx2() ? "avx2" : "none");
 }
 
+/* What is wrong with the dimension or the query rows (both entry points), or NULL. */
+static const char *query_shape_error(Py_ssize_t dim, Py_ssize_t nq, Py_ssize_t query_bytes) {
+    if (dim <= 0 || dim % 64 != 0) return "dim must be a positive multiple of 64";
+    if (nq < 1 || nq > MAX_QUERIES || query_bytes != nq * dim)
+        return "queries must hold 1 to 8 rows of dim bytes";
+    return NULL;
+}
+
+/* bias[j] = times x the sum of query row j's bytes: what the unsigned operand's offset
+ * added to each product. */
+static inline void offset_bias(const int8_t *queries, Py_ssize_t nq, Py_ssize_t dim, int32_t times,
+                        int32_t *bias) {
+    for (Py_ssize_t j = 0; j < nq; j++) {
+        int32_t sum = 0;
+        for (Py_ssize_t d = 0; d < dim; d++) sum += queries[j * dim + d];
+        bias[j] = times * sum;
+    }
+}
+
 /* dot_rows(codes, queries, out, dim, start, stop, rows):
  * out[j, i] = codes[rows[i]] . queries[j] for start <= i < stop (rows None: codes[i]), as
  * float32; codes (count, dim) and queries (nq, dim) int8, rows int64, out (nq, width)
@@ -212,12 +231,11 @@ static PyObject *dot_rows(PyObject *self, PyObject *args) {
     int queries_in_range = 1; /* the AVX2 path needs query bytes within -127..127 */
     for (Py_ssize_t k = 0; !vnni && k < queries.len; k++)
         queries_in_range = queries_in_range && ((const int8_t *)queries.buf)[k] != -128;
+    const char *shape_error = query_shape_error(dim, nq, queries.len);
     if (!cpu_supported()) {
         PyErr_SetString(PyExc_RuntimeError, "this CPU has neither AVX-512 VNNI nor AVX2");
-    } else if (dim <= 0 || dim % 64 != 0) {
-        PyErr_SetString(PyExc_ValueError, "dim must be a positive multiple of 64");
-    } else if (nq < 1 || nq > MAX_QUERIES || queries.len != nq * dim) {
-        PyErr_SetString(PyExc_ValueError, "queries must hold 1 to 8 rows of dim bytes");
+    } else if (shape_error) {
+        PyErr_SetString(PyExc_ValueError, shape_error);
     } else if (out.len != nq * width * (Py_ssize_t)sizeof(float) || start < 0 ||
                stop < start || stop > width || (rows.obj == NULL && stop > count) ||
                !rows_valid) {
@@ -228,11 +246,7 @@ static PyObject *dot_rows(PyObject *self, PyObject *args) {
 #if HAVE_VNNI_KERNEL
         int32_t bias[MAX_QUERIES];
         const int8_t *query_bytes = queries.buf;
-        for (Py_ssize_t j = 0; j < nq; j++) {
-            int32_t sum = 0;
-            for (Py_ssize_t d = 0; d < dim; d++) sum += query_bytes[j * dim + d];
-            bias[j] = 128 * sum;
-        }
+        offset_bias(query_bytes, nq, dim, 128, bias);
         Py_BEGIN_ALLOW_THREADS
         (vnni ? KERNELS : AVX2_KERNELS)[nq](codes.buf, dim, rows.obj ? row_ids : NULL, start,
                                             stop, query_bytes, bias, out.buf, width);
@@ -263,14 +277,13 @@ static PyObject *dot_nibbles(PyObject *self, PyObject *args) {
     Py_ssize_t nq = dim > 0 ? queries.len / dim : 0;
     Py_ssize_t width = nq > 0 ? out.len / (nq * (Py_ssize_t)sizeof(float)) : 0;
     Py_ssize_t count = dim > 1 ? nibbles.len / (dim / 2) : 0;
+    const char *shape_error = query_shape_error(dim, nq, queries.len);
     if (!has_avx2()) {
         PyErr_SetString(PyExc_RuntimeError, "this CPU has no AVX2");
-    } else if (dim <= 0 || dim % 64 != 0) {
-        PyErr_SetString(PyExc_ValueError, "dim must be a positive multiple of 64");
+    } else if (shape_error) {
+        PyErr_SetString(PyExc_ValueError, shape_error);
     } else if (nibbles.len != count * (dim / 2)) {
         PyErr_SetString(PyExc_ValueError, "nibbles must hold dim / 2 bytes per row");
-    } else if (nq < 1 || nq > MAX_QUERIES || queries.len != nq * dim) {
-        PyErr_SetString(PyExc_ValueError, "queries must hold 1 to 8 rows of dim bytes");
     } else if (out.len != nq * width * (Py_ssize_t)sizeof(float) || start < 0 ||
                stop < start || stop > width || stop > count) {
         PyErr_SetString(PyExc_ValueError, "row range outside nibbles or out");
@@ -278,11 +291,7 @@ static PyObject *dot_nibbles(PyObject *self, PyObject *args) {
 #if HAVE_VNNI_KERNEL
         int32_t bias[MAX_QUERIES];
         const int8_t *query_bytes = queries.buf;
-        for (Py_ssize_t j = 0; j < nq; j++) {
-            int32_t sum = 0;
-            for (Py_ssize_t d = 0; d < dim; d++) sum += query_bytes[j * dim + d];
-            bias[j] = 8 * sum;
-        }
+        offset_bias(query_bytes, nq, dim, 8, bias);
         Py_BEGIN_ALLOW_THREADS
         NIBBLE_KERNELS[nq](nibbles.buf, dim, start, stop, query_bytes, bias, scale, out.buf,
                            width);
