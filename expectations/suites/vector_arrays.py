@@ -7,9 +7,9 @@ vector finite and of unit norm, and its sketch (`schema.sketch_probes`) equal to
 the build computed in SQL from the state's vector for that document, which ties every
 position to its document without a second copy of the matrix; for an evenly spread
 sample of positions, the int8 codes within half a quantisation step of the vector and the
-int4 nibbles the codes rounded (`arrays.pack_nibbles`). Each
-batch is a slice of positions read from the maps, a block at a time, so validation holds
-no copy of the matrix.
+int4 nibbles equal to those codes rounded (`arrays.pack_nibbles`). Each batch is a slice of
+positions read from the maps, a block at a time, so validation holds no copy of the
+matrix.
 """
 
 from collections.abc import Iterator, Sequence
