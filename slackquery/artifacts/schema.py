@@ -1,4 +1,4 @@
-"""The artifact schema (version 5): one ordered column list per published table.
+"""The artifact schema (version 6): one ordered column list per published table.
 
 Version 3 added the vector arrays beside the DuckDB file (arrays.py); serving maps them
 instead of reading `document_vectors`, so a version 2 artifact (no arrays) is refused
@@ -9,6 +9,8 @@ records `artifact_metadata.vector_coverage`, because an artifact may now hold ve
 only part of its messages (`artifact_min_vector_coverage`). Version 5 keeps the vectors
 only in the arrays: `document_vectors` holds each vector's document and its *sketch*
 instead of the vector, so a build writes and checksums the vectors once instead of twice.
+Version 6 adds the int4 nibbles of the vector codes to the arrays (arrays.py), which a
+semantic pass over every vector reads; its tables are version 5's.
 
 This module is the single Python statement of the artifact contract in
 docs/architecture.md. The build creates tables from it and the Great Expectations suites
