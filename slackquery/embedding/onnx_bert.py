@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
-from onnx import TensorProto, helper, numpy_helper
+from safetensors import safe_open
 from safetensors.numpy import load_file
 from tokenizers import Tokenizer
 
@@ -38,6 +38,10 @@ from tokenizers import Tokenizer
 WINDOWS_PER_CALL = 8
 # The ONNX IR version onnxruntime 1.31 reads (the `onnx` package writes a newer one).
 IR_VERSION = 10
+# The word, position and token-type tables of a sentence-transformers BERT checkpoint.
+EMBEDDING_TENSORS = tuple(
+    f"embeddings.{table}_embeddings.weight" for table in ("word", "position", "token_type")
+)
 
 
 @dataclass(frozen=True)
@@ -128,20 +132,29 @@ def int8_weights(weights: BertWeights) -> BertWeights:
 
 
 class _Graph:
-    """Accumulates nodes and initializers of the encoder graph."""
+    """Accumulates nodes and initializers of the encoder graph.
+
+    `onnx` is imported only to build a graph (~0.09 s): a process that reads its graphs from
+    `slackquery.embedding.graph_cache` never imports it.
+    """
 
     def __init__(self) -> None:
+        from onnx import helper, numpy_helper
+
+        self.helper, self.numpy_helper = helper, numpy_helper
         self.nodes: list = []
         self.initializers: list = []
 
     def constant(self, name: str, value: np.ndarray) -> str:
-        self.initializers.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
+        array = np.ascontiguousarray(value)
+        self.initializers.append(self.numpy_helper.from_array(array, name))
         return name
 
     def node(self, op: str, inputs: list[str], output: str, **attributes: object) -> str:
         microsoft = ("MatMulNBits", "DynamicQuantizeMatMul", "MultiHeadAttention", "Gelu")
         domain = "com.microsoft" if op in microsoft else ""
-        self.nodes.append(helper.make_node(op, inputs, [output], domain=domain, **attributes))
+        made = self.helper.make_node(op, inputs, [output], domain=domain, **attributes)
+        self.nodes.append(made)
         return output
 
     def linear(self, x: str, linear: Linear, name: str) -> str:
@@ -183,6 +196,8 @@ class _Graph:
 
 def build_graph(weights: BertWeights) -> bytes:
     """The serialized ONNX encoder: (embeddings, key mask) -> last hidden states."""
+    from onnx import TensorProto
+
     graph = _Graph()
     x = graph.norm("embeddings", weights.embedding_norm, weights.eps, "embeddings.norm")
     for index, layer in enumerate(weights.layers):
@@ -210,21 +225,49 @@ def build_graph(weights: BertWeights) -> bytes:
         )
     graph.node("Identity", [x], "hidden")
     width = weights.hidden
+    helper, float32, int32 = graph.helper, TensorProto.FLOAT, TensorProto.INT32
     model = helper.make_model(
         helper.make_graph(
             graph.nodes,
             "bert",
             [
-                helper.make_tensor_value_info("embeddings", TensorProto.FLOAT, ["b", "l", width]),
-                helper.make_tensor_value_info("mask", TensorProto.INT32, ["b", "l"]),
+                helper.make_tensor_value_info("embeddings", float32, ["b", "l", width]),
+                helper.make_tensor_value_info("mask", int32, ["b", "l"]),
             ],
-            [helper.make_tensor_value_info("hidden", TensorProto.FLOAT, ["b", "l", width])],
+            [helper.make_tensor_value_info("hidden", float32, ["b", "l", width])],
             graph.initializers,
         ),
         opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
         ir_version=IR_VERSION,
     )
     return model.SerializeToString()
+
+
+@dataclass(frozen=True)
+class EncoderGraph:
+    """A serialized encoder graph and what feeds it: the hidden width and the rows
+    (word + position + type, before the norm) of a window's token ids."""
+
+    graph: bytes
+    hidden: int
+    embed: Callable[[list[int]], np.ndarray]
+    windows_per_call: int
+
+
+def windows_per_call(int8: bool) -> int:
+    """Windows per onnxruntime call: one for an int8 graph, which quantizes its activations
+    with one scale per call (a vector must not depend on its batch-mates)."""
+    return 1 if int8 else WINDOWS_PER_CALL
+
+
+def encoder_graph(weights: BertWeights) -> EncoderGraph:
+    """The graph built from `weights`, with their embedding."""
+    return EncoderGraph(
+        build_graph(weights),
+        weights.hidden,
+        weights.embed,
+        windows_per_call(weights.quantizes_activations_per_call),
+    )
 
 
 Tokenize = Callable[[Sequence[str]], list[list[list[int]]]]
@@ -238,20 +281,20 @@ class OrtBertEncoder:
     tens of tokens, two texts on two cores beat one text split over two (measured ~1.3x).
     """
 
-    def __init__(self, weights: BertWeights, tokenize: Tokenize, threads: int):
+    def __init__(self, model: EncoderGraph, tokenize: Tokenize, threads: int):
         options = ort.SessionOptions()
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         self._session = ort.InferenceSession(
-            build_graph(weights), options, providers=["CPUExecutionProvider"]
+            model.graph, options, providers=["CPUExecutionProvider"]
         )
-        self._weights = weights
+        self._embed = model.embed
         self._tokenize = tokenize
         self._pool = ThreadPoolExecutor(threads) if threads > 1 else None
         self._lock = threading.Lock()
-        self._windows_per_call = 1 if weights.quantizes_activations_per_call else WINDOWS_PER_CALL
-        self.dimension = weights.hidden
+        self._windows_per_call = model.windows_per_call
+        self.dimension = model.hidden
 
     def with_tokenizer(self, tokenize: Tokenize) -> "OrtBertEncoder":
         """The same session (weights held once) with another tokenizer, e.g. another prefix."""
@@ -286,7 +329,7 @@ class OrtBertEncoder:
         embeddings = np.zeros((len(windows), longest, self.dimension), dtype=np.float32)
         mask = np.zeros((len(windows), longest), dtype=np.int32)
         for index, (_, ids) in enumerate(windows):
-            embeddings[index, : len(ids)] = self._weights.embed(ids)
+            embeddings[index, : len(ids)] = self._embed(ids)
             mask[index, : len(ids)] = 1
         (hidden,) = self._session.run(None, {"embeddings": embeddings, "mask": mask})
         return np.stack(
@@ -319,9 +362,6 @@ def safetensors_weights(model_dir: Path) -> BertWeights:
             output_norm=norm(p + "output.LayerNorm"),
         )
 
-    words = tensors["embeddings.word_embeddings.weight"]
-    positions = tensors["embeddings.position_embeddings.weight"]
-    token_type = tensors["embeddings.token_type_embeddings.weight"][0]
     return BertWeights(
         hidden=int(config["hidden_size"]),
         heads=int(config["num_attention_heads"]),
@@ -330,8 +370,24 @@ def safetensors_weights(model_dir: Path) -> BertWeights:
         layers=tuple(
             layer(f"encoder.layer.{index}.") for index in range(int(config["num_hidden_layers"]))
         ),
-        embed=lambda ids: words[ids] + positions[: len(ids)] + token_type,
+        embed=_embed(*(tensors[name] for name in EMBEDDING_TENSORS)),
     )
+
+
+def _embed(
+    words: np.ndarray, positions: np.ndarray, token_types: np.ndarray
+) -> Callable[[list[int]], np.ndarray]:
+    token_type = token_types[0]
+    return lambda ids: words[ids] + positions[: len(ids)] + token_type
+
+
+def safetensors_embedding(model_dir: Path) -> tuple[int, Callable[[list[int]], np.ndarray]]:
+    """The hidden width and embedding of a checkpoint, reading only its embedding tables
+    (for a graph built before: `slackquery.embedding.graph_cache`)."""
+    config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    with safe_open(str(model_dir / "model.safetensors"), framework="numpy") as tensors:
+        tables = [tensors.get_tensor(name) for name in EMBEDDING_TENSORS]
+    return int(config["hidden_size"]), _embed(*tables)
 
 
 def wordpiece_tokenizer(model_dir: Path, max_tokens: int) -> Tokenize:

