@@ -9,7 +9,6 @@ closed once its last request ends).
 """
 
 import math
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -54,6 +53,8 @@ from serving.query import (
 from serving.ranking import ArmRanking, FusedHit
 from serving.semantic import SEARCHES, QueryEmbedder
 from serving.stages import STAGES, Stage
+from slackquery.artifacts import files
+from slackquery.artifacts.pointer import current_target
 from slackquery.embedding.base import Embedder
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
@@ -122,7 +123,8 @@ class SearchEngine:
         self.arms = arms
         self.stages = stages
         self._hit_model = hit_model(arms)
-        self.pointer = settings.artifact_path / "current.duckdb"
+        self.pointer = settings.artifact_path / files.CURRENT_NAME
+        self._artifacts = settings.artifact_path.resolve()
         if embedder is not None:
             factory: Callable[[], Embedder] = lambda: embedder  # noqa: E731
         else:
@@ -138,13 +140,15 @@ class SearchEngine:
 
     # -- artifact lifecycle -----------------------------------------------------------
     def resolve(self) -> Path:
-        """The artifact file `current.duckdb` points at now."""
-        if not os.path.lexists(self.pointer):
+        """The artifact file `current.duckdb` points at now: one `readlink` per request (the
+        pointer names a file of the artifact folder, which is resolved once)."""
+        target = current_target(self._artifacts)
+        if target is None:
             raise SlackqueryError(
                 f"no published search artifact at {self.pointer}; "
                 "run `slackquery build` then `slackquery publish`"
             )
-        return Path(os.path.realpath(self.pointer))
+        return self._artifacts / target
 
     @contextmanager
     def artifact(self) -> Iterator[LoadedArtifact]:
