@@ -27,7 +27,7 @@ from serving.query import STOPWORDS, fts_tokens, normalize
 from serving.semantic import Int8Scan
 from serving.time_runs import TimeRuns
 from slackquery.artifacts import arrays, files, schema
-from slackquery.artifacts.documents import DISPLAY_COLUMNS, DocumentArrays
+from slackquery.artifacts.documents import DocumentArrays
 from slackquery.artifacts.packed import SortedKeys
 from slackquery.artifacts.schema import CONVERSATION_TYPES as CONVERSATION_TYPES
 from slackquery.duckdb_setup import connect
@@ -406,10 +406,8 @@ class LoadedArtifact:
 
     # -- display rows ----------------------------------------------------------------
     def display_row(self, row: int) -> dict[str, object]:
-        """Display columns of one artifact row, from memory."""
-        return {
-            name: column[row] for name, column in zip(DISPLAY_COLUMNS, self._display, strict=True)
-        }
+        """Display columns of one artifact row, from its mapped record."""
+        return self._display.row(row)
 
     def texts(self, rows: Sequence[int]) -> dict[int, str]:
         """`text_lexical` of these rows (used to verify quoted phrases)."""

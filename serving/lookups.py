@@ -6,7 +6,7 @@ parameters. Rows come back as dicts keyed by column name (the display columns).
 
 import duckdb
 
-from serving.artifact import DISPLAY_COLUMNS
+from slackquery.artifacts.documents import DISPLAY_COLUMNS
 
 _SELECT = f"select {', '.join(DISPLAY_COLUMNS)} from search_documents"
 _SAME_CHANNEL = " where document_kind = 'message' and workspace_id = $w and channel_id = $c"

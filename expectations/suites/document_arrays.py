@@ -70,6 +70,14 @@ def _is_null(value: object) -> bool:
     return value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value))
 
 
+def _record(display: documents.DisplayRecords, row: int) -> dict[str, object] | None:
+    """The row's display record, or None when its bytes do not decode (damaged)."""
+    try:
+        return display.row(row)
+    except (UnicodeDecodeError, ValueError):
+        return None
+
+
 def _same(mapped: object, table: object) -> bool:
     return mapped is None if _is_null(table) else mapped == table
 
@@ -215,8 +223,10 @@ class _Checker:
         ).fetchall()
         return {
             row: row < len(self.ids)
+            and (record := _record(display, row)) is not None
             and all(
-                _same(column[row], value) for column, value in zip(display, values, strict=True)
+                _same(record[column], value)
+                for column, value in zip(documents.DISPLAY_COLUMNS, values, strict=True)
             )
             for row, *values in records
         }

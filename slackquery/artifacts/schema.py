@@ -1,4 +1,4 @@
-"""The artifact schema (version 6): one ordered column list per published table.
+"""The artifact schema (version 7): one ordered column list per published table.
 
 Version 3 added the vector arrays beside the DuckDB file (arrays.py); serving maps them
 instead of reading `document_vectors`, so a version 2 artifact (no arrays) is refused
@@ -10,7 +10,9 @@ only part of its messages (`artifact_min_vector_coverage`). Version 5 keeps the 
 only in the arrays: `document_vectors` holds each vector's document and its *sketch*
 instead of the vector, so a build writes and checksums the vectors once instead of twice.
 Version 6 adds the int4 nibbles of the vector codes to the arrays (arrays.py), which a
-semantic pass over every vector reads; its tables are version 5's.
+semantic pass over every vector reads; its tables are version 5's. Version 7 stores each
+row's display columns as one record (`documents.DisplayRecords`) instead of three arrays
+per column; its tables are version 6's.
 
 This module is the single Python statement of the artifact contract in
 docs/architecture.md. The build creates tables from it and the Great Expectations suites
@@ -23,7 +25,7 @@ import numpy as np
 
 from slackquery.projection import project_vars
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 # The FTS index the dbt macro builds over the artifact's documents.
 FTS_RELATION = "search_documents"

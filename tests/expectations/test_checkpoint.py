@@ -293,7 +293,7 @@ ARRAY_DAMAGE: dict[str, tuple[Callable[[Path], None], set[tuple[str, str]]]] = {
         {("document_arrays", "a thread context's members are the rows of its message_ids")},
     ),
     "display_text_changed": (
-        lambda folder: _rewrite(folder, "display.text_display.bytes", _first_byte_changed),
+        lambda folder: _rewrite(folder, "display.records.bytes", _first_byte_changed),
         {("document_arrays", "sampled rows' display columns equal the table's")},
     ),
 }

@@ -6,7 +6,6 @@ import pytest
 import serving.lexical
 import serving.ranking
 import serving.semantic
-from serving.artifact import DISPLAY_COLUMNS
 from serving.engine import SearchEngine
 from serving.fusion import RERANKERS, fuse
 from serving.models import SearchRequest
@@ -19,6 +18,7 @@ from serving.ranking import (
     top_rows,
 )
 from serving.stages import RERANK_STAGES, boost_answer_cues, combine_scores
+from slackquery.artifacts.documents import DISPLAY_COLUMNS
 
 
 def reference_fuse(
