@@ -12,6 +12,7 @@ keys and context members are compared in that query, with the mapped arrays regi
 as DuckDB views of NumPy columns, so no per-row Python runs over a million rows.
 """
 
+import struct
 from collections.abc import Iterator
 
 import great_expectations as gx
@@ -74,7 +75,7 @@ def _record(display: documents.DisplayRecords, row: int) -> dict[str, object] | 
     """The row's display record, or None when its bytes do not decode (damaged)."""
     try:
         return display.row(row)
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, struct.error):
         return None
 
 
