@@ -14,6 +14,7 @@ row index doubles as the stable document-id tie-break.
 import difflib
 import json
 import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,6 +131,12 @@ def _resolve_names(
     return tuple(sorted(resolved))
 
 
+# Requesters whose visibility an artifact keeps: each costs a flag per row and a position
+# per visible vector (~9 MB at 1M rows), and computing one again 16-30 ms; without a bound a
+# long-lived server would keep one for every requester it ever served.
+VISIBILITIES_KEPT = 32
+
+
 class LoadedArtifact:
     """The in-memory view of one artifact file; safe to share between threads."""
 
@@ -137,7 +144,7 @@ class LoadedArtifact:
         self.path = path
         self._connection = connect(str(path), read_only=True)
         self._lock = threading.Lock()
-        self._visibility: dict[str, Visibility] = {}
+        self._visibility: OrderedDict[str, Visibility] = OrderedDict()
         try:
             self._load()
         except BaseException as error:
@@ -295,15 +302,20 @@ class LoadedArtifact:
 
     # -- visibility ------------------------------------------------------------------
     def visibility(self, requester: Requester | None) -> Visibility | None:
-        """What `requester` may see, computed once per requester (None: everything)."""
+        """What `requester` may see (None: everything), kept for the `VISIBILITIES_KEPT`
+        requesters seen last."""
         if requester is None:
             return None
         with self._lock:
             found = self._visibility.get(requester.key)
+            if found is not None:
+                self._visibility.move_to_end(requester.key)
         if found is None:
             found = compute_visibility(self, requester)
             with self._lock:
                 found = self._visibility.setdefault(requester.key, found)
+                while len(self._visibility) > VISIBILITIES_KEPT:
+                    self._visibility.popitem(last=False)
         return found
 
     # -- filters ---------------------------------------------------------------------

@@ -19,6 +19,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
+import serving.artifact
 from serving.access import Requester, rows_with_codes
 from serving.engine import SearchEngine
 from serving.models import SearchRequest
@@ -337,6 +338,22 @@ def test_bm25_counts_only_the_documents_a_requester_sees(engine: SearchEngine) -
     for hit in compared:
         expected = overall[hit.document_id].lexical.score * factor
         assert hit.lexical.score == pytest.approx(expected, abs=2e-6)
+
+
+def test_an_artifact_keeps_the_visibility_of_its_latest_requesters_only(
+    engine: SearchEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(serving.artifact, "VISIBILITIES_KEPT", 2)
+    first, second, third = (Requester(user, ACME) for user in ("U1", "U2", "U3"))
+    with engine.artifact() as artifact:
+        kept = artifact.visibility(first)
+        assert artifact.visibility(second) is not None
+        assert artifact.visibility(first) is kept  # seen again: now the latest
+        assert artifact.visibility(third) is not None  # evicts `second`, the oldest
+        assert artifact.visibility(first) is kept
+        second_again = artifact.visibility(second)
+        assert second_again is not None and artifact.visibility(second) is second_again
+        assert artifact.visibility(third) is not kept and artifact.visibility(first) is not kept
 
 
 @pytest.mark.parametrize("wanted", [[], [3], [0, 4, 6], list(range(7))])
