@@ -96,6 +96,15 @@ def iso_timestamp(ts_us: int) -> str:
     return datetime.fromtimestamp(ts_us / 1_000_000, UTC).isoformat()
 
 
+def _is_unicode_text(text: str) -> bool:
+    """Whether `text` holds no lone surrogate (it encodes as UTF-8)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _fusion_key(fusion: FusionConfig) -> str:
     """The ranking knobs as text for the cursor fingerprint (the default one is cached)."""
     return repr(sorted(asdict(fusion).items(), key=lambda item: item[0]))
@@ -224,6 +233,9 @@ class SearchEngine:
                 f"query is {len(request.query)} characters; the maximum is "
                 f"{settings.search_max_query_chars}"
             )
+        if not _is_unicode_text(request.query):
+            # Bytes that are not UTF-8 in a command-line argument arrive as lone surrogates.
+            raise SlackqueryError("query is not valid UTF-8 text")
         for name in ("workspace_ids", "channel_ids", "author_ids", "conversation_types"):
             values = getattr(request, name)
             if values is None:

@@ -162,6 +162,9 @@ def test_limits_and_bad_input(engine: SearchEngine) -> None:
         search(engine, "deploy", start_ts_us=10, end_ts_us=5)
     with pytest.raises(SlackqueryError, match="characters"):
         search(engine, "a" * 2001)
+    for mode in ("lexical", "hybrid"):  # a non-UTF-8 byte of a command line, decoded
+        with pytest.raises(SlackqueryError, match="not valid UTF-8"):
+            search(engine, "deploy \udcff failed", mode=mode)
     for query in ("", "   ", "?!.,;", "in:#eng"):
         with pytest.raises(SlackqueryError, match="searchable"):
             search(engine, query)
