@@ -20,8 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-CLI = str(Path(sys.executable).with_name("slackquery"))
-QUERY = "deploy rollback error"
+from benchmarks.first_search_bench import CLI, QUERY  # the same command and query
 
 
 def timed_search(mode: str, env: dict[str, str]) -> dict[str, float]:

@@ -48,6 +48,7 @@ from serving.query import (
     content_tokens,
     fts_tokens,
     has_searchable_content,
+    is_unicode_text,
     parse_query,
 )
 from serving.ranking import ArmRanking, FusedHit
@@ -94,15 +95,6 @@ def _default_embedder_factory(settings: Settings) -> Callable[[], Embedder]:
 def iso_timestamp(ts_us: int) -> str:
     """ISO 8601 UTC with microseconds, for citation."""
     return datetime.fromtimestamp(ts_us / 1_000_000, UTC).isoformat()
-
-
-def _is_unicode_text(text: str) -> bool:
-    """Whether `text` holds no lone surrogate (it encodes as UTF-8)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _fusion_key(fusion: FusionConfig) -> str:
@@ -233,8 +225,7 @@ class SearchEngine:
                 f"query is {len(request.query)} characters; the maximum is "
                 f"{settings.search_max_query_chars}"
             )
-        if not _is_unicode_text(request.query):
-            # Bytes that are not UTF-8 in a command-line argument arrive as lone surrogates.
+        if not is_unicode_text(request.query):
             raise SlackqueryError("query is not valid UTF-8 text")
         for name in ("workspace_ids", "channel_ids", "author_ids", "conversation_types"):
             values = getattr(request, name)

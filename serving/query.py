@@ -139,6 +139,16 @@ def is_identifier(token: str) -> bool:
     )
 
 
+def is_unicode_text(text: str) -> bool:
+    """Whether `text` holds no lone surrogate (it encodes as UTF-8). Bytes that are not
+    UTF-8 in a command-line argument, or a `\\ud83d` escape alone in JSON, arrive as one."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def has_searchable_content(text: str) -> bool:
     """True when the text holds a letter, digit or symbol (emoji), not only spaces/punctuation."""
     return any(unicodedata.category(char)[0] in "LNS" for char in text)

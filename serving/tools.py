@@ -48,6 +48,7 @@ from serving.models import (
     SearchResponse,
     ThreadResponse,
 )
+from serving.query import is_unicode_text
 from slackquery.artifacts.schema import CONVERSATION_TYPES
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
@@ -113,7 +114,7 @@ def validation_message(tool: str, error: ValidationError) -> str:
 
 def _has_surrogate(value: object) -> bool:
     if isinstance(value, str):
-        return any("\ud800" <= char <= "\udfff" for char in value)
+        return not is_unicode_text(value)
     if isinstance(value, list | tuple):
         return any(_has_surrogate(item) for item in value)
     if isinstance(value, dict):
