@@ -16,7 +16,8 @@ other queries first, so the first query does not pay the model load), and repeat
 same queries shows the query-embedding cache. Sustained throughput: 8 concurrent
 official MCP clients against `python -m serving` (a separate process) over Streamable
 HTTP, 400 distinct queries the server has not seen (no cache hits), timed after a few
-other queries have loaded the model. The report records
+other queries have loaded the model. Cold CLI searches: `slackquery search` in new
+processes, lexical and hybrid (benchmarks/cold_search_bench.py). The report records
 the 1-minute load average: on a shared 2-core host, figures move with it.
 
 Run: `python -m benchmarks.serving_bench --messages 100000` or `slackquery bench`;
@@ -501,11 +502,27 @@ def run_benchmark(
     }
     if as_requester is not None:
         report["as_requester"] = as_requester
+    report["cold_cli_search"] = cold_searches(folder)
     if clients:
         # Distinct queries, none seen before by the server: no query-embedding cache hits.
         report["throughput"] = throughput(folder, queries(corpus, clients * 50, seed=13), clients)
         report["load_average_1m_after_throughput"] = round(os.getloadavg()[0], 2)
     return report
+
+
+def cold_searches(folder: Path) -> dict[str, Any]:
+    """benchmarks/cold_search_bench.py over `folder`'s artifact, in a process of its own: a
+    child's peak RSS as `wait4` reports it starts from its parent's at the fork, and this
+    process holds gigabytes by now."""
+    command = [sys.executable, "-m", "benchmarks.cold_search_bench", "--home", str(folder)]
+    finished = subprocess.run(
+        [*command, "--repeats", "3"],
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        check=True,
+        text=True,
+    )
+    return json.loads(finished.stdout)
 
 
 def main() -> None:

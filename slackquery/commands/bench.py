@@ -19,8 +19,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Build an N-message sample workspace through the real pipeline (seeded "
         "random unit document vectors instead of the model) in a temporary folder, then "
         "report p50/p95/max latency per mode over at least 200 varied queries (with and "
-        "without query embedding) and the sustained throughput of 8 concurrent MCP clients. "
-        "Does not touch your artifacts.",
+        "without query embedding), the sustained throughput of 8 concurrent MCP clients and "
+        "cold `slackquery search` processes. Does not touch your artifacts.",
     )
     parser.add_argument("--messages", type=int, default=100_000, help="corpus size")
     parser.add_argument("--queries", type=int, default=200, help="distinct queries per mode")
