@@ -10,11 +10,15 @@ another thread, and it never opens an artifact itself.
 Protocol, one JSON line each way: the builder writes `{"argv": [...], "log": PATH}` (the
 arguments of `python -m expectations.checkpoint`, and where that run's output goes) and
 reads back `{"exit": CODE}` once the run has ended. The server exits at end of input,
-which is also what it sees when the builder dies.
+which is also what it sees when the builder dies: while a run is in progress it watches
+its input too, and a builder that dies mid-validation (killed, out of memory) takes the
+run with it instead of leaving it to finish (~30 s and 4 GiB at 1M messages) for nobody.
 """
 
 import json
 import os
+import select
+import signal
 import sys
 import traceback
 from typing import Any, TextIO
@@ -28,9 +32,30 @@ def serve(requests: TextIO, replies: TextIO) -> None:
         pid = os.fork()
         if pid == 0:
             _run_checkpoint(json.loads(line))
-        _, status = os.waitpid(pid, 0)
+        status = _wait_unless_abandoned(pid, requests)
+        if status is None:
+            return
         replies.write(json.dumps({"exit": os.waitstatus_to_exitcode(status)}) + "\n")
         replies.flush()
+
+
+def _wait_unless_abandoned(pid: int, requests: TextIO) -> int | None:
+    """The run's wait status; None if the input became readable first, which the protocol
+    allows only at its end (the builder waits for each reply before writing again): then
+    the run is killed."""
+    try:
+        child = os.pidfd_open(pid)
+    except OSError:  # no pidfd (Linux before 5.3): wait without watching
+        return os.waitpid(pid, 0)[1]
+    try:
+        readable, _, _ = select.select([requests, child], [], [])
+        if requests in readable and child not in readable:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return None
+        return os.waitpid(pid, 0)[1]
+    finally:
+        os.close(child)
 
 
 def _run_checkpoint(request: dict[str, Any]) -> None:

@@ -1,7 +1,11 @@
-"""The validation server forks one checkpoint run per request and outlives failed runs;
-the builder's side restarts a dead server and quotes a crashed run's output."""
+"""The validation server forks one checkpoint run per request and outlives failed runs, and
+takes a run in progress down with it when its builder goes away; the builder's side
+restarts a dead server and quotes a crashed run's output."""
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -41,6 +45,30 @@ def test_each_request_gets_its_exit_code_and_its_own_output(tmp_path: Path) -> N
     server.stdin.close()
     assert server.wait(timeout=60) == 0
     assert server.stdout.read() == ""  # nothing but replies ever reached the protocol pipe
+
+
+def test_a_run_in_progress_ends_when_its_builder_goes_away(tmp_path: Path) -> None:
+    server = subprocess.Popen(
+        [sys.executable, "-m", "expectations.server"],
+        cwd=PROJECT_DIR,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # as the builder starts it: the run shares its group
+    )
+    assert server.stdin is not None
+    stalled = tmp_path / "log-nobody-reads"
+    os.mkfifo(stalled)  # the forked run blocks opening its log until a reader comes
+    try:
+        server.stdin.write(json.dumps({"argv": ["--help"], "log": str(stalled)}) + "\n")
+        server.stdin.flush()
+        server.stdin.close()  # what the server sees when its builder is killed
+        assert server.wait(timeout=60) == 0
+        with pytest.raises(ProcessLookupError):
+            os.killpg(server.pid, 0)  # the run is gone too
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.pid, signal.SIGKILL)
 
 
 def test_a_crash_is_quoted_and_a_dead_or_interrupted_server_is_replaced(
