@@ -45,7 +45,7 @@ def _wait_unless_abandoned(pid: int, requests: TextIO) -> int | None:
     the run is killed."""
     try:
         child = os.pidfd_open(pid)
-    except OSError:  # no pidfd (Linux before 5.3): wait without watching
+    except (AttributeError, OSError):  # no pidfd (macOS, Linux before 5.3): just wait
         return os.waitpid(pid, 0)[1]
     try:
         readable, _, _ = select.select([requests, child], [], [])
