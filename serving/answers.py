@@ -41,6 +41,7 @@ from serving.query import (
     answer_types,
     content_tokens,
     fts_tokens,
+    has_searchable_content,
     holds_answer_type,
     parse_query,
     query_aspects,
@@ -271,6 +272,11 @@ def answer_question(
         raise SlackqueryError(
             f"max_evidence must be between 1 and {engine.settings.search_max_results}"
         )
+    text = parse_query(question).text
+    if not has_searchable_content(text):  # operators alone list messages; they ask nothing
+        raise SlackqueryError(
+            "question has no searchable text (letters, digits or emoji) besides operators"
+        )
     started = time.perf_counter()
     request = SearchRequest(
         query=question,
@@ -284,7 +290,6 @@ def answer_question(
     )
     response = engine.search(request, requester=requester)
     hits = list(response.results)
-    text = parse_query(question).text
     names = query_aspects(text, engine.settings.search_max_query_parts).parts or [text]
     threshold = engine.settings.answer_min_coverage
     room = max(1, max_evidence // len(names))

@@ -43,6 +43,7 @@ from serving.models import (
 )
 from serving.permalink import is_url, parse_permalink
 from serving.query import (
+    NEWEST,
     ParsedQuery,
     classify_route,
     content_tokens,
@@ -51,7 +52,7 @@ from serving.query import (
     is_unicode_text,
     parse_query,
 )
-from serving.ranking import ArmRanking, FusedHit
+from serving.ranking import ArmRanking, FusedHit, top_candidates
 from serving.semantic import SEARCHES, QueryEmbedder
 from serving.stages import STAGES, Stage
 from slackquery.artifacts import files
@@ -313,9 +314,12 @@ class SearchEngine:
     ) -> QueryContext:
         """The shared context of one search, after the checks that need the artifact."""
         text = parsed.text
-        if not has_searchable_content(text):
+        listing = not has_searchable_content(text)
+        if listing and filters.is_empty():
             raise SlackqueryError(
-                "query has no searchable text (letters, digits or emoji) besides operators"
+                "query has no searchable text (letters, digits or emoji) besides operators; "
+                "with a filter alone (in:, from:, before:, after:, on:, during:, is:thread, "
+                "has:link) it lists the messages the filter keeps, newest first"
             )
         max_tokens = self.settings.search_max_query_tokens
         terms = artifact.bm25.query_terms(text, max_tokens, parsed.phrases)
@@ -331,14 +335,18 @@ class SearchEngine:
             notes.append("terms found in no message: " + ", ".join(terms.unknown[:10]))
         # Recorded by the build: the share of messages semantic ranking can reach.
         coverage = (
-            None if request.mode == "lexical" else float(artifact.metadata["vector_coverage"])
+            None
+            if request.mode == "lexical" or listing
+            else float(artifact.metadata["vector_coverage"])
         )
         if coverage is not None and coverage < 1:
             notes.append(
                 f"semantic ranking covers {coverage:.1%} of messages; the rest are reachable "
                 "by lexical search until embedding finishes"
             )
-        if request.mode == "lexical" and not terms.known and not terms.unknown:
+        if listing:
+            notes.append("no words to search: the messages the filters keep, newest first")
+        elif request.mode == "lexical" and not terms.known and not terms.unknown:
             raise SlackqueryError(
                 "query has no searchable tokens for lexical search (letters or digits); "
                 "try mode='semantic' for emoji or symbols"
@@ -363,7 +371,7 @@ class SearchEngine:
         return QueryContext(
             text=text,
             mode=request.mode,
-            route=classify_route(text, parsed.phrases),
+            route=NEWEST if listing else classify_route(text, parsed.phrases),
             fusion=fusion,
             artifact=artifact,
             filters=filters,
@@ -414,23 +422,34 @@ class SearchEngine:
             if request.cursor:
                 offset = self.cursors.decode(request.cursor, artifact.build_id, request_fingerprint)
             ctx = self._context(artifact, request, parsed, filters, fusion, visible)
-            rankings = self._run_arms(ctx, deadline)
-            route_weights = fusion.weights(ctx.route, self.arms)
-            weights = {name: route_weights[name] for name in sorted(rankings)}
-            hits = fuse(
-                rankings,
-                weights,
-                rrf_k=fusion.rrf_k,
-                thread_keys=artifact.thread_keys,
-                max_per_thread=fusion.max_per_thread,
-            )
-            for stage in self.stages:
-                if request.mode in stage.modes:
-                    deadline.check(f"the {stage.name} stage")
-                    with ctx.timed(stage.name):
-                        hits = stage.apply(ctx, hits)
+            if ctx.route == NEWEST:
+                # One more than the page, so `_page` knows whether another follows.
+                hits, weights = newest_messages(ctx, offset + request.limit + 1), {}
+            else:
+                hits, weights = self._ranked(ctx, request, fusion, deadline)
             ctx.timings["total"] = (time.perf_counter() - started) * 1000
             return self._page(ctx, request, hits, weights, offset, request_fingerprint)
+
+    def _ranked(
+        self, ctx: QueryContext, request: SearchRequest, fusion: FusionConfig, deadline: Deadline
+    ) -> tuple[list[FusedHit], dict[str, float]]:
+        """The arms' rankings fused, then the stages: every hit, and the arms' weights."""
+        rankings = self._run_arms(ctx, deadline)
+        route_weights = fusion.weights(ctx.route, self.arms)
+        weights = {name: route_weights[name] for name in sorted(rankings)}
+        hits = fuse(
+            rankings,
+            weights,
+            rrf_k=fusion.rrf_k,
+            thread_keys=ctx.artifact.thread_keys,
+            max_per_thread=fusion.max_per_thread,
+        )
+        for stage in self.stages:
+            if request.mode in stage.modes:
+                deadline.check(f"the {stage.name} stage")
+                with ctx.timed(stage.name):
+                    hits = stage.apply(ctx, hits)
+        return hits, weights
 
     def _run_arms(self, ctx: QueryContext, deadline: Deadline) -> dict[str, ArmRanking]:
         """Every active arm's ranking, by arm name (arms with nothing to say are left out)."""
@@ -707,6 +726,16 @@ def visible_terms(
         dropped=terms.dropped,
         idf_scale=(scoped / np.maximum(overall, 1e-12)).tolist(),
     )
+
+
+def newest_messages(ctx: QueryContext, count: int) -> list[FusedHit]:
+    """The first `count` messages the search's mask keeps, newest first (ties by row), for
+    a query of operators only; they carry no arm signals and a fused score of 0."""
+    artifact = ctx.artifact
+    assert ctx.mask is not None  # such a query has a filter, so a mask
+    rows = np.flatnonzero(artifact.is_message & ctx.mask)
+    newest = top_candidates(rows, artifact.ts_us[rows], count)
+    return [FusedHit(row, 0.0, {}, {}) for row in newest.rows.tolist()]
 
 
 def phrase_mask(artifact: LoadedArtifact, phrases: tuple[str, ...]) -> np.ndarray:

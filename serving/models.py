@@ -92,7 +92,10 @@ class SearchResponse(BaseModel):
 
     query: str = Field(description="Free text searched, after Slack operators were taken out.")
     mode: Mode
-    route: str = Field(description="exact, conceptual or mixed: which arm weights were used.")
+    route: str = Field(
+        description="exact, conceptual or mixed: which arm weights were used; newest: the "
+        "query was operators only, so the messages its filters keep are listed newest first."
+    )
     weights: dict[str, float] = Field(description="Arm weights used in fusion.")
     filters: dict[str, object] = Field(description="Filters applied, names resolved to ids.")
     artifact_id: str

@@ -265,7 +265,10 @@ def parse_query(raw: str) -> ParsedQuery:
     return parsed
 
 
-Route = str  # "exact" | "conceptual" | "mixed"
+Route = str  # "exact" | "conceptual" | "mixed", or NEWEST
+# The route of a query of operators only: no ranking, the messages its filters keep listed
+# newest first (as Slack lists `in:#eng after:2024-03-01`).
+NEWEST = "newest"
 
 
 def classify_route(text: str, phrases: list[str]) -> Route:

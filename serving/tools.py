@@ -218,11 +218,13 @@ def register_tools(server: MCPServer, engine: SearchEngine, runner: ToolRunner) 
 
         mode: "hybrid" (default; best for most questions), "lexical" (exact words, error
         codes, ids, URLs, file names, quoted text), "semantic" (paraphrases, concepts).
-        query (1-{max_query_chars} chars; the first {max_query_tokens} distinct words are searched)
+        query (at most {max_query_chars} chars; its first {max_query_tokens} distinct words count)
         may contain Slack search syntax: `in:#channel`, `from:@user`, `before:YYYY-MM-DD`,
         `after:`, `on:`, `during:YYYY-MM` or `during:YYYY`, `is:thread`, `has:link` and
         "exact phrase" (must appear verbatim). Hybrid also searches up to {max_query_parts} parts
-        of a multi-part question on their own.
+        of a multi-part question on their own. Operators or filters alone ("in:#eng
+        on:yesterday", or "" with channel_ids) list the messages they keep, newest first
+        (route "newest"), for catching up on a channel, a person or a day.
         Filters (each list at most {max_filter_values} values of at most {max_filter_value_chars}
         chars) narrow every arm before ranking: workspace_ids (ids or slugs), channel_ids (ids or
         names like "#eng"), author_ids (ids or names like "@priya"), conversation_types,

@@ -6,7 +6,7 @@ import sys
 
 from serving.engine import SearchEngine
 from serving.models import SearchRequest, SearchResponse
-from serving.query import fts_tokens
+from serving.query import NEWEST, fts_tokens
 from slackquery.commands import add_json_flag, add_requester_flags, emit, requester_from
 from slackquery.settings import Settings
 
@@ -20,8 +20,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="search the published archive (hybrid, lexical or semantic)",
         description="Search the published search artifact, exactly as the MCP tool "
         "search_slack does. The query may use Slack search syntax: in:#channel from:@user "
-        'before:/after:/on:YYYY-MM-DD during:YYYY-MM is:thread has:link "exact phrase". '
-        "--json prints the same structure as the tool.",
+        'before:/after:/on:YYYY-MM-DD during:YYYY-MM is:thread has:link "exact phrase"; '
+        "operators alone (in:#incidents on:yesterday) list the messages they keep, newest "
+        "first. --json prints the same structure as the tool.",
     )
     parser.add_argument("query", help="what to search for (quote it)")
     parser.add_argument(
@@ -127,14 +128,17 @@ def render(response: SearchResponse) -> str:
         if response.vector_coverage is not None
         else ""
     )
+    listing = response.route == NEWEST  # operators only: nothing was scored
+    searched = "the filters, newest first" if listing else repr(response.query)
     lines = [
-        f"{len(response.results)} result(s) for {response.query!r} (mode {response.mode}, "
+        f"{len(response.results)} result(s) for {searched} (mode {response.mode}, "
         f"route {response.route}, artifact {response.artifact_id}{coverage})"
     ]
     for number, hit in enumerate(response.results, start=1):
+        score = "" if listing else f" · score {hit.fused_score:.4f}"
         lines.append(
             f"{number:>2}. #{hit.channel_name} · {hit.author_name} · "
-            f"{hit.timestamp[:16].replace('T', ' ')} UTC · score {hit.fused_score:.4f}"
+            f"{hit.timestamp[:16].replace('T', ' ')} UTC{score}"
         )
         lines.append(f"    {snippet(hit.text, response.query)}")
         lines.append(f"    {hit.permalink}")

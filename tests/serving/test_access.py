@@ -27,6 +27,7 @@ from serving.server import build_http_app
 from slackquery.access.grants import grants_path
 from slackquery.artifacts.publish import publish
 from slackquery.cli import main
+from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
 from tests.loopback import serve
 
@@ -338,6 +339,23 @@ def test_bm25_counts_only_the_documents_a_requester_sees(engine: SearchEngine) -
     for hit in compared:
         expected = overall[hit.document_id].lexical.score * factor
         assert hit.lexical.score == pytest.approx(expected, abs=2e-6)
+
+
+def test_a_listing_shows_a_requester_only_what_they_see(engine: SearchEngine) -> None:
+    chen, bob = Requester("U3", ACME), Requester("U2", ACME)
+    listing = SearchRequest(query="from:@bob.smith", workspace_ids=[ACME], limit=50)
+    everything = {hit.channel_id for hit in engine.search(listing).results}
+    assert everything & RESTRICTED  # Bob writes in the restricted conversations too
+    assert {hit.channel_id for hit in engine.search(listing, requester=bob).results} == everything
+    assert not {hit.channel_id for hit in engine.search(listing, requester=chen).results} & (
+        RESTRICTED
+    )
+    errors = []
+    for name in ("secret-plans", "secret-plane"):  # the private channel, and no channel
+        with pytest.raises(SlackqueryError) as raised:
+            engine.search(SearchRequest(query=f"in:#{name}"), requester=chen)
+        errors.append(str(raised.value).replace(name, "<value>"))
+    assert errors[0] == errors[1]
 
 
 def test_an_artifact_keeps_the_visibility_of_its_latest_requesters_only(

@@ -15,6 +15,7 @@ from serving.answers import answer_question, verify_citations
 from serving.engine import SearchEngine
 from slackquery.artifacts.publish import publish
 from slackquery.cli import main
+from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
 
 from .conftest import Pipeline
@@ -44,6 +45,13 @@ def test_unanswerable_abstains_and_a_partial_names_the_missing_part(engine: Sear
     partial = answer_question(engine, f"{QUESTION} {UNANSWERABLE}")
     assert partial.verdict == "partial"
     assert partial.unsupported_parts == [UNANSWERABLE.removesuffix("?")]
+
+
+def test_a_question_of_operators_alone_is_refused(engine: SearchEngine) -> None:
+    # search lists such a query's messages newest first; as a question it asks nothing
+    for question in ("in:#eng", "from:@bob.smith on:2024-03-01", "?"):
+        with pytest.raises(SlackqueryError, match="question has no searchable text"):
+            answer_question(engine, question)
 
 
 def test_verify_finds_every_kind_of_citation(engine: SearchEngine) -> None:

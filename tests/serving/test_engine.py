@@ -165,11 +165,34 @@ def test_limits_and_bad_input(engine: SearchEngine) -> None:
     for mode in ("lexical", "hybrid"):  # a non-UTF-8 byte of a command line, decoded
         with pytest.raises(SlackqueryError, match="not valid UTF-8"):
             search(engine, "deploy \udcff failed", mode=mode)
-    for query in ("", "   ", "?!.,;", "in:#eng"):
-        with pytest.raises(SlackqueryError, match="searchable"):
+    for query in ("", "   ", "?!.,;", '""'):  # no text and no filter
+        with pytest.raises(SlackqueryError, match=r"searchable text.*with a filter alone"):
             search(engine, query)
     with pytest.raises(SlackqueryError, match="searchable tokens"):
         search(engine, "🎉🎉", mode="lexical")
+
+
+def test_operators_alone_list_messages_newest_first(engine: SearchEngine) -> None:
+    counts = {scope.channel_id: scope.message_count for scope in engine.list_scopes().scopes}
+    for mode in ("lexical", "semantic", "hybrid"):
+        listed = search(engine, "in:#eng", mode=mode, limit=50)
+        assert listed.route == "newest" and listed.weights == {} and listed.next_cursor is None
+        assert {hit.channel_id for hit in listed.results} == {"C1", "C9"}
+        assert len(listed.results) == counts["C1"] + counts["C9"]  # every message, once
+        newest_first = [(-hit.ts_us, hit.document_id) for hit in listed.results]
+        assert newest_first == sorted(newest_first)
+        assert all(hit.lexical is None and hit.fused_score == 0 for hit in listed.results)
+    pages: list[str] = []
+    cursor = None
+    while True:  # pages of 3 walk the same list
+        page = search(engine, "", channel_ids=["#eng"], limit=3, cursor=cursor)
+        pages.extend(ids(page))
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert pages == ids(search(engine, "in:#eng", limit=50))
+    day = search(engine, "on:2024-03-01 has:link", limit=50)
+    assert day.results and all(hit.timestamp.startswith("2024-03-01") for hit in day.results)
 
 
 def test_emoji_and_non_latin_queries(engine: SearchEngine) -> None:

@@ -360,7 +360,7 @@ def test_tool_descriptions_state_the_enforced_limits(published: Settings) -> Non
     finally:
         engine.close()
     search = tools["search_slack"]
-    assert "1-7 results" in search and "1-123 chars" in search and "up to 3 parts" in search
+    assert "1-7 results" in search and "at most 123 chars" in search and "up to 3 parts" in search
     assert "{" not in "".join(tools.values())
     assert "between 1 and 7" in over and isinstance(at, dict) and "maximum is 123" in long
     assert (
