@@ -300,7 +300,8 @@ class SearchEngine:
             end_ts_us=min(ends) if ends else None,
             is_thread=parsed.is_thread,
             has_link=parsed.has_link,
-            phrases=tuple(parsed.phrases),
+            # a phrase without a word narrows nothing (phrase_mask skips it)
+            phrases=tuple(phrase for phrase in parsed.phrases if fts_tokens(phrase)),
         )
 
     def _context(

@@ -165,7 +165,7 @@ def test_limits_and_bad_input(engine: SearchEngine) -> None:
     for mode in ("lexical", "hybrid"):  # a non-UTF-8 byte of a command line, decoded
         with pytest.raises(SlackqueryError, match="not valid UTF-8"):
             search(engine, "deploy \udcff failed", mode=mode)
-    for query in ("", "   ", "?!.,;", '""'):  # no text and no filter
+    for query in ("", "   ", "?!.,;", '""', '"!!!"'):  # no words and no filter
         with pytest.raises(SlackqueryError, match=r"searchable text.*with a filter alone"):
             search(engine, query)
     with pytest.raises(SlackqueryError, match="searchable tokens"):
