@@ -2,7 +2,7 @@
 
 Runs the same CLI commands a user would, in order, so the demo shows their real output:
 generate the sample export, import it, project it with dbt, embed it with the Prefect flow,
-build a validated artifact, publish it, then run three example searches.
+build a validated artifact, publish it, then run four example searches.
 """
 
 import shlex
@@ -29,6 +29,8 @@ EXAMPLE_SEARCHES: tuple[tuple[str, ...], ...] = (
     ),
     # Slack's own search syntax: channel and date filters inside the query.
     ("search", "in:#incidents after:2024-03-01 database outage", "--limit", "3"),
+    # Operators alone: what was said in a channel, newest first.
+    ("search", "in:#incidents", "--limit", "3"),
 )
 
 
