@@ -2,9 +2,9 @@
 
 import argparse
 import importlib.util
-import json
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from slackquery.commands import add_json_flag, emit
 from slackquery.errors import SlackqueryError
@@ -61,5 +61,56 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         as_user=args.as_user,
         as_workspace=args.as_workspace,
     )
-    emit(args, report, json.dumps(report, indent=2))
+    emit(args, report, render(report))
     return 0
+
+
+def _latency(timings: dict[str, Any], key: str = "excluding_embedding_ms") -> str:
+    figures = timings[key]
+    return f"{figures['p50']:.2f} / {figures['p95']:.2f} / {figures['max']:.2f}"
+
+
+def render(report: dict[str, Any]) -> str:
+    """The report's headline figures as lines of text (`--json` prints all of it)."""
+    counts = report["artifact_counts"]
+    lines = [
+        f"{report['messages']:,} messages: {counts['document_count']:,} documents, "
+        f"{counts['vector_count']:,} seeded vectors; built in {report['build_s']} s, loaded in "
+        f"{report['load_s']} s; load average {report['load_average_1m_before']} before, "
+        f"{report['load_average_1m_after_timing']} after the timings",
+        f"search p50 / p95 / max in ms over {report['queries']} queries per mode, excluding "
+        "query embedding (in brackets: the whole call, with its page of hits):",
+    ]
+    for mode, timings in report["random_query_vectors"].items():
+        whole = _latency(timings, "with_page_excluding_embedding_ms")
+        lines.append(f"  {mode:<9} {_latency(timings)}  ({whole})")
+    with_model = report["default_model_query_embedding"]["hybrid"]
+    lines.append(
+        f"  hybrid with the default model's query embedding: {_latency(with_model, 'total_ms')}"
+    )
+    two_part = report["two_part_questions"]["random_query_vectors"]["hybrid"]
+    lines.append(f"  two-part questions, hybrid: {_latency(two_part)}")
+    requester = report.get("as_requester")
+    if requester is not None:
+        lines.append(f"as {requester['requester']}, p95 change against the operator:")
+        lines.extend(
+            f"  {mode:<9} {change:+.1f}%" for mode, change in requester["p95_change_pct"].items()
+        )
+    cold = report["cold_cli_search"]
+    lines.append(
+        "cold `slackquery search` (s, new processes): "
+        + "; ".join(
+            f"{mode} {min(cold[mode]['s'])}-{max(cold[mode]['s'])}"
+            for mode in ("lexical", "hybrid")
+        )
+        + f"; the first after an install {cold['hybrid_building_the_model_graphs']['s']}"
+    )
+    throughput = report.get("throughput")
+    if throughput is not None:
+        lines.append(
+            f"{throughput['clients']} MCP clients: {throughput['queries_per_s']} queries/s, p95 "
+            f"{throughput['latency_ms']['p95']} ms, {throughput['errors']} errors of "
+            f"{throughput['requests']}; server ready in {throughput['server_ready_s']} s at "
+            f"{throughput['server_rss_after_load_mib']} MiB"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,62 @@
+"""`slackquery bench` prints the report's headline figures; `--json` the whole report."""
+
+from typing import Any
+
+from slackquery.commands.bench import render
+
+
+def timings(p50: float, p95: float, peak: float) -> dict[str, dict[str, float]]:
+    figures = {"p50": p50, "p95": p95, "max": peak}
+    return {
+        "total_ms": figures,
+        "excluding_embedding_ms": figures,
+        "with_page_excluding_embedding_ms": {key: value + 0.5 for key, value in figures.items()},
+    }
+
+
+def report(**extra: Any) -> dict[str, Any]:
+    hybrid = {"hybrid": timings(20.0, 27.0, 30.0)}
+    return {
+        "messages": 1_000_000,
+        "artifact_counts": {"document_count": 1_058_680, "vector_count": 984_175},
+        "queries": 200,
+        "load_average_1m_before": 0.7,
+        "load_average_1m_after_timing": 0.8,
+        "build_s": 124.6,
+        "load_s": 0.05,
+        "random_query_vectors": {"lexical": timings(1.1, 1.6, 3.3), **hybrid},
+        "default_model_query_embedding": {"hybrid": timings(28.2, 38.5, 49.9)},
+        "two_part_questions": {"random_query_vectors": hybrid},
+        "cold_cli_search": {
+            "hybrid_building_the_model_graphs": {"s": 1.68},
+            "lexical": {"s": [0.52, 0.49]},
+            "hybrid": {"s": [0.86, 0.83]},
+        },
+        **extra,
+    }
+
+
+def test_the_headline_figures_are_printed() -> None:
+    text = render(report())
+    assert "1,000,000 messages: 1,058,680 documents, 984,175 seeded vectors" in text
+    assert "  lexical   1.10 / 1.60 / 3.30  (1.60 / 2.10 / 3.80)" in text
+    assert "hybrid with the default model's query embedding: 28.20 / 38.50 / 49.90" in text
+    assert "lexical 0.49-0.52; hybrid 0.83-0.86; the first after an install 1.68" in text
+    assert "MCP clients" not in text and "as " not in text.split("\n")[-1]
+
+
+def test_throughput_and_requester_figures_when_measured() -> None:
+    throughput = {
+        "clients": 8,
+        "queries_per_s": 49.2,
+        "latency_ms": {"p95": 255.5},
+        "errors": 0,
+        "requests": 400,
+        "server_ready_s": 1.26,
+        "server_rss_after_load_mib": 141.5,
+    }
+    requester = {"requester": "T1:U2:all", "p95_change_pct": {"lexical": 3.5, "hybrid": -1.2}}
+    text = render(report(throughput=throughput, as_requester=requester))
+    assert "8 MCP clients: 49.2 queries/s, p95 255.5 ms, 0 errors of 400" in text
+    assert "server ready in 1.26 s at 141.5 MiB" in text
+    assert "as T1:U2:all" in text and "  lexical   +3.5%" in text and "  hybrid    -1.2%" in text
