@@ -73,10 +73,13 @@ def _latency(timings: dict[str, Any], key: str = "excluding_embedding_ms") -> st
 def render(report: dict[str, Any]) -> str:
     """The report's headline figures as lines of text (`--json` prints all of it)."""
     counts = report["artifact_counts"]
+    built = (
+        "artifact reused" if report.get("reused_artifact") else f"built in {report['build_s']} s"
+    )
     lines = [
         f"{report['messages']:,} messages: {counts['document_count']:,} documents, "
-        f"{counts['vector_count']:,} seeded vectors; built in {report['build_s']} s, loaded in "
-        f"{report['load_s']} s; load average {report['load_average_1m_before']} before, "
+        f"{counts['vector_count']:,} seeded vectors; {built}, loaded in {report['load_s']} s; "
+        f"load average {report['load_average_1m_before']} before, "
         f"{report['load_average_1m_after_timing']} after the timings",
         f"search p50 / p95 / max in ms over {report['queries']} queries per mode, excluding "
         "query embedding (in brackets: the whole call, with its page of hits):",
