@@ -18,14 +18,20 @@ from slackquery.projection import PROJECT_DIR
 from slackquery.settings import Settings
 
 
-def test_each_request_gets_its_exit_code_and_its_own_output(tmp_path: Path) -> None:
-    server = subprocess.Popen(
+def start_server() -> subprocess.Popen[str]:
+    """`python -m expectations.server` in a session of its own, as the builder starts it."""
+    return subprocess.Popen(
         [sys.executable, "-m", "expectations.server"],
         cwd=PROJECT_DIR,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
+        start_new_session=True,
     )
+
+
+def test_each_request_gets_its_exit_code_and_its_own_output(tmp_path: Path) -> None:
+    server = start_server()
     assert server.stdin is not None and server.stdout is not None
 
     def ask(name: str, argv: list[str]) -> tuple[int, str]:
@@ -48,14 +54,7 @@ def test_each_request_gets_its_exit_code_and_its_own_output(tmp_path: Path) -> N
 
 
 def test_a_run_in_progress_ends_when_its_builder_goes_away(tmp_path: Path) -> None:
-    server = subprocess.Popen(
-        [sys.executable, "-m", "expectations.server"],
-        cwd=PROJECT_DIR,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # as the builder starts it: the run shares its group
-    )
+    server = start_server()  # the run it forks shares its process group
     assert server.stdin is not None
     stalled = tmp_path / "log-nobody-reads"
     os.mkfifo(stalled)  # the forked run blocks opening its log until a reader comes
