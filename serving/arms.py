@@ -51,8 +51,9 @@ def rank_lexical(ctx: QueryContext) -> ArmRanking | None:
 
 def rank_semantic(ctx: QueryContext) -> ArmRanking:
     """Cosine of the question with every eligible message vector."""
-    rows, scores = ctx.cosines
-    return top_candidates(rows, scores, ctx.window)
+    keys, scores = ctx.cosines
+    best = top_candidates(keys, scores, ctx.window)
+    return ArmRanking(ctx.rows_of(best.rows), best.scores)
 
 
 def rank_context(ctx: QueryContext) -> ArmRanking | None:
@@ -130,12 +131,13 @@ def rank_aspects(ctx: QueryContext) -> ArmRanking | None:
     over the pool's vectors for all parts."""
     if not ctx.aspects or ctx.artifact.vector_rows.size == 0:
         return None
-    rows, scores = ctx.cosines
+    keys, scores = ctx.cosines
     positions = ctx.vector_positions
     pool = best_indices(scores, ASPECT_POOL)
     if pool is not None:
         positions = pool if positions is None else positions[pool]
-        rows = rows[pool]
+        keys = keys[pool]
+    rows = ctx.rows_of(keys)
     best: dict[int, tuple[int, float]] = {}
     part_vectors = ctx.query_vectors[1:]
     artifact = ctx.artifact
@@ -164,7 +166,8 @@ def rank_authors(ctx: QueryContext) -> ArmRanking | None:
     named = ctx.artifact.authors_named_in(ctx.text)
     if not named.size:
         return None
-    rows, scores = ctx.cosines
+    keys, scores = ctx.cosines
+    rows = ctx.rows_of(keys)
     by_named = np.isin(ctx.artifact.author_codes[rows], named)
     return top_candidates(rows[by_named], scores[by_named], ctx.window)
 

@@ -158,11 +158,18 @@ class QueryContext:
 
     @computed_once
     def cosines(self) -> tuple[np.ndarray, np.ndarray]:
-        """Eligible message rows and their cosine with the question, in matrix order."""
+        """Eligible message vectors and their cosine with the question, in matrix order, as
+        (keys, scores): a key is the vector's artifact row when every vector is eligible,
+        else its matrix position. Positions ascend with their rows, so ranking by either
+        breaks ties alike, and `rows_of` maps only the keys an arm keeps (mapping a
+        requester's every visible position cost ~2 ms a query at 1M)."""
         artifact, positions = self.artifact, self.vector_positions
         if artifact.vector_rows.size == 0:
             # Nothing embedded yet: no vector to compare, so the query is not embedded.
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         scores = vector_scores(artifact.vectors, self.query_vector, positions, artifact.vector_scan)
-        rows = artifact.vector_rows if positions is None else artifact.vector_rows[positions]
-        return rows, scores
+        return (artifact.vector_rows if positions is None else positions), scores
+
+    def rows_of(self, keys: np.ndarray) -> np.ndarray:
+        """The artifact rows of `cosines` keys."""
+        return keys if self.vector_positions is None else self.artifact.vector_rows[keys]

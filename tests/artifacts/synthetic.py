@@ -362,6 +362,20 @@ def embed_only(state_path: Path, count: int) -> None:
         conn.close()
 
 
+def embed_every_other(state_path: Path) -> None:
+    """Keep the vectors of every other document (by id), the rest back to `pending`: a vector's
+    position in the artifact's matrix then differs from its row."""
+    conn = connect(str(state_path))
+    try:
+        conn.execute(
+            "update embedding_work_items set state = 'pending', embedding = null "
+            "where document_id in (select document_id from (select document_id, row_number() "
+            "over (order by document_id) as number from embedding_work_items) where number % 2 = 0)"
+        )
+    finally:
+        conn.close()
+
+
 def current_vectors(state_path: Path, generation_id: str) -> dict[str, np.ndarray]:
     """Each document's current vector in the state, float32: what an artifact must hold."""
     conn = connect(str(state_path), read_only=True)

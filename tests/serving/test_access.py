@@ -341,6 +341,30 @@ def test_bm25_counts_only_the_documents_a_requester_sees(engine: SearchEngine) -
         assert hit.lexical.score == pytest.approx(expected, abs=2e-6)
 
 
+def test_a_requesters_semantic_ranking_is_the_operators_without_what_they_cannot_see(
+    engine: SearchEngine,
+) -> None:
+    chen = Requester("U3", ACME)
+    with engine.artifact() as artifact:
+        visible = artifact.visibility(chen)
+        assert visible is not None
+    for query in ("deploy failed on staging", "who handles the billing question", "lunch"):
+        everything = engine.search(SearchRequest(query=query, mode="semantic", limit=50))
+        expected = [
+            hit.document_id
+            for hit in everything.results
+            if (hit.workspace_id, hit.channel_id) in visible.channels
+        ][:10]
+        scoped = engine.search(
+            SearchRequest(query=query, mode="semantic", limit=10), requester=chen
+        )
+        assert len(expected) == 10 and ids_of(scoped) == expected
+
+
+def ids_of(response: Any) -> list[str]:
+    return [hit.document_id for hit in response.results]
+
+
 def test_a_listing_shows_a_requester_only_what_they_see(engine: SearchEngine) -> None:
     chen, bob = Requester("U3", ACME), Requester("U2", ACME)
     listing = SearchRequest(query="from:@bob.smith", workspace_ids=[ACME], limit=50)

@@ -1,6 +1,7 @@
 """Retrieval behaviour of SearchEngine over the test artifact (no transport involved)."""
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +19,7 @@ from slackquery.embedding.base import GenerationIdentity
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings, get_settings
 from tests.artifacts.conftest import apply_env, identity_for
-from tests.artifacts.synthetic import embed_only, synthesize_state
+from tests.artifacts.synthetic import embed_every_other, embed_only, synthesize_state
 
 from .conftest import Pipeline
 from .slack_export import ACME, BETA, message_id
@@ -456,15 +457,15 @@ class CountingEmbedder:
 
 
 def _partly_embedded(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, embedded: int
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, keep: Callable[[Path], None]
 ) -> tuple[SearchEngine, CountingEmbedder, set[str]]:
-    """An engine over a published synthetic artifact (59 messages, `embedded` with a
-    vector) built with a gate of 0; also the ids of the embedded messages."""
+    """An engine over a published synthetic artifact (59 messages, those `keep(state)` leaves
+    with a vector) built with a gate of 0; also the ids of the embedded messages."""
     apply_env(monkeypatch, tmp_path / "home")
     monkeypatch.setenv("SLACKQUERY_ARTIFACT_MIN_VECTOR_COVERAGE", "0")
     settings = get_settings()
     synthesize_state(settings.state_path, identity_for(settings), messages=60)
-    embed_only(settings.state_path, embedded)
+    keep(settings.state_path)
     publish(settings, build_artifact(settings))
     conn = connect(str(settings.state_path), read_only=True)
     try:
@@ -492,7 +493,7 @@ def _every_page(engine: SearchEngine, query: str, mode: str) -> tuple[list, set[
 def test_partial_coverage_ranks_embedded_messages_semantically_and_all_lexically(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    engine, _, embedded = _partly_embedded(tmp_path, monkeypatch, 36)
+    engine, _, embedded = _partly_embedded(tmp_path, monkeypatch, partial(embed_only, count=36))
     try:
         note = (
             "semantic ranking covers 61.0% of messages; the rest are reachable by lexical "
@@ -514,7 +515,9 @@ def test_partial_coverage_ranks_embedded_messages_semantically_and_all_lexically
 def test_no_vectors_serve_lexical_hits_and_an_empty_semantic_ranking(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    engine, embedder, embedded = _partly_embedded(tmp_path, monkeypatch, 0)
+    engine, embedder, embedded = _partly_embedded(
+        tmp_path, monkeypatch, partial(embed_only, count=0)
+    )
     try:
         assert embedded == set()
         semantic = search(engine, "deploy incident", mode="semantic")
@@ -526,5 +529,26 @@ def test_no_vectors_serve_lexical_hits_and_an_empty_semantic_ranking(
         hybrid = search(engine, "err deploy", mode="hybrid")
         assert hybrid.results and hybrid.vector_coverage == 0.0
         assert embedder.texts == []  # nothing to compare a query vector with
+    finally:
+        engine.close()
+
+
+def test_a_subset_ranks_the_rows_of_its_vectors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every other message has a vector, so a vector's matrix position is not its row: a
+    # channel's semantic ranking must be the whole ranking's hits in that channel.
+    engine, _, embedded = _partly_embedded(tmp_path, monkeypatch, embed_every_other)
+    try:
+        everything = search(engine, "deploy incident", mode="semantic", limit=50)
+        assert set(ids(everything)) <= embedded and len(embedded) < 59
+        channels = {hit.channel_id for hit in everything.results}
+        assert len(channels) > 1
+        for channel in channels:
+            expected = [hit.document_id for hit in everything.results if hit.channel_id == channel]
+            narrowed = search(
+                engine, "deploy incident", mode="semantic", limit=50, channel_ids=[channel]
+            )
+            assert ids(narrowed) == expected
     finally:
         engine.close()
