@@ -1,9 +1,9 @@
 """Cold `slackquery search`: a new process per search over an artifact already published
 (page cache warm), in each mode, with its peak RSS.
 
-Hybrid and semantic searches load the query model in-process; the first one after the
-model's graphs are removed from their folder (`SLACKQUERY_MODEL_CACHE_DIR`) also builds
-them, and is reported apart. Prints the seconds and peak RSS of every search and the
+Hybrid and semantic searches load the query model in-process; the first one with an empty
+model cache (`SLACKQUERY_MODEL_CACHE_DIR`) also hashes the weights and builds the graphs and
+e5's piece index, and is reported apart. Prints the seconds and peak RSS of every search and the
 1-minute load average before and after.
 
 Run: `python -m benchmarks.cold_search_bench --home DIR` (DIR: a home with a published

@@ -333,7 +333,7 @@ class Settings(BaseSettings):
 
     @property
     def model_cache_path(self) -> Path:
-        """Resolved folder of built model graphs."""
+        """Resolved folder of what is derived from the packaged model's weights."""
         return self.model_cache_dir or self.home / "cache" / "models"
 
 

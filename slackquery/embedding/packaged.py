@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache, partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -31,6 +31,9 @@ from slackquery.cores import usable_cores
 from slackquery.embedding.base import TEXT_RECIPE_VERSION, GenerationIdentity, finalize_vectors
 from slackquery.embedding.model_cache import cached_build, file_sha256
 from slackquery.errors import SlackqueryError
+
+if TYPE_CHECKING:  # onnx_bert imports onnxruntime, which a lexical search never needs
+    from slackquery.embedding.onnx_bert import EncoderGraph
 
 
 @dataclass(frozen=True)
@@ -206,7 +209,7 @@ def _encoder_graph(
     weights: Callable[[], Any],
     hidden: int,
     embed: Callable[[list[int]], np.ndarray],
-) -> Any:
+) -> "EncoderGraph":
     """The engine's `onnx_bert.EncoderGraph` of a model: its graph read from `model_cache`
     when built before (`weights()` prepares the weights only to build it), else built."""
     import onnxruntime
@@ -362,7 +365,7 @@ class PackagedEngine:
 class InProcessEmbedder:
     """The default transport: the packaged model in this process.
 
-    Pickling sends only the model's name and graph folder: a Dask worker that unpickles it
+    Pickling sends only the model's name and cache folder: a Dask worker that unpickles it
     gets its own process's copy (`in_process_embedder`), so each worker loads the model once.
     """
 
