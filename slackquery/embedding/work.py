@@ -121,6 +121,7 @@ class EmbedRun:
         # checkpointed every ~10 batches of 512, rewriting the vectors' row groups each
         # time (half the recording CPU, measured). Commits stay durable in the log.
         self.connection.execute(f"set checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
+        self.claims = state.ClaimQueue(self.connection, self.generation_id)
         self.tally = {"claimed": 0, "succeeded": 0, "failed": 0, "batches": 0}
         self.model_s = 0.0
 
@@ -146,13 +147,7 @@ class EmbedRun:
 
     def claim(self, limit: int) -> state.Claim:
         """Lease the next batch (committed before any embedding starts)."""
-        claim = state.claim_batch(
-            self.connection,
-            self.generation_id,
-            limit=limit,
-            lease_s=self.settings.embedding_lease_s,
-            now=self.now(),
-        )
+        claim = self.claims.claim(limit, lease_s=self.settings.embedding_lease_s, now=self.now())
         self.tally["claimed"] += len(claim.items)
         return claim
 

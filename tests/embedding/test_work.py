@@ -63,10 +63,10 @@ def test_leases_block_until_expiry_and_dead_owners_are_released(settings: Settin
     embed_pending(config, max_items=0, now=lambda: T0)  # enqueue only
     connection = duckdb.connect(str(settings.state_path))
     generation = build_embedder(config).identity.generation_id
-    live = state.claim_batch(connection, generation, limit=2, lease_s=600, now=T0)
+    live = state.ClaimQueue(connection, generation).claim(2, lease_s=600, now=T0)
     dead_lease = f"{socket.gethostname()}:999999999:1:deadbeef0000"
-    dead = state.claim_batch(
-        connection, generation, limit=2, lease_s=600, now=T0, lease_id=dead_lease
+    dead = state.ClaimQueue(connection, generation).claim(
+        2, lease_s=600, now=T0, lease_id=dead_lease
     )
     # A stale owner cannot record over a lease it no longer holds.
     assert (
@@ -85,6 +85,66 @@ def test_leases_block_until_expiry_and_dead_owners_are_released(settings: Settin
     later = embed_pending(config, now=lambda: T0 + timedelta(seconds=601))
     assert later["claimed"] == 2 and later["counts"]["succeeded"] == 4
     assert {row[1] for row in _items(settings.state_path).values()} == {2}
+
+
+def _enqueued(settings: Settings, count: int) -> tuple[duckdb.DuckDBPyConnection, str]:
+    """A state DB with `count` pending items, and its generation."""
+    create_state_db(settings.state_path, message_texts(count))
+    embed_pending(settings, max_items=0, now=lambda: T0)  # enqueue only
+    generation = build_embedder(settings).identity.generation_id
+    return duckdb.connect(str(settings.state_path)), generation
+
+
+def test_the_claim_window_leases_every_item_once_in_claimable_order(
+    settings: Settings, monkeypatch
+) -> None:
+    connection, generation = _enqueued(settings, 7)
+    order = [item.document_id for item in state.next_claimable(connection, generation, T0, 100)]
+    monkeypatch.setattr(state, "CLAIM_WINDOW", 3)  # windows of 3 for batches of 2
+    queue = state.ClaimQueue(connection, generation)
+    batches = []
+    while claim := queue.claim(2, lease_s=600, now=T0).items:
+        batches.append(claim)
+    assert [len(batch) for batch in batches] == [2, 1, 2, 1, 1]
+    assert [item.document_id for batch in batches for item in batch] == order
+    assert {item.attempt_count for batch in batches for item in batch} == {1}
+    assert state.count_claimable(connection, generation, T0) == 0
+
+
+def test_a_window_never_leases_what_another_lease_took_meanwhile(settings: Settings) -> None:
+    connection, generation = _enqueued(settings, 4)
+    first, second = (state.ClaimQueue(connection, generation) for _ in range(2))
+    head = first.claim(1, lease_s=600, now=T0)  # reads all four into its window
+    taken = second.claim(2, lease_s=600, now=T0)
+    rest = first.claim(4, lease_s=600, now=T0)
+    leased = [item.document_id for claim in (head, taken, rest) for item in claim.items]
+    assert sorted(leased) == sorted(set(leased)) and len(leased) == 4
+    assert len(rest.items) == 1
+
+
+def test_a_retry_falling_due_is_claimed_once_the_window_runs_dry(settings: Settings) -> None:
+    connection, generation = _enqueued(settings, 3)
+    queue = state.ClaimQueue(connection, generation)
+    failed = queue.claim(1, lease_s=600, now=T0)
+    state.record_failures(
+        connection,
+        generation,
+        failed.lease_id,
+        failed.items,
+        error_class="http_503",
+        error_message="busy",
+        next_attempt_at=T0 + timedelta(seconds=5),
+        max_attempts=5,
+        now=T0,
+    )
+    later = T0 + timedelta(seconds=10)
+    rest = [item.document_id for item in queue.claim(5, lease_s=600, now=later).items]
+    retried = queue.claim(5, lease_s=600, now=later).items
+    assert failed.items[0].document_id not in rest and len(rest) == 2
+    assert [(item.document_id, item.attempt_count) for item in retried] == [
+        (failed.items[0].document_id, 2)
+    ]
+    assert not queue.claim(5, lease_s=600, now=later).items
 
 
 def test_sigkill_mid_batch_resumes_without_loss_or_rework(
