@@ -14,6 +14,7 @@ Row i of every array is the i-th document in `document_id` order (the serving ro
 The GX suite `document_arrays` checks them against the table.
 """
 
+import itertools
 import struct
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -62,10 +63,12 @@ _DECODERS: dict[str, Callable[[memoryview], object]] = {
     "BIGINT": lambda value: int(bytes(value)),
     "BOOLEAN": lambda value: value == b"1",
 }
-_ENCODERS: dict[str, Callable[[object], bytes]] = {
-    "VARCHAR": lambda value: str(value).encode("utf-8"),
-    "BIGINT": lambda value: str(int(value)).encode("ascii"),  # type: ignore[call-overload]
-    "BOOLEAN": lambda value: b"1" if value else b"0",
+# The same encodings in SQL: DuckDB writes the records' bytes (a BIGINT cast to VARCHAR is
+# its decimal), 4x faster than encoding 17 columns of every row in Python.
+_ENCODINGS_SQL: dict[str, str] = {
+    "VARCHAR": "encode({})",
+    "BIGINT": "encode(cast({} as varchar))",
+    "BOOLEAN": "encode(case when {} then '1' else '0' end)",
 }
 
 
@@ -93,11 +96,17 @@ DTYPES: dict[str, np.dtype] = {
 }
 
 
-def _codes(values: np.ndarray) -> tuple[np.ndarray, list[str]]:
-    """Integer codes per row and the sorted vocabulary they index (None is "")."""
-    as_text = np.array(["" if value is None else str(value) for value in values], dtype=object)
-    vocabulary, codes = np.unique(as_text, return_inverse=True)
-    return codes.astype(np.int32), [str(value) for value in vocabulary]
+def _code_sql(column: str) -> str:
+    """A row's code: the rank of its value in the sorted vocabulary (`_vocabulary`)."""
+    return f"(dense_rank() over (order by coalesce({column}, '')) - 1)::integer"
+
+
+def _vocabulary(conn: duckdb.DuckDBPyConnection, column: str) -> list[str]:
+    """The column's distinct values in code point order (None is "")."""
+    rows = conn.execute(
+        f"select distinct coalesce({column}, '') as value from search_documents order by value"
+    ).fetchall()
+    return [row[0] for row in rows]
 
 
 def _context_members(
@@ -116,33 +125,47 @@ def _context_members(
     return {"context.offsets": offsets, "context.rows": np.array(members, dtype=np.int64)}
 
 
-def _display_records(columns: Mapping[str, np.ndarray], rows: int) -> dict[str, np.ndarray]:
+def _display_records(conn: duckdb.DuckDBPyConnection, rows: int) -> dict[str, np.ndarray]:
     """`display.records`: per row, its stored display columns as one record."""
-    encoded = []
-    for column in _STORED_DISPLAY:
-        encode = _ENCODERS[_SQL_TYPES[column]]
-        values = columns[column].tolist()  # masked (null) entries become None
-        encoded.append([None if value is None else encode(value) for value in values])
-    records = [
-        _RECORD_HEADER.pack(*(-1 if value is None else len(value) for value in fields))
-        + b"".join(value for value in fields if value is not None)
-        for fields in zip(*encoded, strict=True)
-    ]
+    encoded = [_ENCODINGS_SQL[_SQL_TYPES[column]].format(column) for column in _STORED_DISPLAY]
+    lengths_sql = ", ".join(
+        f"coalesce(octet_length({value}), -1)::integer as length_{index}"
+        for index, value in enumerate(encoded)
+    )
+    values_sql = " || ".join(f"coalesce({value}, ''::blob)" for value in encoded)
+    columns = conn.execute(
+        f"select {lengths_sql}, {values_sql} as values_bytes "
+        "from search_documents order by document_id"
+    ).fetchnumpy()
+    values = columns["values_bytes"].tolist()
+    if len(values) != rows:
+        raise SlackqueryError("search_documents changed while its arrays were written")
+    width = _RECORD_HEADER.size
+    headers = np.column_stack(
+        [np.asarray(columns[f"length_{index}"], dtype="<i4") for index in range(len(encoded))]
+    ).tobytes()
+    header_of = (headers[row * width : (row + 1) * width] for row in range(rows))
     offsets = np.zeros(rows + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(map(len, records), np.int64, rows), out=offsets[1:])
+    np.cumsum(np.fromiter(map(len, values), np.int64, rows) + width, out=offsets[1:])
+    records = b"".join(itertools.chain.from_iterable(zip(header_of, values, strict=True)))
     return {
-        "display.records.bytes": np.frombuffer(b"".join(records), dtype=np.uint8),
+        "display.records.bytes": np.frombuffer(records, dtype=np.uint8),
         "display.records.offsets": offsets,
     }
 
 
 def document_arrays(conn: duckdb.DuckDBPyConnection) -> tuple[dict[str, np.ndarray], list[str]]:
     """The per-document arrays of an artifact (names as in `DTYPES`) and its document ids."""
-    selected = dict.fromkeys(
-        ("document_kind", *CODED_COLUMNS, "thread_id", "message_ids", "has_link", *DISPLAY_COLUMNS)
-    )
+    # Codes are ranks computed by DuckDB: np.unique over 1M Python strings took ~1 s a column.
+    coded = {column: _code_sql(column) for column in (*CODED_COLUMNS, "thread_id")}
     columns = conn.execute(
-        f"select {', '.join(selected)} from search_documents order by document_id"
+        f"""
+        select document_id, document_kind, ts_us, message_ids, has_link,
+            coalesce(thread_id, '') <> '' as is_thread,
+            {", ".join(f"{code} as {column}_code" for column, code in coded.items())}
+        from search_documents
+        order by document_id
+        """
     ).fetchnumpy()
     document_ids = columns["document_id"].tolist()
     if not packed.is_strictly_ascending(document_ids):
@@ -153,14 +176,15 @@ def document_arrays(conn: duckdb.DuckDBPyConnection) -> tuple[dict[str, np.ndarr
         "ts_us": np.asarray(columns["ts_us"], dtype=np.int64),
         "is_message": np.asarray(kinds == "message", dtype=bool),
         "is_context": np.asarray(kinds == "thread_context", dtype=bool),
+        "is_thread": np.asarray(columns["is_thread"], dtype=bool),
         "has_link": np.asarray(columns["has_link"], dtype=bool),
     }
-    for column, coded in CODED_COLUMNS.items():
-        codes, vocabulary = _codes(columns[column])
-        result |= {f"{coded}.codes": codes, **packed.pack(f"{coded}.vocabulary", vocabulary)}
-    thread_codes, _ = _codes(columns["thread_id"])
-    threads = columns["thread_id"].tolist()
-    result["is_thread"] = np.fromiter((bool(thread) for thread in threads), bool, len(threads))
+    for column, coded_name in CODED_COLUMNS.items():
+        result |= {
+            f"{coded_name}.codes": np.asarray(columns[f"{column}_code"], dtype=np.int32),
+            **packed.pack(f"{coded_name}.vocabulary", _vocabulary(conn, column)),
+        }
+    thread_codes = np.asarray(columns["thread_id_code"], dtype=np.int64)
     # Rows outside threads get a key of their own so the per-thread cap ignores them.
     result["thread_keys"] = np.where(
         result["is_thread"],
@@ -169,7 +193,7 @@ def document_arrays(conn: duckdb.DuckDBPyConnection) -> tuple[dict[str, np.ndarr
     ).astype(np.int64)
     row_of = {doc: row for row, doc in enumerate(document_ids)}
     result |= _context_members(columns["message_ids"], result["is_context"], row_of)
-    result |= _display_records(columns, len(document_ids))
+    result |= _display_records(conn, len(document_ids))
     return result, document_ids
 
 

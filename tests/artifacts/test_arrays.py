@@ -116,6 +116,31 @@ def test_postings_and_document_arrays_are_what_the_artifact_computes(
     assert ids == sorted(ids) == _table(path)
 
 
+def test_every_display_record_decodes_to_its_row_of_the_table(state_settings: Settings) -> None:
+    conn = connect(str(state_settings.state_path))
+    conn.execute(
+        "update search_documents set author_name = 'Zoë 🚀', text_display = 'naïve: 日本語' "
+        "where document_id = (select min(document_id) from search_documents)"
+    )
+    conn.close()
+    path = files.artifact_file(state_settings.artifact_path, build_artifact(state_settings))
+    display = arrays.open_arrays(files.arrays_dir_of(path)).documents.display()
+    conn = connect(str(path), read_only=True)
+    try:
+        rows = conn.execute(
+            f"select {', '.join(documents.DISPLAY_COLUMNS)} from search_documents "
+            "order by document_id"
+        ).fetchall()
+    finally:
+        conn.close()
+    decoded = [display.row(row) for row in range(len(rows))]
+    assert decoded == [dict(zip(documents.DISPLAY_COLUMNS, row, strict=True)) for row in rows]
+    # The fixture holds what each encoding must survive: nulls, both booleans, non-ASCII.
+    values = [value for record in decoded for value in record.values()]
+    assert None in values and True in values and False in values
+    assert any(isinstance(value, str) and not value.isascii() for value in values)
+
+
 def _flip_last_byte(path: Path) -> None:
     path.chmod(0o644)
     data = bytearray(path.read_bytes())
