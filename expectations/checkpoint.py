@@ -11,6 +11,7 @@ import argparse
 import json
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -207,6 +208,7 @@ def validate_artifact(
         )
         context = make_context()
         for module in SUITES:
+            suite_started = time.perf_counter()
             outcome = run_suite(
                 context,
                 module.build_suite(),
@@ -219,6 +221,7 @@ def validate_artifact(
                 "batches": outcome.batches,
                 "evaluated": outcome.evaluated,
                 "failed": len(outcome.failures),
+                "seconds": round(time.perf_counter() - suite_started, 3),
                 "batch_results": outcome.results,
             }
             result["failures"].extend(outcome.failures)

@@ -62,6 +62,7 @@ def test_sound_artifact_passes_in_chunks(artifact: Path) -> None:
     assert result["suites"]["vector_arrays"]["batches"] == 9  # 59 positions / 7
     assert result["suites"]["document_arrays"]["batches"] == 10  # 65 documents / 7
     assert result["suites"]["postings_arrays"]["batches"] == 1  # the sampled terms
+    assert all(suite["seconds"] > 0 for suite in result["suites"].values())
     assert set(result["suites"]) == {
         "artifact_metadata",
         "search_documents",
