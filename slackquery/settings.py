@@ -44,7 +44,8 @@ class Settings(BaseSettings):
         default=None,
         description="Folder keeping what a new process derives from the packaged model's "
         "weights (their sha256, remembered while the files are unchanged; the built "
-        "onnxruntime graphs; e5's piece index), so it loads the model without redoing it "
+        "onnxruntime graphs; e5's piece index; the 8 newest builds of each kind are kept), "
+        "so it loads the model without redoing it "
         "(~0.6 s); safe to delete. Default: HOME/cache/models.",
     )
 

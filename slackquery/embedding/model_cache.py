@@ -15,7 +15,8 @@ on files that rarely change:
   read; bytes that fail the check are built and written again.
 
 Everything here is derived: deleting the folder is always safe, and a folder that cannot
-be written costs only the work it would have saved.
+be written costs only the work it would have saved. Storing a build prunes the folder to
+the newest `KEPT_BUILDS` of its kind.
 """
 
 import hashlib
@@ -30,6 +31,10 @@ from pathlib import Path
 # A file changed less than this long before its digest was taken could change again within
 # the same timestamp tick unseen, so its digest is not remembered.
 SETTLED_NS = 1_000_000_000
+# Builds of each kind kept when another is stored: one per model and engine in use, with
+# room to spare. Each upgrade of a library in a key leaves its predecessors behind (~32 MB of
+# graphs), so the oldest go; one still in use is built again the next time it is needed.
+KEPT_BUILDS = 8
 
 log = logging.getLogger(__name__)
 
@@ -61,9 +66,33 @@ def cached_build(
     content = build()
     try:
         _store(path, content)
+        _prune(folder, suffix)
     except OSError as error:
         log.debug("could not keep %s in %s: %s", suffix, folder, error)
     return content
+
+
+def _prune(folder: Path, suffix: str) -> None:
+    """Drop all but the `KEPT_BUILDS` newest builds of this kind, and the remembered digests
+    of files that no longer exist (a removed virtualenv's weights)."""
+    builds = sorted(folder.glob(f"*{suffix}"), key=_modified_ns, reverse=True)
+    for stale in builds[KEPT_BUILDS:]:
+        stale.unlink(missing_ok=True)
+        _digest_path(stale).unlink(missing_ok=True)
+    for memo in (folder / "digests").glob("*.json"):
+        try:
+            remembered = json.loads(memo.read_text(encoding="utf-8")).get("path")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(remembered, str) and not Path(remembered).exists():
+            memo.unlink(missing_ok=True)
+
+
+def _modified_ns(path: Path) -> int:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:  # removed meanwhile by another process's prune
+        return 0
 
 
 def _identity(descriptor: int) -> list[int]:

@@ -110,6 +110,41 @@ def test_a_folder_that_cannot_be_written_costs_only_the_work(tmp_path: Path, lat
     assert file_sha256(blocked, blocked / "models") == file_sha256(blocked, None)
 
 
+def test_storing_a_build_keeps_the_newest_of_its_kind_and_forgets_removed_files(
+    tmp_path: Path, later: None
+) -> None:
+    folder = tmp_path / "cache"
+    for index in range(model_cache.KEPT_BUILDS + 1):  # stored one second apart, long ago
+        before = set(folder.glob("*.onnx"))
+        cached_build(folder, (f"upgrade {index}",), ".onnx", Builder())
+        (stored,) = set(folder.glob("*.onnx")) - before
+        os.utime(stored, ns=(10**9 * (1000 + index),) * 2)
+    cached_build(folder, ("pieces",), ".pieces", Builder())  # another kind: not counted
+    weights, gone = tmp_path / "weights.bin", tmp_path / "old-venv.bin"
+    for path in (weights, gone):
+        path.write_bytes(b"weights")
+        os.utime(path, ns=(0, 0))  # settled, so its digest is remembered
+        file_sha256(path, folder)
+    gone.unlink()
+    newest = Builder(b"newest")
+    cached_build(folder, ("upgrade new",), ".onnx", newest)
+    kept = sorted(folder.glob("*.onnx"), key=lambda path: path.stat().st_mtime_ns)
+    assert len(kept) == model_cache.KEPT_BUILDS and kept[-1].read_bytes() == b"newest"
+    assert [path.stat().st_mtime_ns // 10**9 for path in kept[:-1]] == list(range(1002, 1009))
+    assert len(list(folder.glob("*.onnx.sha256"))) == model_cache.KEPT_BUILDS
+    assert len(list(folder.glob("*.pieces"))) == 1
+    assert [memo["path"] for memo in map(json.loads, _memo_texts(folder))] == [str(weights)]
+    # What was pruned is built again when asked for, and read back after that.
+    oldest = Builder()
+    for _ in range(2):
+        cached_build(folder, ("upgrade 0",), ".onnx", oldest)
+    assert oldest.calls == 1
+
+
+def _memo_texts(folder: Path) -> list[str]:
+    return [memo.read_text() for memo in (folder / "digests").glob("*.json")]
+
+
 def test_cached_graphs_and_pieces_give_the_vectors_of_built_ones(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, later: None
 ) -> None:
