@@ -81,7 +81,11 @@ class Postings:
                 from {FTS_SCHEMA}.terms
                 group by termid, docid
             )
-            select tf.termid, rows_by_id.row_index, tf.tf, docs.len
+            select
+                tf.termid::integer as termid,
+                rows_by_id.row_index::integer as row_index,
+                tf.tf::integer as tf,
+                docs.len::integer as len
             from tf
             inner join {FTS_SCHEMA}.docs as docs on docs.docid = tf.docid
             inner join rows_by_id on rows_by_id.document_id = docs.name
@@ -91,15 +95,17 @@ class Postings:
             f"select termid, term, df from {FTS_SCHEMA}.dict order by termid"
         ).fetchnumpy()
         term_ids = vocabulary["termid"].astype(np.int64)
-        term_index = np.full(int(term_ids.max(initial=-1)) + 1, -1, dtype=np.int64)
+        term_index = np.full(int(term_ids.max(initial=-1)) + 1, -1, dtype=np.int32)
         term_index[term_ids] = np.arange(len(term_ids))
         idf = bm25_idf(vocabulary["df"].astype(np.float64), num_docs)
-        term_of_posting = term_index[postings["termid"].astype(np.int64)]
+        # 32-bit columns, each freed once used: the postings of 1M messages are 16M entries.
+        term_of_posting = term_index[postings.pop("termid")]
         weights = bm25_weights(
-            postings["tf"].astype(np.float32), postings["len"].astype(np.float32), avgdl
+            postings.pop("tf").astype(np.float32), postings.pop("len").astype(np.float32), avgdl
         )
         scores = (idf[term_of_posting] * weights).astype(np.float32)
-        rows = postings["row_index"].astype(np.int64)
+        del weights
+        rows = postings.pop("row_index")
         return cls.build(vocabulary["term"].tolist(), term_of_posting, rows, scores, idf)
 
     @classmethod
@@ -117,20 +123,27 @@ class Postings:
         search over the packed vocabulary rather than a dict of every term.
         """
         order = sorted(range(len(terms)), key=terms.__getitem__)
-        rank = np.empty(len(terms), dtype=np.int64)
+        rank = np.empty(len(terms), dtype=np.int32)
         rank[order] = np.arange(len(terms))
         term_of_posting = rank[term_of_posting]
         by_term = np.lexsort((rows, term_of_posting))
         term_of_posting, rows, scores = term_of_posting[by_term], rows[by_term], scores[by_term]
+        # Each temporary goes once used: at 1M messages (16M postings) the build's peak
+        # anonymous memory here fell from 2.0-2.3 to 1.3-1.6 GiB.
+        del by_term
+        offsets = np.searchsorted(term_of_posting, np.arange(len(terms) + 1)).astype(np.int64)
         # Impact order: one stable sort by (term, descending score) keeps rows ascending
         # within equal scores. Non-negative float32 bits sort like their values.
-        descending = np.uint64(0xFFFFFFFF) - scores.view(np.uint32).astype(np.uint64)
-        term_key = term_of_posting.astype(np.uint64) << np.uint64(32)
-        impact = np.argsort(term_key | descending, kind="stable")
+        key = term_of_posting.astype(np.uint64)
+        del term_of_posting
+        key <<= np.uint64(32)
+        key |= np.subtract(np.uint32(0xFFFFFFFF), scores.view(np.uint32))
+        impact = np.argsort(key, kind="stable")
+        del key
         return cls(
             terms=[terms[index] for index in order],
-            offsets=np.searchsorted(term_of_posting, np.arange(len(terms) + 1)).astype(np.int64),
-            rows=rows.astype(np.int32),
+            offsets=offsets,
+            rows=rows.astype(np.int32, copy=False),
             scores=scores,
             impact_rows=rows[impact].astype(np.int32),
             impact_scores=scores[impact],
