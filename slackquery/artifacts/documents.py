@@ -96,15 +96,20 @@ DTYPES: dict[str, np.dtype] = {
 }
 
 
+def _coded_value(column: str) -> str:
+    """The value a row's code stands for: the column's, with None as ""."""
+    return f"coalesce({column}, '')"
+
+
 def _code_sql(column: str) -> str:
     """A row's code: the rank of its value in the sorted vocabulary (`_vocabulary`)."""
-    return f"(dense_rank() over (order by coalesce({column}, '')) - 1)::integer"
+    return f"(dense_rank() over (order by {_coded_value(column)}) - 1)::integer"
 
 
 def _vocabulary(conn: duckdb.DuckDBPyConnection, column: str) -> list[str]:
-    """The column's distinct values in code point order (None is "")."""
+    """The column's distinct coded values in code point order."""
     rows = conn.execute(
-        f"select distinct coalesce({column}, '') as value from search_documents order by value"
+        f"select distinct {_coded_value(column)} as value from search_documents order by value"
     ).fetchall()
     return [row[0] for row in rows]
 
@@ -161,7 +166,7 @@ def document_arrays(conn: duckdb.DuckDBPyConnection) -> tuple[dict[str, np.ndarr
     columns = conn.execute(
         f"""
         select document_id, document_kind, ts_us, message_ids, has_link,
-            coalesce(thread_id, '') <> '' as is_thread,
+            {_coded_value("thread_id")} <> '' as is_thread,
             {", ".join(f"{code} as {column}_code" for column, code in coded.items())}
         from search_documents
         order by document_id
