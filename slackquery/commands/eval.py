@@ -26,7 +26,12 @@ from slackquery.evaluation.grid import (
     GridPoint,
     parse_grid,
 )
-from slackquery.evaluation.queries import load_queries, select_split
+from slackquery.evaluation.queries import (
+    JudgedQuery,
+    load_queries,
+    select_split,
+    without_filters,
+)
 from slackquery.evaluation.report import (
     Evaluation,
     grid_table,
@@ -129,6 +134,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="write the comparisons, with every query that moved, as Markdown",
     )
     parser.add_argument(
+        "--no-filters",
+        action="store_true",
+        help="send each query's text alone, as `slackquery search QUESTION` does (the "
+        "held-out benchmark's protocol); by default a query file's filters (channel, "
+        "author, dates) become request filters",
+    )
+    parser.add_argument(
         "--answers",
         action="store_true",
         help="evaluate the answer path instead (answer rate, abstention, citation validity "
@@ -229,6 +241,12 @@ def comparison_text(comparison: Comparison, *, moved: bool) -> str:
     return "\n".join(parts)
 
 
+def judged_queries(args: argparse.Namespace, path: Path) -> list[JudgedQuery]:
+    """One query file's queries: the chosen split, without filters if asked."""
+    queries = select_split(load_queries(path), args.split)
+    return without_filters(queries) if args.no_filters else queries
+
+
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Validate every input, run the evaluation, then print and write its outputs."""
     # The runner pulls in the whole pipeline (dbt, Prefect, the embedder); importing it
@@ -256,13 +274,13 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         if len(sets) != 1:
             raise SlackqueryError("--answers evaluates one query file at a time")
         _, path, corpus = sets[0]
-        queries = select_split(load_queries(path), args.split)
+        queries = judged_queries(args, path)
         answer_args = argparse.Namespace(**{**vars(args), "corpus": corpus})
         return run_answer_eval(answer_args, settings, queries, progress)
     evaluations: dict[str, Evaluation] = {}
     prepared: set[Path] = set()
     for name, path, corpus in sets:
-        queries = select_split(load_queries(path), args.split)
+        queries = judged_queries(args, path)
         evaluation = evaluate(
             settings,
             queries,
@@ -274,6 +292,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             prepare=corpus is not None and corpus.resolve() not in prepared,
             progress=progress,
         )
+        evaluation.filters_sent = not args.no_filters
         if corpus is not None:
             prepared.add(corpus.resolve())
         written = write_report(evaluation, report_path(args, settings, name, path, several))

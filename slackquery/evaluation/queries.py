@@ -9,6 +9,7 @@ and ignored, so the same file can carry material for answer-level evaluation.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -132,6 +133,12 @@ def select_split(queries: list[JudgedQuery], split: str) -> list[JudgedQuery]:
     if split == "all":
         return list(queries)
     return [query for query in queries if query.split == split]
+
+
+def without_filters(queries: list[JudgedQuery]) -> list[JudgedQuery]:
+    """The queries as their text alone, as `slackquery search QUESTION` runs them: the
+    protocol of the held-out benchmark, which sends no filters."""
+    return [dataclasses.replace(query, filters=QueryFilters()) for query in queries]
 
 
 def _parse_query(raw: Any, *, source: str, index: int) -> JudgedQuery:

@@ -60,6 +60,8 @@ class Evaluation:
     corpus: str | None = None
     artifact: Mapping[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    # False under `--no-filters`: every query was sent as its text alone.
+    filters_sent: bool = True
     started_at: str = field(default_factory=lambda: dt.datetime.now(dt.UTC).isoformat())
 
     def default_groups(self) -> list[RunGroup]:
@@ -78,6 +80,7 @@ def to_json(evaluation: Evaluation) -> dict[str, Any]:
         "queries_file": evaluation.queries_file,
         "corpus": evaluation.corpus,
         "split": evaluation.split,
+        "filters_sent": evaluation.filters_sent,
         "artifact": dict(evaluation.artifact),
         "started_at": evaluation.started_at,
         "warnings": list(evaluation.warnings),
@@ -132,6 +135,8 @@ def render_markdown(
         "# Relevance evaluation",
         "",
         f"- Queries: `{evaluation.queries_file}` (split: {evaluation.split})",
+        "- Filters: "
+        + ("as the query file gives them" if evaluation.filters_sent else "none (`--no-filters`)"),
     ]
     if evaluation.corpus:
         lines.append(f"- Corpus: `{evaluation.corpus}`")

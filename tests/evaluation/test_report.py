@@ -108,6 +108,15 @@ def test_without_grid_the_plot_compares_modes(tmp_path: Path) -> None:
     assert written["plot"].read_bytes().startswith(PNG_MAGIC)
 
 
+def test_report_says_whether_the_filters_were_sent() -> None:
+    evaluation = _evaluation()
+    assert "- Filters: as the query file gives them" in render_markdown(evaluation)
+    assert to_json(evaluation)["filters_sent"] is True
+    evaluation.filters_sent = False
+    assert "- Filters: none (`--no-filters`)" in render_markdown(evaluation)
+    assert to_json(evaluation)["filters_sent"] is False
+
+
 def test_write_json(tmp_path: Path) -> None:
     path = tmp_path / "m.json"
     write_json(_evaluation(), path)

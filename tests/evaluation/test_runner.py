@@ -7,11 +7,16 @@ from types import SimpleNamespace
 import pytest
 
 from slackquery.cli import main
-from slackquery.commands.eval import default_report_path
+from slackquery.commands.eval import default_report_path, judged_queries
 from slackquery.errors import SlackqueryError
 from slackquery.evaluation import runner
 from slackquery.evaluation.grid import GridPoint
-from slackquery.evaluation.queries import EvidenceGroup, JudgedQuery, QueryFilters
+from slackquery.evaluation.queries import (
+    EvidenceGroup,
+    JudgedQuery,
+    QueryFilters,
+    without_filters,
+)
 from slackquery.settings import Settings
 
 IST = dt.timezone(dt.timedelta(hours=5, minutes=30))
@@ -81,6 +86,27 @@ def test_request_carries_filters_as_names_and_bounds() -> None:
     assert request.end_ts_us == int(start.timestamp() + 86_400) * 1_000_000 - 1
     plain = runner.build_request(_query(filters=QueryFilters()), "lexical")
     assert plain.channel_ids is None and plain.start_ts_us is None
+
+
+def test_no_filters_sends_the_text_alone(tmp_path: Path) -> None:
+    (stripped,) = without_filters([_query()])
+    request = runner.build_request(stripped, "hybrid")
+    assert request.query == _query().query
+    assert (request.channel_ids, request.author_ids) == (None, None)
+    assert (request.start_ts_us, request.end_ts_us) == (None, None)
+    assert stripped == _query(filters=QueryFilters())
+
+    path = tmp_path / "filtered.yaml"
+    path.write_text(
+        "queries:\n- id: Q1\n  split: dev\n  query: dashboard error\n  answerable: true\n"
+        "  evidence_groups:\n  - part: p1\n    message_ids: [m1]\n"
+        "  filters: {channel: build-help, author: nikhil, after: '2026-09-28'}\n",
+        encoding="utf-8",
+    )
+    as_given = judged_queries(SimpleNamespace(split="all", no_filters=False), path)
+    assert as_given[0].filters == QueryFilters("build-help", "nikhil", dt.date(2026, 9, 28))
+    alone = judged_queries(SimpleNamespace(split="all", no_filters=True), path)
+    assert alone[0].filters.is_empty() and alone[0].query == "dashboard error"
 
 
 def test_search_errors_become_recorded_misses() -> None:
