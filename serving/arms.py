@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from serving.context import QueryContext
+from serving.query import day_windows, named_days
 from serving.ranking import ArmRanking, top_candidates
 from serving.semantic import best_indices, vector_scores_many
 
@@ -172,6 +173,29 @@ def rank_authors(ctx: QueryContext) -> ArmRanking | None:
     return top_candidates(rows[by_named], scores[by_named], ctx.window)
 
 
+def rank_scope(ctx: QueryContext) -> ArmRanking | None:
+    """Messages posted in the channels (`#build-help`) or on the days ("on Sep 28", "Sep
+    14–18") the question names, by cosine: a hint, never a filter. A scope the request's
+    filters already set is not named again."""
+    artifact, filters = ctx.artifact, ctx.filters
+    channels = artifact.channels_named_in(ctx.text) if filters.channel_ids is None else np.zeros(0)
+    timed = filters.start_ts_us is not None or filters.end_ts_us is not None
+    windows = [] if timed else day_windows(named_days(ctx.text), artifact.time_span_us)
+    if not channels.size and not windows:
+        return None
+    keys, scores = ctx.cosines
+    rows = ctx.rows_of(keys)
+    keep = np.ones(rows.size, dtype=bool)
+    if channels.size:
+        keep &= np.isin(artifact.channel_codes[rows], channels)
+    if windows:
+        posted = artifact.ts_us[rows]
+        keep &= np.logical_or.reduce(
+            [(posted >= start) & (posted <= end) for start, end in windows]
+        )
+    return top_candidates(rows[keep], scores[keep], ctx.window)
+
+
 # Default weights per route, decided by the rule in docs/evaluation.md ("Route weights, arm
 # by arm"). `conceptual` (natural-language questions, most of what people and agents ask):
 # the semantic arm leads and the lexical arm breaks ties; without that, hybrid ranks below
@@ -210,6 +234,13 @@ ARMS: tuple[Arm, ...] = (
         rank_authors,
         {"exact": 0.5, "conceptual": 0.25, "mixed": 0.5},
         "Named-author arm rank/cosine: written by someone the question names (hybrid only).",
+    ),
+    Arm(
+        "scope",
+        rank_scope,
+        {"exact": 1.0, "conceptual": 1.0, "mixed": 1.0},
+        "Named-scope arm rank/cosine: posted in a channel or on a day the question names "
+        "(hybrid only).",
     ),
 )
 

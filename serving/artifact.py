@@ -13,6 +13,7 @@ row index doubles as the stable document-id tie-break.
 
 import difflib
 import json
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
@@ -40,6 +41,8 @@ EXPECTED_FTS_CONFIG = {
     "strip_accents": 1,
     "ignore": r"[^\p{L}\p{N}]+",
 }
+# `#build-help` written in a question (Slack's own channel mention is `<#C123|name>`).
+_CHANNEL_MENTION = re.compile(r"(?<![\w#])#([\w-]+)")
 # The artifact's DuckDB only answers small lookups (texts, threads, names); capping its
 # cache keeps resident memory to the mapped pages queries touch.
 SERVING_DUCKDB_MEMORY_LIMIT = "1GiB"
@@ -212,6 +215,10 @@ class LoadedArtifact:
         self.type_code_of = documents.vocabulary("conversation_type")
         self.ts_us = documents.arrays["ts_us"]
         self.time_runs = TimeRuns(self.ts_us)
+        # First and last posting time: the days a question names are read within them.
+        self.time_span_us = (
+            (int(self.ts_us.min()), int(self.ts_us.max())) if self.ts_us.size else (0, 0)
+        )
         self.is_thread = documents.arrays["is_thread"]
         self.has_link = documents.arrays["has_link"]
         self.thread_keys = documents.arrays["thread_keys"]
@@ -384,6 +391,16 @@ class LoadedArtifact:
                 name: ids & known_ids for name, ids in self.user_by_name.items() if ids & known_ids
             }
         return _resolve_names(values, "@", known_ids, by_name, "author", "")
+
+    def channels_named_in(self, text: str) -> np.ndarray:
+        """Channel codes of the `#channel` names in `text` that exist (maybe none)."""
+        codes = {
+            self.channel_code_of[channel_id]
+            for name in _CHANNEL_MENTION.findall(text)
+            for channel_id in self.channel_by_name.get(fold_name(name), ())
+            if channel_id in self.channel_code_of
+        }
+        return np.array(sorted(codes), dtype=np.int32)
 
     def authors_named_in(self, text: str) -> np.ndarray:
         """Author codes of the users whose names appear as words of `text` (maybe none)."""

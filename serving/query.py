@@ -391,3 +391,101 @@ def stated_values(text: str, kinds: tuple[str, ...]) -> frozenset[str]:
 def holds_answer_type(text: str, kinds: tuple[str, ...]) -> bool:
     """True when the message text states an answer of one of these kinds."""
     return any(_ANSWER_TYPE_CUES[kind].search(text) for kind in kinds)
+
+
+# Calendar days a question names in words, for the scope arm (serving/arms.py): "on Sep
+# 28", "Sep 14–18", "Sep 28–Oct 2", "April 4, 2024", "4 April", "2026-09-28".
+_ORDINAL = r"(?:st|nd|rd|th)?"
+_RANGE = r"\s*(?:-|–|—|to|through|until|till)\s*"
+_NAMED_DAYS = re.compile(
+    rf"\b(?P<month>{_MONTH_NAMES})\.?\s+(?P<day>\d{{1,2}}){_ORDINAL}\b"
+    rf"(?:,?\s+(?P<year>\d{{4}})\b)?"
+    rf"(?:{_RANGE}(?:(?P<month2>{_MONTH_NAMES})\.?\s+)?(?P<day2>\d{{1,2}}){_ORDINAL}\b"
+    rf"(?:,?\s+(?P<year2>\d{{4}})\b)?)?"
+    rf"|\b(?P<dday>\d{{1,2}}){_ORDINAL}\s+(?:of\s+)?(?P<dmonth>{_MONTH_NAMES})\b"
+    rf"(?:,?\s+(?P<dyear>\d{{4}})\b)?"
+    r"|\b(?P<iso>\d{4}-\d{2}-\d{2})\b",
+    re.IGNORECASE,
+)
+# A day named in words is a day somewhere: its window runs from its start in the
+# easternmost time zone (UTC+14) to its end in the westernmost (UTC-12).
+_EAST_US = 14 * 3_600_000_000
+_WEST_US = 12 * 3_600_000_000
+# (year or None when the question does not say, month, day)
+NamedDay = tuple[int | None, int, int]
+
+
+def named_days(text: str) -> list[tuple[NamedDay, NamedDay]]:
+    """The days or ranges of days the text names, each as (first, last)."""
+    found = []
+    for match in _NAMED_DAYS.finditer(text):
+        groups = match.groupdict()
+        if (groups["month"] or groups["dmonth"]) == "may":
+            continue  # the verb ("may 4 people join?"); the month is written "May"
+        if groups["iso"]:
+            year, month, day = (int(part) for part in groups["iso"].split("-"))
+            found.append(((year, month, day), (year, month, day)))
+            continue
+        if groups["dday"]:
+            day_first = (_year(groups["dyear"]), _month(groups["dmonth"]), int(groups["dday"]))
+            found.append((day_first, day_first))
+            continue
+        first = (_year(groups["year"]), _month(groups["month"]), int(groups["day"]))
+        last = first
+        if groups["day2"]:
+            month2 = _month(groups["month2"]) if groups["month2"] else first[1]
+            last = (_year(groups["year2"]) or first[0], month2, int(groups["day2"]))
+        found.append((first, last))
+    return found
+
+
+def _year(text: str | None) -> int | None:
+    return int(text) if text else None
+
+
+def _month(name: str) -> int:
+    return _MONTHS[next(full for full in _MONTHS if full.startswith(name.lower()[:3]))]
+
+
+def day_windows(
+    named: list[tuple[NamedDay, NamedDay]], span_us: tuple[int, int]
+) -> list[tuple[int, int]]:
+    """Inclusive `(start_us, end_us)` windows of the named days within the archive's span.
+
+    A day without a year is read in the latest year of the span that holds it; a range's
+    end in an earlier month than its start is in the next year ("Dec 30–Jan 2").
+    Days that do not exist or lie outside the span name no window.
+    """
+    first_day = datetime.fromtimestamp(span_us[0] / 1e6, UTC).date() - timedelta(days=1)
+    last_day = datetime.fromtimestamp(span_us[1] / 1e6, UTC).date() + timedelta(days=1)
+    windows = []
+    for first, last in named:
+        start = _resolve_day(first, first_day, last_day)
+        if start is None:
+            continue
+        end = _calendar_day(last[0] or start.year, last[1], last[2])
+        if end is not None and last[0] is None and last[1] < start.month:
+            end = _calendar_day(start.year + 1, last[1], last[2])
+        if end is None or end < start:
+            continue
+        windows.append(
+            (_day_start_us(start) - _EAST_US, _day_start_us(end) + _DAY_US + _WEST_US - 1)
+        )
+    return windows
+
+
+def _resolve_day(named: NamedDay, first_day: date, last_day: date) -> date | None:
+    year, month, day = named
+    years = [year] if year is not None else range(last_day.year, first_day.year - 1, -1)
+    for candidate in years:
+        resolved = _calendar_day(candidate, month, day)
+        if resolved is not None and first_day <= resolved <= last_day:
+            return resolved
+    return None
+
+
+def _calendar_day(year: int, month: int, day: int) -> date | None:
+    try:
+        return date(year, month, day)
+    except ValueError:
+        return None

@@ -22,7 +22,7 @@ from tests.artifacts.conftest import apply_env, identity_for
 from tests.artifacts.synthetic import embed_every_other, embed_only, synthesize_state
 
 from .conftest import Pipeline
-from .slack_export import ACME, BETA, message_id
+from .slack_export import ACME, BASE_TS, BETA, message_id
 
 ERR_THREAD = "T0ACME:C1:1709280000.000000"  # the thread of ERR-42 messages 0-4
 
@@ -401,6 +401,29 @@ def test_question_naming_a_person_adds_their_messages(engine: SearchEngine) -> N
         SearchRequest(query=question), FusionConfig(disabled_arms=frozenset({"authors"}))
     )
     assert "authors" not in off.weights
+
+
+def test_question_naming_a_channel_or_day_adds_its_messages(engine: SearchEngine) -> None:
+    question = "who reported the password failure in #support"
+    response = search(engine, question)  # on by default
+    assert "scope" in response.weights
+    scoped = [hit for hit in response.results if hit.scope is not None]
+    assert scoped and {hit.channel_id for hit in scoped} == {"C2"}
+    # A hint, not a filter: other channels' messages still rank.
+    assert {hit.channel_id for hit in response.results} - {"C2"}
+    assert "scope" not in search(engine, "who reported the password failure").weights
+    assert "scope" not in search(engine, "password failure in #no-such-channel").weights
+    assert "scope" not in search(engine, question, channel_ids=["#support"]).weights
+
+    # Messages are posted hourly from 2024-03-01 08:00Z; "Mar 2" is that day in any time zone.
+    dated = search(engine, "deploy failed with ERR-42 on Mar 2", limit=50)
+    start, end = BASE_TS + 2 * 3600, BASE_TS + 52 * 3600  # Mar 1 10:00Z, Mar 3 12:00Z
+    on_day = [hit.ts_us for hit in dated.results if hit.scope is not None]
+    assert on_day and all(start * 10**6 <= ts < end * 10**6 for ts in on_day)
+    assert any(hit.ts_us < start * 10**6 for hit in dated.results)
+    assert "scope" not in search(engine, "what broke on Mar 20").weights  # outside the archive
+    bounded = search(engine, "ERR-42 on Mar 2", start_ts_us=BASE_TS * 10**6)
+    assert "scope" not in bounded.weights
 
 
 def test_names_in_a_question_resolve_to_authors(engine: SearchEngine) -> None:

@@ -1,4 +1,7 @@
-"""Query-side text handling: BM25 query tokens, question parts, and expected answer types."""
+"""Query-side text handling: BM25 query tokens, question parts, expected answer types and
+the days a question names."""
+
+from datetime import UTC, datetime
 
 import pytest
 
@@ -6,7 +9,9 @@ from serving.artifact import fold_name
 from serving.query import (
     answer_types,
     content_tokens,
+    day_windows,
     holds_answer_type,
+    named_days,
     parse_query,
     query_aspects,
 )
@@ -167,3 +172,40 @@ def test_answer_types_come_from_interrogatives(question: str, kinds: tuple[str, 
 )
 def test_answer_type_cues_in_message_text(text: str, kind: str, expected: bool) -> None:
     assert holds_answer_type(text, (kind,)) is expected
+
+
+@pytest.mark.parametrize(
+    ("question", "days"),
+    [
+        ("what did Nikhil say in #build-help on Sep 28?", [((None, 9, 28), (None, 9, 28))]),
+        ("Catch me up on Sep 14–18: what changed?", [((None, 9, 14), (None, 9, 18))]),
+        ("Catch me up on Sep 28 - Oct 2", [((None, 9, 28), (None, 10, 2))]),
+        ("why was the API down in the early morning of April 4th", [((None, 4, 4), (None, 4, 4))]),
+        ("the 4th of July, 2024 release", [((2024, 7, 4), (2024, 7, 4))]),
+        ("March 3, 2025 through March 5", [((2025, 3, 3), (2025, 3, 5))]),
+        ("what shipped on 2026-09-28?", [((2026, 9, 28), (2026, 9, 28))]),
+        ("may 4 people join? May 4 works", [((None, 5, 4), (None, 5, 4))]),  # the verb is no day
+        ("how many volunteers for manual entry?", []),
+        ("v2.3 on sep 31", [((None, 9, 31), (None, 9, 31))]),  # no such day: dropped when read
+    ],
+)
+def test_days_named_in_words(question: str, days: list) -> None:
+    assert named_days(question) == days
+
+
+def _us(*parts: int) -> int:
+    return int(datetime(*parts, tzinfo=UTC).timestamp()) * 1_000_000
+
+
+def test_named_days_are_read_within_the_archive_and_every_time_zone() -> None:
+    span = (_us(2025, 11, 20), _us(2026, 10, 5))
+    hour = 3_600_000_000
+    (one_day,) = day_windows(named_days("on Sep 28"), span)
+    # From the day's start at UTC+14 to its end at UTC-12.
+    assert one_day == (_us(2026, 9, 28) - 14 * hour, _us(2026, 9, 29) + 12 * hour - 1)
+    (new_year,) = day_windows(named_days("Dec 30 to Jan 2"), span)  # the range ends a year on
+    assert new_year == (_us(2025, 12, 30) - 14 * hour, _us(2026, 1, 3) + 12 * hour - 1)
+    (latest,) = day_windows(named_days("Nov 25"), span)  # 2025: the span's only Nov 25
+    assert latest[0] == _us(2025, 11, 25) - 14 * hour
+    assert day_windows(named_days("Sep 31, Oct 30, 2027-01-01, Jan 10 2024"), span) == []
+    assert day_windows(named_days("Sep 20 - Sep 2"), span) == []  # ends before it starts
