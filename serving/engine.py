@@ -99,8 +99,17 @@ def iso_timestamp(ts_us: int) -> str:
 
 
 def _fusion_key(fusion: FusionConfig) -> str:
-    """The ranking knobs as text for the cursor fingerprint (the default one is cached)."""
-    return repr(sorted(asdict(fusion).items(), key=lambda item: item[0]))
+    """The ranking knobs as text for the cursor fingerprint (the default one is cached).
+
+    Sets are listed sorted: a frozenset's repr follows the process's string hash seed, so
+    two processes sharing SLACKQUERY_CURSOR_SECRET would otherwise refuse each other's
+    cursors about half the time."""
+    return repr(
+        [
+            (name, sorted(value) if isinstance(value, frozenset | set) else value)
+            for name, value in sorted(asdict(fusion).items(), key=lambda item: item[0])
+        ]
+    )
 
 
 class _Entry:

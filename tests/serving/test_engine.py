@@ -1,5 +1,8 @@
 """Retrieval behaviour of SearchEngine over the test artifact (no transport involved)."""
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
@@ -575,3 +578,24 @@ def test_a_subset_ranks_the_rows_of_its_vectors(
             assert ids(narrowed) == expected
     finally:
         engine.close()
+
+
+def test_cursor_fingerprint_is_the_same_in_every_process() -> None:
+    # Seeds 1 and 4 order frozenset({"context", "aspects", "authors"}) differently; processes
+    # sharing SLACKQUERY_CURSOR_SECRET (a restart, several replicas) must accept each other's
+    # cursors.
+    script = (
+        "from serving.engine import _fusion_key; from serving.fusion import FusionConfig; "
+        "print(_fusion_key(FusionConfig()))"
+    )
+    keys = {
+        subprocess.run(
+            [sys.executable, "-c", script],
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in ("1", "4")
+    }
+    assert len(keys) == 1
