@@ -11,7 +11,9 @@ import binascii
 import hashlib
 import hmac
 import json
+import os
 import secrets
+from pathlib import Path
 
 from slackquery.errors import SlackqueryError
 
@@ -30,6 +32,33 @@ def _b64(data: bytes) -> str:
 
 def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def home_secret(path: Path) -> str | None:
+    """The cursor key kept in `path` (created once, mode 0600), so that a cursor printed by
+    one `slackquery search` process still works in the next; None (a random key per process)
+    when its folder is missing or cannot hold it.
+
+    Two processes creating it at once agree: the key is written aside and linked into place,
+    which fails for the second, which then reads the first one's key.
+    """
+    if not path.parent.is_dir():
+        return None
+    try:
+        if not path.exists():
+            aside = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+            descriptor = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(descriptor, "w", encoding="ascii") as handle:
+                handle.write(secrets.token_urlsafe(32) + "\n")
+            try:
+                os.link(aside, path)
+            except FileExistsError:
+                pass
+            finally:
+                aside.unlink()
+        return path.read_text(encoding="ascii").strip() or None
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 class CursorCodec:

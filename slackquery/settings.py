@@ -237,7 +237,8 @@ class Settings(BaseSettings):
     cursor_secret: str | None = Field(
         default=None,
         description="HMAC key that signs pagination cursors. Default: a random key per "
-        "server process (cursors then die with the process).",
+        "server process (cursors then die with the process); `slackquery search` keeps one "
+        "in HOME/cursor.key, so the cursor it prints works in the next command.",
     )
     search_max_results: int = Field(
         default=50, ge=1, le=500, description="Most results one search call may return (`limit`)."

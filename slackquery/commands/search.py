@@ -4,6 +4,7 @@ import argparse
 import re
 import sys
 
+from serving.cursor import home_secret
 from serving.engine import SearchEngine
 from serving.models import SearchRequest, SearchResponse
 from serving.query import NEWEST, fts_tokens
@@ -11,6 +12,9 @@ from slackquery.commands import add_json_flag, add_requester_flags, emit, reques
 from slackquery.settings import Settings
 
 SNIPPET_CHARS = 240
+# Without SLACKQUERY_CURSOR_SECRET each process would sign with a random key, and the
+# `more: --cursor …` a search prints would be refused by the next command.
+CURSOR_KEY_NAME = "cursor.key"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -72,6 +76,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     """Search and print the results."""
     query = filtered_query(args.query, args)
     requester = requester_from(args, settings)
+    if settings.cursor_secret is None:
+        secret = home_secret(settings.home / CURSOR_KEY_NAME)
+        settings = settings.model_copy(update={"cursor_secret": secret})
     engine = SearchEngine(settings)
     try:
         response = engine.search(

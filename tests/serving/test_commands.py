@@ -1,9 +1,12 @@
 """`slackquery search` prints readable results and the tool's JSON structure."""
 
 import json
+import stat
+from pathlib import Path
 
 import pytest
 
+from serving.cursor import home_secret
 from slackquery.cli import main
 from slackquery.settings import Settings
 
@@ -24,3 +27,27 @@ def test_search_command_text_and_json(
 def test_search_command_user_error(published: Settings, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["search", "deploy", "--in", "#engg"]) == 1
     assert "unknown channel" in capsys.readouterr().err
+
+
+def test_search_command_cursor_works_in_the_next_command(
+    published: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Each command is a new engine: without SLACKQUERY_CURSOR_SECRET its key is the home's.
+    assert main(["search", "password", "--limit", "1", "--json"]) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert first["next_cursor"]
+    assert (
+        main(["search", "password", "--limit", "1", "--cursor", first["next_cursor"], "--json"])
+        == 0
+    )
+    second = json.loads(capsys.readouterr().out)
+    assert second["results"] and second["results"] != first["results"]
+    key = published.home / "cursor.key"
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+
+
+def test_home_secret_is_made_once_and_only_in_an_existing_folder(tmp_path: Path) -> None:
+    assert home_secret(tmp_path / "missing" / "cursor.key") is None
+    secret = home_secret(tmp_path / "cursor.key")
+    assert secret and home_secret(tmp_path / "cursor.key") == secret
+    assert [path.name for path in tmp_path.iterdir()] == ["cursor.key"]
