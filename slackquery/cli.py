@@ -11,9 +11,11 @@ import os
 import sys
 from collections.abc import Sequence
 
+from pydantic import ValidationError
+
 from slackquery import __version__
 from slackquery.errors import SlackqueryError
-from slackquery.settings import get_settings
+from slackquery.settings import Settings, get_settings
 
 # Command -> its module; the order is the order `--help` lists them: the pipeline from
 # input to answers.
@@ -60,6 +62,19 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def settings_from_environment() -> Settings:
+    """`get_settings()`, with a malformed SLACKQUERY_* value as one line naming the variable."""
+    try:
+        return get_settings()
+    except ValidationError as error:
+        problems = "; ".join(
+            f"SLACKQUERY_{'_'.join(map(str, item['loc'])).upper()}={item.get('input')!r}: "
+            + item["msg"].removeprefix("Value error, ")
+            for item in error.errors(include_url=False)
+        )
+        raise SlackqueryError(f"invalid setting: {problems}") from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script."""
     words = sys.argv[1:] if argv is None else list(argv)
@@ -67,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = next((word for word in words if not word.startswith("-")), None)
     args = build_parser(command).parse_args(words)
     try:
-        return args.handler(args, get_settings()) or 0
+        return args.handler(args, settings_from_environment()) or 0
     except SlackqueryError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

@@ -33,3 +33,16 @@ def test_unknown_subcommand_exits_non_zero() -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(["no-such-command"])
     assert exit_info.value.code != 0
+
+
+def test_malformed_setting_is_one_line_naming_the_variable(
+    home: object, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("SLACKQUERY_SERVE_PORT", "abc")
+    monkeypatch.setenv("SLACKQUERY_SLACK_REQUESTS_PER_MINUTE", "fast")
+    assert main(["settings"]) == 1
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "Traceback" not in error
+    assert error.startswith("error: invalid setting: ")
+    assert "SLACKQUERY_SERVE_PORT='abc': Input should be a valid integer" in error
+    assert "SLACKQUERY_SLACK_REQUESTS_PER_MINUTE='fast': expected `tiers`" in error
