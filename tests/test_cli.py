@@ -1,6 +1,7 @@
 """The console command contract: help for every subcommand, one-line errors, --json."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -27,6 +28,16 @@ def test_settings_json_lists_every_setting(
     names = {row["env"] for row in rows}
     assert "SLACKQUERY_HOME" in names
     assert all(row["description"] for row in rows)
+
+
+def test_settings_shows_derived_paths_resolved(
+    home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("SLACKQUERY_MODEL_CACHE_DIR")
+    assert main(["settings", "--json"]) == 0
+    values = {row["env"]: row["value"] for row in json.loads(capsys.readouterr().out)}
+    assert values["SLACKQUERY_STATE_DB"] == str(home / "state.duckdb")
+    assert values["SLACKQUERY_MODEL_CACHE_DIR"] == str(home / "cache" / "models")
 
 
 def test_unknown_subcommand_exits_non_zero() -> None:

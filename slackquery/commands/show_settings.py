@@ -30,6 +30,7 @@ def describe(settings: Settings) -> list[dict[str, str]]:
         "state_db": settings.state_path,
         "artifact_dir": settings.artifact_path,
         "log_dir": settings.log_path,
+        "model_cache_dir": settings.model_cache_path,
     }
     rows = []
     for name, field in Settings.model_fields.items():
