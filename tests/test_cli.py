@@ -1,5 +1,6 @@
 """The console command contract: help for every subcommand, one-line errors, --json."""
 
+import argparse
 import json
 from pathlib import Path
 
@@ -18,6 +19,23 @@ def test_every_subcommand_has_help(capsys: pytest.CaptureFixture[str]) -> None:
             main([name, "--help"])
         assert exit_info.value.code == 0
     assert "usage: slackquery" in capsys.readouterr().out
+
+
+def test_every_action_and_argument_is_described() -> None:
+    """Nested actions (`access grant|list|revoke`) and every argument say what they are."""
+    parsers = [("slackquery", build_parser())]
+    undescribed = []
+    while parsers:
+        name, parser = parsers.pop()
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for child, subparser in action.choices.items():
+                    if not subparser.description:
+                        undescribed.append(f"{name} {child}")
+                    parsers.append((f"{name} {child}", subparser))
+            elif not action.help:
+                undescribed.append(f"{name} {action.metavar or action.dest}")
+    assert not undescribed, f"no description or help: {undescribed}"
 
 
 def test_settings_json_lists_every_setting(

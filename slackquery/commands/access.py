@@ -22,19 +22,37 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "kept, under SLACKQUERY_HOME/access/.",
     )
     actions = parser.add_subparsers(title="actions", metavar="ACTION", required=True)
-    grant = actions.add_parser("grant", help="create a token for one Slack user; shown once")
+    grant = actions.add_parser(
+        "grant",
+        help="create a token for one Slack user; shown once",
+        description="Create a token for one Slack user of the published artifact and print "
+        "it once; only its sha256 is kept.",
+    )
     grant.add_argument("--user", required=True, help="Slack user id (U…) or @name")
     grant.add_argument("--workspace", help="workspace id, slug or name (when ambiguous)")
-    grant.add_argument("--label", help="a unique name for the grant (default: the user id)")
+    grant.add_argument(
+        "--label", help="a unique name for the grant (default: WORKSPACE_ID:USER_ID)"
+    )
     grant.add_argument("--no-dms", action="store_true", help="never show DMs or group DMs")
     grant.add_argument("--expires", metavar="YYYY-MM-DD", help="last day (UTC) the token works")
     add_json_flag(grant)
     grant.set_defaults(handler=run_grant)
-    listing = actions.add_parser("list", help="list grants (never their tokens)")
+    listing = actions.add_parser(
+        "list",
+        help="list grants (never their tokens)",
+        description="List every grant with its state (active, revoked, expired); tokens "
+        "are never shown.",
+    )
     add_json_flag(listing)
     listing.set_defaults(handler=run_list)
-    revoke = actions.add_parser("revoke", help="end one grant now (by label or id)")
-    revoke.add_argument("grant", metavar="LABEL_OR_ID")
+    revoke = actions.add_parser(
+        "revoke",
+        help="end one grant now (by label or id)",
+        description="End one grant; a running server refuses its token from the next request.",
+    )
+    revoke.add_argument(
+        "grant", metavar="LABEL_OR_ID", help="the grant's label or id (see `access list`)"
+    )
     add_json_flag(revoke)
     revoke.set_defaults(handler=run_revoke)
 

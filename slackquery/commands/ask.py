@@ -25,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("question", help="the question (quote it)")
     add_filter_flags(parser)
     parser.add_argument(
-        "--max-evidence", type=int, default=12, help="supporting messages in all (1-50)"
+        "--max-evidence", type=int, default=12, help="supporting messages in all (1-50, default 12)"
     )
     add_requester_flags(parser)
     add_json_flag(parser)

@@ -22,10 +22,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "without query embedding), the sustained throughput of 8 concurrent MCP clients and "
         "cold `slackquery search` processes. Does not touch your artifacts.",
     )
-    parser.add_argument("--messages", type=int, default=100_000, help="corpus size")
-    parser.add_argument("--queries", type=int, default=200, help="distinct queries per mode")
     parser.add_argument(
-        "--clients", type=int, default=8, help="concurrent MCP clients (0 skips the run)"
+        "--messages", type=int, default=100_000, help="corpus size (default 100,000)"
+    )
+    parser.add_argument(
+        "--queries", type=int, default=200, help="distinct queries per mode (default 200)"
+    )
+    parser.add_argument(
+        "--clients", type=int, default=8, help="concurrent MCP clients (default 8; 0 skips the run)"
     )
     parser.add_argument(
         "--as",

@@ -39,13 +39,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(default: SLACKQUERY_EMBEDDING_API_KEY; required off loopback)",
     )
     parser.add_argument(
-        "--max-batch", type=int, default=None, help="most inputs per request (over: 400)"
+        "--max-batch",
+        type=int,
+        default=None,
+        help="most inputs per request (over: 400; default: SLACKQUERY_EMBED_SERVER_MAX_BATCH, 256)",
     )
     parser.add_argument(
         "--max-body-bytes",
         type=int,
         default=None,
-        help="largest request body, streamed bodies included (over: 413)",
+        help="largest request body, streamed bodies included (over: 413; default: "
+        "SLACKQUERY_EMBED_SERVER_MAX_BODY_BYTES, 4 MiB)",
     )
     parser.set_defaults(handler=run)
 

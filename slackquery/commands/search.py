@@ -36,7 +36,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="hybrid (default), lexical (exact words, ids, error codes) or semantic (paraphrases)",
     )
     add_filter_flags(parser)
-    parser.add_argument("--limit", type=int, default=10, help="results per page (1-50)")
+    parser.add_argument(
+        "--limit", type=int, default=10, help="results per page (default 10, at most 50)"
+    )
     parser.add_argument("--cursor", help="next_cursor of a previous page (same query and flags)")
     add_requester_flags(parser)
     add_json_flag(parser)
