@@ -195,6 +195,11 @@ def resolve_artifact(settings: Settings, reference: str) -> tuple[str, Path]:
     artifact_dir = settings.artifact_path.resolve()
     if files.is_build_id(reference):
         path = files.artifact_file(artifact_dir, reference)
+    elif "/" not in reference and not reference.endswith(files.ARTIFACT_SUFFIX):
+        raise SlackqueryError(
+            f"no build {reference}: not a build id (YYYYmmddTHHMMSSZ-<hex8>-<hex8>, see "
+            "`slackquery artifacts`) nor an artifact path"
+        )
     else:
         candidate = Path(reference)
         if candidate.is_symlink():

@@ -290,6 +290,9 @@ def test_rollback_retention_and_refusals(state_settings: Settings, tmp_path: Pat
         rollback(settings, str(outside))
     with pytest.raises(SlackqueryError, match="a symlink is not an artifact"):
         rollback(settings, str(settings.artifact_path / files.CURRENT_NAME))
+    for step in (rollback, publish):  # a mistyped id is named as such
+        with pytest.raises(SlackqueryError, match="no build nonsense: not a build id"):
+            step(settings, "nonsense")
 
     manifest_path = files.manifest_file(settings.artifact_path, first)
     manifest = files.read_json(manifest_path)
