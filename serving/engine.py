@@ -292,6 +292,11 @@ class SearchEngine:
         )
         starts = [v for v in (request.start_ts_us, parsed.start_ts_us) if v is not None]
         ends = [v for v in (request.end_ts_us, parsed.end_ts_us) if v is not None]
+        if starts and ends and max(starts) > min(ends):
+            raise SlackqueryError(
+                f"the dates leave no time to search: from {iso_timestamp(max(starts))} to "
+                f"{iso_timestamp(min(ends))} (before: and after: exclude the day they name)"
+            )
         return Filters(
             workspace_ids=(
                 artifact.resolve_workspaces(request.workspace_ids, visible)

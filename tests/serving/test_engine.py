@@ -164,6 +164,13 @@ def test_limits_and_bad_input(engine: SearchEngine) -> None:
         search(engine, "deploy", channel_ids=["C1"] * 101)
     with pytest.raises(SlackqueryError, match="start_ts_us"):
         search(engine, "deploy", start_ts_us=10, end_ts_us=5)
+    for dates, fields in (
+        ("after:2024-04-01 before:2024-03-01", {}),
+        ("on:2024-03-01 before:2024-03-01", {}),
+        ("after:2024-03-01", {"end_ts_us": BASE_TS * 10**6}),  # the operator and the field
+    ):
+        with pytest.raises(SlackqueryError, match="the dates leave no time to search"):
+            search(engine, f"outage {dates}", **fields)
     with pytest.raises(SlackqueryError, match="characters"):
         search(engine, "a" * 2001)
     for mode in ("lexical", "hybrid"):  # a non-UTF-8 byte of a command line, decoded
