@@ -117,9 +117,9 @@ def compute_visibility(artifact: LoadedArtifact, requester: Requester) -> Visibi
 def resolve_requester(
     conn: duckdb.DuckDBPyConnection, user: str, workspace: str | None, no_dms: bool = False
 ) -> Requester:
-    """`U…` or `@name` (handle, display or real name), optionally of one workspace (id,
-    slug or name), resolved against an artifact's users and members; unknown or
-    ambiguous values are an error."""
+    """`U…`, `@name` or a bare name (handle, display or real name), optionally of one
+    workspace (id, slug or name), resolved against an artifact's users and members; unknown
+    or ambiguous values are an error. A bare value matches a user id or a name."""
     wanted = user.strip()
     by_name = wanted.startswith("@")
     text = wanted.lstrip("@").casefold()
@@ -137,10 +137,10 @@ def resolve_requester(
         from people
         inner join workspaces on people.workspace_id = workspaces.workspace_id
         where (
-            ($by_name and $text in (
+            $text in (
                 lower(people.user_name), lower(people.username),
                 lower(people.real_name), lower(people.display_name)
-            ))
+            )
             or (not $by_name and people.user_id = $user)
         )
         and (

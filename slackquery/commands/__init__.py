@@ -29,8 +29,8 @@ def add_requester_flags(parser: argparse.ArgumentParser) -> None:
         "--as",
         dest="as_user",
         metavar="USER",
-        help="act as this Slack user (U… or @name), as their grant would (default: the "
-        "local operator, who sees everything)",
+        help="act as this Slack user (U…, @name or name), as their grant would (default: "
+        "the local operator, who sees everything)",
     )
     parser.add_argument(
         "--as-workspace", metavar="WORKSPACE", help="the --as user's workspace, when ambiguous"

@@ -28,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Create a token for one Slack user of the published artifact and print "
         "it once; only its sha256 is kept.",
     )
-    grant.add_argument("--user", required=True, help="Slack user id (U…) or @name")
+    grant.add_argument("--user", required=True, help="Slack user id (U…), @name or name")
     grant.add_argument("--workspace", help="workspace id, slug or name (when ambiguous)")
     grant.add_argument(
         "--label", help="a unique name for the grant (default: WORKSPACE_ID:USER_ID)"

@@ -89,6 +89,17 @@ def tokens(published: Settings, capsys: pytest.CaptureFixture[str]) -> dict[str,
     return {label: row["token"] for label, row in made.items()}
 
 
+def test_a_bare_value_is_a_user_id_or_a_name(
+    published: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # As `--from priya` takes it: no `@` needed for a name.
+    by_name = grant(capsys, "--user", "Chen Wei", "--workspace", "beta", "--label", "by-name")
+    by_id = grant(capsys, "--user", "U3", "--workspace", "beta", "--label", "by-id")
+    assert (by_name["user_id"], by_name["workspace_id"]) == ("U3", "T0BETA")
+    assert by_id["user_id"] == "U3"
+    assert "unknown user 'Chen'" in cli_error(capsys, "access", "grant", "--user", "Chen")
+
+
 def test_grants_from_the_cli(published: Settings, capsys: pytest.CaptureFixture[str]) -> None:
     made = grant(capsys, "--user", "U3", "--workspace", "acme", "--label", "chen")
     assert made["token"].startswith("sqr_") and made["label"] == "chen"
