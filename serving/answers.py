@@ -47,7 +47,7 @@ from serving.query import (
     query_aspects,
     stated_values,
 )
-from slackquery.artifacts.files import artifact_file
+from slackquery.artifacts.files import artifact_file, is_build_id
 from slackquery.errors import SlackqueryError
 
 # Whether the requester may see a message, by document id. The default sees everything;
@@ -353,7 +353,6 @@ _BRACKETED = re.compile(r"\[([^\[\]\s]{3,300})\](?!\()")
 _PERMALINK = re.compile(r"https?://[\w.-]+\.slack\.com/archives/[A-Z0-9]+/p\d{7,}(?:\?[^\s)\]>]*)?")
 # A bare id: starts with a letter and has a colon inside (`W:C:ts`, `synthetic:eng:0824-01`).
 _BARE_ID = re.compile(r"(?<![\w/:.-])[A-Za-z][\w.-]*(?::[\w.-]+)+\w")
-_BUILD_ID = re.compile(r"^[\w.-]{1,200}$")
 
 
 @dataclass(frozen=True)
@@ -427,8 +426,11 @@ def _permalink_document(engine: SearchEngine, artifact: LoadedArtifact, url: str
 
 def _cited_texts(engine: SearchEngine, build_id: str, document_ids: list[str]) -> dict[str, str]:
     """Texts of these documents in the artifact `build_id`, read from its file."""
-    if not _BUILD_ID.match(build_id):
-        raise SlackqueryError(f"cited_at_artifact {build_id!r} is not a build id")
+    if not is_build_id(build_id):
+        raise SlackqueryError(
+            f"cited_at_artifact {build_id[:200]!r} is not a build id "
+            "(YYYYmmddTHHMMSSZ-<hex8>-<hex8>, as `artifact_id` in an answer)"
+        )
     path: Path = artifact_file(engine.settings.artifact_path, build_id)
     if not path.exists():
         raise SlackqueryError(

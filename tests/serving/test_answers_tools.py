@@ -83,8 +83,10 @@ def test_verify_against_the_artifact_it_was_cited_from(
         assert same.verdict == "verified" and same.citations[0].unchanged is True
         newer = verify_citations(engine, f"x [{zebra}]", pipeline.first_build)
         assert newer.citations[0].problems == ["not in the artifact it was cited from"]
-        gone = verify_citations(engine, f"x [{PASSWORD}]", "no-such-build")
+        gone = verify_citations(engine, f"x [{PASSWORD}]", "20240101T000000Z-00000000-00000000")
         assert gone.verdict == "unverified" and "no longer on disk" in gone.problems[0]
+        junk = verify_citations(engine, f"x [{PASSWORD}]", "no-such-build")
+        assert junk.verdict == "unverified" and "is not a build id" in junk.problems[0]
     finally:
         engine.close()
 
