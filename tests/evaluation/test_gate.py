@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from slackquery.cli import main
-from slackquery.evaluation.queries import load_queries
+from slackquery.evaluation.queries import load_queries, without_filters
 from slackquery.evaluation.runner import evaluate
 from slackquery.settings import get_settings
 
@@ -28,6 +28,10 @@ GATE_MESSAGES = 2_000
 # tuning: 0.700 / 0.506.
 MIN_HYBRID_RECALL_AT_10 = 0.80
 MIN_HYBRID_MRR_AT_20 = 0.655
+# The same thresholds hold for each question sent as its text alone, as the held-out
+# benchmark sends it (`slackquery eval --no-filters`): measured 2026-12-05, int8 pair,
+# 0.900 / 0.680 with filters and 0.900 / 0.680 as text alone (0.833 / 0.619 without the
+# named-scope arm, which reads the day and channel the filtered questions name).
 
 
 @pytest.mark.slow
@@ -38,17 +42,19 @@ def test_sample_workspace_relevance_gate(tmp_path: Path, home: Path) -> None:
     queries_file = archive.with_name(f"{archive.stem}.queries.yaml")
     queries = load_queries(queries_file)
 
-    evaluation = evaluate(
-        settings,
-        queries,
-        queries_file=str(queries_file),
-        split="all",
-        modes=("hybrid",),
-        corpus=archive,
-    )
-    assert evaluation.warnings == []
-    summary = evaluation.groups[0].summary("all")
-    failed = {row["query_id"]: row["error"] for row in evaluation.groups[0].rows if row["error"]}
-    assert failed == {}
-    assert summary["recall@10"] >= MIN_HYBRID_RECALL_AT_10, summary
-    assert summary["mrr@20"] >= MIN_HYBRID_MRR_AT_20, summary
+    for sent, prepare in ((queries, True), (without_filters(queries), False)):
+        evaluation = evaluate(
+            settings,
+            sent,
+            queries_file=str(queries_file),
+            split="all",
+            modes=("hybrid",),
+            corpus=archive,
+            prepare=prepare,
+        )
+        assert evaluation.warnings == []
+        rows = evaluation.groups[0].rows
+        assert {row["query_id"]: row["error"] for row in rows if row["error"]} == {}
+        summary = evaluation.groups[0].summary("all")
+        assert summary["recall@10"] >= MIN_HYBRID_RECALL_AT_10, summary
+        assert summary["mrr@20"] >= MIN_HYBRID_MRR_AT_20, summary
