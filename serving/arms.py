@@ -185,14 +185,18 @@ def rank_scope(ctx: QueryContext) -> ArmRanking | None:
         return None
     keys, scores = ctx.cosines
     rows = ctx.rows_of(keys)
-    keep = np.ones(rows.size, dtype=bool)
+    named = []
     if channels.size:
-        keep &= np.isin(artifact.channel_codes[rows], channels)
+        named.append(np.isin(artifact.channel_codes[rows], channels))
     if windows:
         posted = artifact.ts_us[rows]
-        keep &= np.logical_or.reduce(
-            [(posted >= start) & (posted <= end) for start, end in windows]
-        )
+        named.append(np.logical_or.reduce([(posted >= lo) & (posted <= hi) for lo, hi in windows]))
+    # A channel or day holding nothing the requester may see counts as not named, so a
+    # channel they cannot see looks like one that does not exist.
+    named = [in_scope for in_scope in named if in_scope.any()]
+    keep = np.logical_and.reduce(named) if named else None
+    if keep is None or not keep.any():
+        return None
     return top_candidates(rows[keep], scores[keep], ctx.window)
 
 

@@ -393,11 +393,12 @@ class LoadedArtifact:
         return _resolve_names(values, "@", known_ids, by_name, "author", "")
 
     def channels_named_in(self, text: str) -> np.ndarray:
-        """Channel codes of the `#channel` names in `text` that exist (maybe none)."""
+        """Channel codes of the `#name` or `#C…` mentions in `text` that exist (maybe none);
+        Slack's own `<#C123|name>` names the channel by its id."""
         codes = {
             self.channel_code_of[channel_id]
             for name in _CHANNEL_MENTION.findall(text)
-            for channel_id in self.channel_by_name.get(fold_name(name), ())
+            for channel_id in (*self.channel_by_name.get(fold_name(name), ()), name)
             if channel_id in self.channel_code_of
         }
         return np.array(sorted(codes), dtype=np.int32)

@@ -332,6 +332,22 @@ def test_stdio_as_a_requester(published: Settings) -> None:
     assert {scope["channel_id"] for scope in scopes["scopes"]} == {"C1", "C2", "C3"}
 
 
+def test_a_hidden_channel_named_in_a_question_is_not_a_scope(engine: SearchEngine) -> None:
+    chen, bob = Requester("U3", ACME), Requester("U2", ACME)
+
+    def scoped(question: str, requester: Requester) -> set[str] | None:
+        response = engine.search(SearchRequest(query=question), requester=requester)
+        if "scope" not in response.weights:
+            return None
+        return {hit.channel_id for hit in response.results if hit.scope is not None}
+
+    assert scoped("the launch checklist in #secret-plans", bob) == {"G1"}
+    for channel in ("#secret-plans", "#no-such-channel"):  # alike to Chen, who is no member
+        assert scoped(f"the launch checklist in {channel}", chen) is None
+        on_day = scoped(f"the launch checklist in {channel} on Mar 3", chen)
+        assert on_day and "G1" not in on_day
+
+
 def test_bm25_counts_only_the_documents_a_requester_sees(engine: SearchEngine) -> None:
     chen = Requester("U3", ACME)
     request = SearchRequest(query="the", mode="lexical", limit=50)

@@ -421,6 +421,8 @@ def test_question_naming_a_channel_or_day_adds_its_messages(engine: SearchEngine
     assert scoped and {hit.channel_id for hit in scoped} == {"C2"}
     # A hint, not a filter: other channels' messages still rank.
     assert {hit.channel_id for hit in response.results} - {"C2"}
+    pasted = search(engine, "who reported the password failure in <#C2|support>")
+    assert {hit.channel_id for hit in pasted.results if hit.scope is not None} == {"C2"}
     assert "scope" not in search(engine, "who reported the password failure").weights
     assert "scope" not in search(engine, "password failure in #no-such-channel").weights
     assert "scope" not in search(engine, question, channel_ids=["#support"]).weights
