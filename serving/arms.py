@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from serving.context import QueryContext
-from serving.query import day_windows, named_days
+from serving.query import day_spans, day_window_us, named_days
 from serving.ranking import ArmRanking, top_candidates
 from serving.semantic import best_indices, vector_scores_many
 
@@ -180,23 +180,29 @@ def rank_scope(ctx: QueryContext) -> ArmRanking | None:
     artifact, filters = ctx.artifact, ctx.filters
     channels = artifact.channels_named_in(ctx.text) if filters.channel_ids is None else np.zeros(0)
     timed = filters.start_ts_us is not None or filters.end_ts_us is not None
-    windows = [] if timed else day_windows(named_days(ctx.text), artifact.time_span_us)
-    if not channels.size and not windows:
+    days = [] if timed else day_spans(named_days(ctx.text), artifact.time_span_us)
+    if not channels.size and not days:
         return None
     keys, scores = ctx.cosines
     rows = ctx.rows_of(keys)
-    named = []
+    named: dict[str, np.ndarray] = {}
     if channels.size:
-        named.append(np.isin(artifact.channel_codes[rows], channels))
-    if windows:
+        names = artifact.channel_names_of(channels)
+        named[", ".join(names)] = np.isin(artifact.channel_codes[rows], channels)
+    if days:
         posted = artifact.ts_us[rows]
-        named.append(np.logical_or.reduce([(posted >= lo) & (posted <= hi) for lo, hi in windows]))
+        windows = [day_window_us(first, last) for first, last in days]
+        label = ", ".join(
+            str(first) if first == last else f"{first} to {last}" for first, last in days
+        )
+        named[label] = np.logical_or.reduce([(posted >= lo) & (posted <= hi) for lo, hi in windows])
     # A channel or day holding nothing the requester may see counts as not named, so a
     # channel they cannot see looks like one that does not exist.
-    named = [in_scope for in_scope in named if in_scope.any()]
-    keep = np.logical_and.reduce(named) if named else None
+    named = {label: in_scope for label, in_scope in named.items() if in_scope.any()}
+    keep = np.logical_and.reduce(list(named.values())) if named else None
     if keep is None or not keep.any():
         return None
+    ctx.notes.append("ranked up messages in the scope the question names: " + "; ".join(named))
     return top_candidates(rows[keep], scores[keep], ctx.window)
 
 

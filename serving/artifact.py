@@ -403,6 +403,17 @@ class LoadedArtifact:
         }
         return np.array(sorted(codes), dtype=np.int32)
 
+    def channel_names_of(self, codes: np.ndarray) -> list[str]:
+        """`#name` of each channel code (its id when it has no name), sorted, once each."""
+        wanted = set(codes.tolist())
+        return sorted(
+            {
+                f"#{name or channel_id}"
+                for _, channel_id, name, *_ in self.channels
+                if self.channel_code_of.get(channel_id) in wanted
+            }
+        )
+
     def authors_named_in(self, text: str) -> np.ndarray:
         """Author codes of the users whose names appear as words of `text` (maybe none)."""
         codes: set[int] = set()

@@ -447,18 +447,18 @@ def _month(name: str) -> int:
     return _MONTHS[next(full for full in _MONTHS if full.startswith(name.lower()[:3]))]
 
 
-def day_windows(
+def day_spans(
     named: list[tuple[NamedDay, NamedDay]], span_us: tuple[int, int]
-) -> list[tuple[int, int]]:
-    """Inclusive `(start_us, end_us)` windows of the named days within the archive's span.
+) -> list[tuple[date, date]]:
+    """The named days as (first, last) calendar days within the archive's span.
 
     A day without a year is read in the latest year of the span that holds it; a range's
     end in an earlier month than its start is in the next year ("Dec 30–Jan 2").
-    Days that do not exist or lie outside the span name no window.
+    Days that do not exist or lie outside the span are left out.
     """
     first_day = datetime.fromtimestamp(span_us[0] / 1e6, UTC).date() - timedelta(days=1)
     last_day = datetime.fromtimestamp(span_us[1] / 1e6, UTC).date() + timedelta(days=1)
-    windows = []
+    spans = []
     for first, last in named:
         start = _resolve_day(first, first_day, last_day)
         if start is None:
@@ -466,12 +466,14 @@ def day_windows(
         end = _calendar_day(last[0] or start.year, last[1], last[2])
         if end is not None and last[0] is None and last[1] < start.month:
             end = _calendar_day(start.year + 1, last[1], last[2])
-        if end is None or end < start:
-            continue
-        windows.append(
-            (_day_start_us(start) - _EAST_US, _day_start_us(end) + _DAY_US + _WEST_US - 1)
-        )
-    return windows
+        if end is not None and end >= start:
+            spans.append((start, end))
+    return spans
+
+
+def day_window_us(first: date, last: date) -> tuple[int, int]:
+    """Inclusive `(start_us, end_us)` of these days in every time zone."""
+    return _day_start_us(first) - _EAST_US, _day_start_us(last) + _DAY_US + _WEST_US - 1
 
 
 def _resolve_day(named: NamedDay, first_day: date, last_day: date) -> date | None:

@@ -7,7 +7,7 @@ import sys
 from serving.cursor import home_secret
 from serving.engine import SearchEngine
 from serving.models import SearchRequest, SearchResponse
-from serving.query import NEWEST, fts_tokens
+from serving.query import NEWEST, content_tokens, parse_query
 from slackquery.commands import add_json_flag, add_requester_flags, emit, requester_from
 from slackquery.settings import Settings
 
@@ -113,9 +113,11 @@ def filtered_query(query: str, args: argparse.Namespace) -> str:
 def snippet(text: str, query: str) -> str:
     """A window of the text around the first query term, matches highlighted.
 
-    Bold on a terminal; `**term**` when the output is piped, so logs stay free of escapes.
+    The terms are those BM25 searched for (no operators, stop words dropped). Bold on a
+    terminal; `**term**` when the output is piped, so logs stay free of escapes.
     """
-    terms = sorted(set(fts_tokens(query)), key=len, reverse=True)
+    parsed = parse_query(query)
+    terms = sorted(set(content_tokens(parsed.text, parsed.phrases)), key=len, reverse=True)
     flat = " ".join(text.split())
     if not terms:
         return flat[:SNIPPET_CHARS]

@@ -18,6 +18,10 @@ def test_search_command_text_and_json(
     text = capsys.readouterr().out
     assert "#eng" in text and "https://acme.slack.com/archives/C1/" in text
     assert "**ERR**-**42**" in text  # the match is highlighted (piped: no escapes)
+    assert "**eng**" not in text  # an operator's value is not a search term
+    assert main(["search", "what is the password for the vault", "--mode", "lexical"]) == 0
+    text = capsys.readouterr().out
+    assert "**vault**" in text and "**the**" not in text  # stop words are not highlighted
     assert main(["search", "password", "--from", "@priya patel", "--json"]) == 0
     payload = json.loads(capsys.readouterr().out)
     assert {"results", "next_cursor", "route", "artifact_id"} <= set(payload)

@@ -419,6 +419,7 @@ def test_question_naming_a_channel_or_day_adds_its_messages(engine: SearchEngine
     assert "scope" in response.weights
     scoped = [hit for hit in response.results if hit.scope is not None]
     assert scoped and {hit.channel_id for hit in scoped} == {"C2"}
+    assert "ranked up messages in the scope the question names: #support" in response.notes
     # A hint, not a filter: other channels' messages still rank.
     assert {hit.channel_id for hit in response.results} - {"C2"}
     pasted = search(engine, "who reported the password failure in <#C2|support>")
@@ -433,6 +434,7 @@ def test_question_naming_a_channel_or_day_adds_its_messages(engine: SearchEngine
     on_day = [hit.ts_us for hit in dated.results if hit.scope is not None]
     assert on_day and all(start * 10**6 <= ts < end * 10**6 for ts in on_day)
     assert any(hit.ts_us < start * 10**6 for hit in dated.results)
+    assert "ranked up messages in the scope the question names: 2024-03-02" in dated.notes
     assert "scope" not in search(engine, "what broke on Mar 20").weights  # outside the archive
     bounded = search(engine, "ERR-42 on Mar 2", start_ts_us=BASE_TS * 10**6)
     assert "scope" not in bounded.weights

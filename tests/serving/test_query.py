@@ -1,7 +1,7 @@
 """Query-side text handling: BM25 query tokens, question parts, expected answer types and
 the days a question names."""
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
 import pytest
 
@@ -9,7 +9,8 @@ from serving.artifact import fold_name
 from serving.query import (
     answer_types,
     content_tokens,
-    day_windows,
+    day_spans,
+    day_window_us,
     holds_answer_type,
     named_days,
     parse_query,
@@ -199,13 +200,17 @@ def _us(*parts: int) -> int:
 
 def test_named_days_are_read_within_the_archive_and_every_time_zone() -> None:
     span = (_us(2025, 11, 20), _us(2026, 10, 5))
+    assert day_spans(named_days("on Sep 28"), span) == [(date(2026, 9, 28), date(2026, 9, 28))]
+    # A range into an earlier month ends a year on; the span's only Nov 25 is in 2025.
+    assert day_spans(named_days("Dec 30 to Jan 2, Nov 25"), span) == [
+        (date(2025, 12, 30), date(2026, 1, 2)),
+        (date(2025, 11, 25), date(2025, 11, 25)),
+    ]
+    assert day_spans(named_days("Sep 31, Oct 30, 2027-01-01, Jan 10 2024"), span) == []
+    assert day_spans(named_days("Sep 20 - Sep 2"), span) == []  # ends before it starts
     hour = 3_600_000_000
-    (one_day,) = day_windows(named_days("on Sep 28"), span)
-    # From the day's start at UTC+14 to its end at UTC-12.
-    assert one_day == (_us(2026, 9, 28) - 14 * hour, _us(2026, 9, 29) + 12 * hour - 1)
-    (new_year,) = day_windows(named_days("Dec 30 to Jan 2"), span)  # the range ends a year on
-    assert new_year == (_us(2025, 12, 30) - 14 * hour, _us(2026, 1, 3) + 12 * hour - 1)
-    (latest,) = day_windows(named_days("Nov 25"), span)  # 2025: the span's only Nov 25
-    assert latest[0] == _us(2025, 11, 25) - 14 * hour
-    assert day_windows(named_days("Sep 31, Oct 30, 2027-01-01, Jan 10 2024"), span) == []
-    assert day_windows(named_days("Sep 20 - Sep 2"), span) == []  # ends before it starts
+    # From the first day's start at UTC+14 to the last day's end at UTC-12.
+    assert day_window_us(date(2026, 9, 28), date(2026, 9, 29)) == (
+        _us(2026, 9, 28) - 14 * hour,
+        _us(2026, 9, 30) + 12 * hour - 1,
+    )
