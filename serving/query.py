@@ -456,8 +456,7 @@ def day_spans(
     end in an earlier month than its start is in the next year ("Dec 30–Jan 2").
     Days that do not exist or lie outside the span are left out.
     """
-    first_day = datetime.fromtimestamp(span_us[0] / 1e6, UTC).date() - timedelta(days=1)
-    last_day = datetime.fromtimestamp(span_us[1] / 1e6, UTC).date() + timedelta(days=1)
+    first_day, last_day = _day_of(span_us[0], -1), _day_of(span_us[1], 1)
     spans = []
     for first, last in named:
         start = _resolve_day(first, first_day, last_day)
@@ -469,6 +468,14 @@ def day_spans(
         if end is not None and end >= start:
             spans.append((start, end))
     return spans
+
+
+def _day_of(ts_us: int, shift: int) -> date:
+    """The UTC day of `ts_us`, shifted by `shift` days, within the calendar's range."""
+    try:
+        return datetime.fromtimestamp(ts_us / 1e6, UTC).date() + timedelta(days=shift)
+    except (OverflowError, ValueError, OSError):
+        return date.max if ts_us > 0 else date.min
 
 
 def day_window_us(first: date, last: date) -> tuple[int, int]:

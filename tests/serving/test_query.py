@@ -208,6 +208,13 @@ def test_named_days_are_read_within_the_archive_and_every_time_zone() -> None:
     ]
     assert day_spans(named_days("Sep 31, Oct 30, 2027-01-01, Jan 10 2024"), span) == []
     assert day_spans(named_days("Sep 20 - Sep 2"), span) == []  # ends before it starts
+    # An archive reaching the calendar's ends (a malformed export's timestamps) still works.
+    edges = (_us(1, 1, 2) - 10**12, _us(9999, 12, 31))
+    assert day_spans(named_days("on 0001-01-01 and on Jan 1"), edges) == [
+        (date(1, 1, 1), date(1, 1, 1)),
+        (date(9999, 1, 1), date(9999, 1, 1)),
+    ]
+    assert day_spans(named_days("Dec 31 to Jan 1"), edges) == []  # would end in year 10000
     hour = 3_600_000_000
     # From the first day's start at UTC+14 to the last day's end at UTC-12.
     assert day_window_us(date(2026, 9, 28), date(2026, 9, 29)) == (
