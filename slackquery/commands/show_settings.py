@@ -61,7 +61,9 @@ def markdown_reference() -> str:
         "|---|---|---|---|",
     ]
     for name, field in Settings.model_fields.items():
-        annotation = str(field.annotation).replace("typing.", "").replace("pathlib.", "")
+        annotation = str(field.annotation)
+        for module in ("typing.", "pathlib.", "pydantic.types."):
+            annotation = annotation.replace(module, "")
         annotation = annotation.removeprefix("<class '").removesuffix("'>").replace("|", "or")
         default = "" if field.default is None else f"`{field.default}`"
         description = (field.description or "").replace("|", "\\|")
