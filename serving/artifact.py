@@ -344,7 +344,7 @@ class LoadedArtifact:
             if not found:
                 raise SlackqueryError(
                     f"unknown workspace {value!r}{_close_matches(value, by_label)} "
-                    "(list_slack_scopes lists workspaces)"
+                    "(list_slack_scopes, or `slackquery scopes`, lists workspaces)"
                 )
             resolved |= found
         return tuple(sorted(resolved))
@@ -372,7 +372,7 @@ class LoadedArtifact:
             known_ids,
             by_name,
             "channel",
-            " (list_slack_scopes lists channels)",
+            " (list_slack_scopes, or `slackquery scopes`, lists channels)",
         )
 
     def resolve_authors(

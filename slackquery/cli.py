@@ -32,6 +32,7 @@ COMMAND_MODULES = {
     "artifacts": "artifacts",
     "rollback": "rollback",
     "reconcile": "reconcile",
+    "scopes": "scopes",
     "search": "search",
     "ask": "ask",
     "verify": "verify",

@@ -55,3 +55,20 @@ def test_home_secret_is_made_once_and_only_in_an_existing_folder(tmp_path: Path)
     secret = home_secret(tmp_path / "cursor.key")
     assert secret and home_secret(tmp_path / "cursor.key") == secret
     assert [path.name for path in tmp_path.iterdir()] == ["cursor.key"]
+
+
+def test_scopes_command_lists_what_the_requester_may_search(
+    published: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["scopes"]) == 0
+    text = capsys.readouterr().out
+    assert "acme  #eng (public)" in text and "#secret-plans (private)" in text
+    assert "beta  #eng (public)" in text
+    assert text.splitlines()[-1].startswith("7 channel(s) in artifact ")  # DMs and group DM too
+    assert main(["scopes", "--as", "U3", "--as-workspace", "acme", "--json"]) == 0
+    seen = {scope["channel_id"] for scope in json.loads(capsys.readouterr().out)["scopes"]}
+    assert seen == {"C1", "C2", "C3"}  # Chen is in no private channel, DM or group DM
+    assert main(["scopes", "--channel", "#engg"]) == 1
+    assert "close matches: eng" in capsys.readouterr().err
+    assert main(["scopes", "--limit", "1"]) == 0
+    assert "more exist" in capsys.readouterr().out

@@ -1,0 +1,63 @@
+"""`slackquery scopes`: the workspaces and channels of the published archive."""
+
+import argparse
+
+from serving.engine import MAX_SCOPE_LIMIT, SearchEngine, iso_timestamp
+from serving.models import ScopesResponse
+from slackquery.commands import add_json_flag, add_requester_flags, emit, requester_from
+from slackquery.settings import Settings
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the `scopes` subcommand."""
+    parser = subparsers.add_parser(
+        "scopes",
+        help="list the workspaces and channels you can search, with counts and dates",
+        description="List the channels (and DMs) of the published artifact with their "
+        "workspace, message count and first and last message, as the MCP tool "
+        "list_slack_scopes does; with --as, only those that user may see.",
+    )
+    parser.add_argument("--workspace", help="only this workspace (id, slug or name)")
+    parser.add_argument("--channel", help="only channels of this name (#eng or eng)")
+    parser.add_argument(
+        "--limit",
+        type=int,
+        default=200,
+        help=f"most channels to list (default 200, at most {MAX_SCOPE_LIMIT})",
+    )
+    add_requester_flags(parser)
+    add_json_flag(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    """List and print."""
+    engine = SearchEngine(settings)
+    try:
+        response = engine.list_scopes(
+            args.workspace, args.channel, args.limit, requester=requester_from(args, settings)
+        )
+    finally:
+        engine.close()
+    emit(args, response.model_dump(mode="json"), render(response))
+    return 0
+
+
+def render(response: ScopesResponse) -> str:
+    """One line per channel: workspace, #name (or id and kind), messages, date span."""
+    lines = []
+    for scope in response.scopes:
+        channel = scope.conversation_type in ("public", "private") and scope.channel_name
+        name = f"#{scope.channel_name}" if channel else scope.channel_name or scope.channel_id
+        span = (
+            f"{iso_timestamp(scope.first_ts_us)[:10]} to {iso_timestamp(scope.last_ts_us)[:10]}"
+            if scope.first_ts_us is not None and scope.last_ts_us is not None
+            else "no messages"
+        )
+        lines.append(
+            f"{scope.workspace_slug or scope.workspace_id}  {name} ({scope.conversation_type}) "
+            f"· {scope.message_count} messages · {span}"
+        )
+    more = "; more exist, narrow with --workspace or --channel" if response.truncated else ""
+    lines.append(f"{len(response.scopes)} channel(s) in artifact {response.artifact_id}{more}")
+    return "\n".join(lines)
