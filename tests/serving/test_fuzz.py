@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from serving.cursor import CursorCodec
 from serving.permalink import parse_permalink
-from serving.query import parse_query, query_aspects
+from serving.query import day_spans, day_window_us, named_days, parse_query, query_aspects
 from serving.tools import MAX_ERROR_CHARS, one_line
 from slackquery.errors import SlackqueryError
 
@@ -70,6 +70,39 @@ def test_day_operators_agree_with_each_other(day: date) -> None:
     assert before.end_ts_us == on.start_ts_us - 1
     during = parse_query(f"x during:{day.year:04d}-{day.month:02d}")
     assert during.start_ts_us <= on.start_ts_us <= on.end_ts_us <= during.end_ts_us  # type: ignore[operator]
+
+
+day_words = st.sampled_from(
+    [
+        "Sep",
+        "sept.",
+        "May",
+        "may",
+        "Dec",
+        "Feb",
+        "31",
+        "29",
+        "4th",
+        "of",
+        "to",
+        "–",
+        ",",
+        "0001-01-01",
+    ]
+)
+
+
+@FUZZ
+@given(
+    st.lists(st.one_of(day_words, st.text(max_size=8)), max_size=8).map(" ".join),
+    st.integers(min_value=-(2**62), max_value=2**62),
+    st.integers(min_value=0, max_value=2**62),
+)
+@example("Dec 31 to Jan 1, 9999-12-31 Jan 1", 253_402_214_400_000_000, 0)
+def test_named_days_read_any_text_within_any_span(text: str, start: int, length: int) -> None:
+    for first, last in day_spans(named_days(text), (start, start + length)):
+        low, high = day_window_us(first, last)
+        assert first <= last and -INT64 <= low < high < INT64
 
 
 @FUZZ
