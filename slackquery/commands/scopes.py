@@ -1,6 +1,7 @@
 """`slackquery scopes`: the workspaces and channels of the published archive."""
 
 import argparse
+from contextlib import closing
 
 from serving.engine import MAX_SCOPE_LIMIT, SearchEngine, iso_timestamp
 from serving.models import ScopesResponse
@@ -32,13 +33,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """List and print."""
-    engine = SearchEngine(settings)
-    try:
-        response = engine.list_scopes(
-            args.workspace, args.channel, args.limit, requester=requester_from(args, settings)
-        )
-    finally:
-        engine.close()
+    requester = requester_from(args, settings)
+    with closing(SearchEngine(settings)) as engine:
+        response = engine.list_scopes(args.workspace, args.channel, args.limit, requester=requester)
     emit(args, response.model_dump(mode="json"), render(response))
     return 0
 
