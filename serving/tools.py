@@ -221,8 +221,9 @@ def register_tools(server: MCPServer, engine: SearchEngine, runner: ToolRunner) 
         query (at most {max_query_chars} chars; its first {max_query_tokens} distinct words count)
         may contain Slack search syntax: `in:#channel`, `from:@user`, `before:YYYY-MM-DD`,
         `after:`, `on:`, `during:YYYY-MM` or `during:YYYY`, `is:thread`, `has:link` and
-        "exact phrase" (must appear verbatim). Hybrid also searches up to {max_query_parts} parts
-        of a multi-part question on their own. Operators or filters alone ("in:#eng
+        "exact phrase" (must appear verbatim). In hybrid mode a #channel or a day the question
+        names in words ("on Sep 28", "Sep 14-18") ranks that scope's messages up without
+        filtering; notes say what was read. Operators or filters alone ("in:#eng
         on:yesterday", or "" with channel_ids) list the messages they keep, newest first
         (route "newest"), for catching up on a channel, a person or a day.
         Filters (each list at most {max_filter_values} values of at most {max_filter_value_chars}
@@ -320,7 +321,6 @@ def tool_limits(settings: Settings) -> dict[str, float]:
     return {
         "max_query_chars": settings.search_max_query_chars,
         "max_query_tokens": settings.search_max_query_tokens,
-        "max_query_parts": settings.search_max_query_parts,
         "max_filter_values": settings.search_max_filter_values,
         "max_filter_value_chars": MAX_FILTER_VALUE_CHARS,
         "max_results": settings.search_max_results,

@@ -296,8 +296,8 @@ class Settings(BaseSettings):
     search_max_query_parts: int = Field(
         default=8,
         ge=2,
-        description="Most parts of a multi-part question that hybrid search ranks on their "
-        "own; later parts are dropped, with a note.",
+        description="Most parts of a multi-part question that `ask` (and hybrid search with "
+        "the question-part arm on) handles on their own; later parts are dropped, with a note.",
     )
 
     @field_validator("slack_requests_per_minute")

@@ -340,9 +340,7 @@ def test_an_unexpected_failure_names_a_request_id_that_the_log_has(
 
 
 def test_tool_descriptions_state_the_enforced_limits(published: Settings) -> None:
-    narrow = published.model_copy(
-        update={"search_max_results": 7, "search_max_query_chars": 123, "search_max_query_parts": 3}
-    )
+    narrow = published.model_copy(update={"search_max_results": 7, "search_max_query_chars": 123})
     engine = SearchEngine(narrow)
     try:
         with http_server(narrow, engine) as url:
@@ -360,7 +358,9 @@ def test_tool_descriptions_state_the_enforced_limits(published: Settings) -> Non
     finally:
         engine.close()
     search = tools["search_slack"]
-    assert "1-7 results" in search and "at most 123 chars" in search and "up to 3 parts" in search
+    assert "1-7 results" in search and "at most 123 chars" in search
+    assert "parts of a multi-part question" not in search  # the question-part arm is off
+    assert "ranks that scope's messages up" in search
     assert "{" not in "".join(tools.values())
     assert "between 1 and 7" in over and isinstance(at, dict) and "maximum is 123" in long
     assert (
