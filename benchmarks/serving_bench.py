@@ -9,7 +9,8 @@ of the configured generation): retrieval cost does not depend on their values, a
 embedding the corpus with the model would dominate the run. Queries draw words from the
 artifact's own FTS dictionary (Zipf over document frequency) and its channels and users.
 Two-part questions ("what happened to the X, and how did we fix the Y?"), for which hybrid
-search also embeds and ranks each part, are timed as a separate set of 100.
+search also embeds and ranks each part when the question-part arm is on (it is off by
+default), are timed as a separate set of 100.
 "Excluding embedding" runs use an embedder that returns seeded random unit vectors under
 the same identity; "including embedding" runs use the real default model (warmed up on
 other queries first, so the first query does not pay the model load), and repeating the

@@ -1,8 +1,8 @@
 """Answers from retrieved messages only: evidence packs, extractive cited answers, abstention,
 and citation checks of any drafted answer.
 
-`answer_question` runs one hybrid search (which already searches each part of a multi-part
-question on its own), then, for each part, scores the retrieved messages by how much of the
+`answer_question` runs one hybrid search for the whole question, then, for each part of a
+multi-part question, scores the retrieved messages by how much of the
 part's content words they hold, weighted by rarity (BM25's idf over the artifact). That
 *coverage* is the evidence strength: a part whose best message covers less than
 `answer_min_coverage` (a setting calibrated on judged unanswerable questions, see
