@@ -199,8 +199,10 @@ def rank_scope(ctx: QueryContext) -> ArmRanking | None:
     # A channel or day holding nothing the requester may see counts as not named, so a
     # channel they cannot see looks like one that does not exist.
     named = {label: in_scope for label, in_scope in named.items() if in_scope.any()}
-    keep = np.logical_and.reduce(list(named.values())) if named else None
-    if keep is None or not keep.any():
+    if not named:
+        return None
+    keep = np.logical_and.reduce(list(named.values()))
+    if not keep.any():
         return None
     ctx.notes.append("ranked up messages in the scope the question names: " + "; ".join(named))
     return top_candidates(rows[keep], scores[keep], ctx.window)

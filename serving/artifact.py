@@ -18,6 +18,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import duckdb
@@ -215,10 +216,6 @@ class LoadedArtifact:
         self.type_code_of = documents.vocabulary("conversation_type")
         self.ts_us = documents.arrays["ts_us"]
         self.time_runs = TimeRuns(self.ts_us)
-        # First and last posting time: the days a question names are read within them.
-        self.time_span_us = (
-            (int(self.ts_us.min()), int(self.ts_us.max())) if self.ts_us.size else (0, 0)
-        )
         self.is_thread = documents.arrays["is_thread"]
         self.has_link = documents.arrays["has_link"]
         self.thread_keys = documents.arrays["thread_keys"]
@@ -391,6 +388,12 @@ class LoadedArtifact:
                 name: ids & known_ids for name, ids in self.user_by_name.items() if ids & known_ids
             }
         return _resolve_names(values, "@", known_ids, by_name, "author", "")
+
+    @cached_property
+    def time_span_us(self) -> tuple[int, int]:
+        """First and last posting time, the span the days a question names are read in;
+        taken on first use, so loading an artifact never reads every row's time."""
+        return (int(self.ts_us.min()), int(self.ts_us.max())) if self.ts_us.size else (0, 0)
 
     def channels_named_in(self, text: str) -> np.ndarray:
         """Channel codes of the `#name` or `#C…` mentions in `text` that exist (maybe none);
