@@ -25,7 +25,9 @@ Answer this question from the team's Slack history: {question}
 2. If a part is unsupported or the evidence is thin, search_slack with other words and
    read the surrounding conversation (get_slack_message with context, get_slack_thread).
 3. Write the answer only from messages you have read. Put [document_id] after every claim.
-4. When messages disagree, prefer the latest dated correction and say what it replaced.
+4. When messages disagree, prefer the latest dated correction and say what it replaced;
+   if the question asks how things stood at first ("originally"), answer with the earlier
+   message and say what later changed it.
 5. Call verify_citations on your draft (with cited_at_artifact = the pack's artifact_id)
    and fix or drop every citation it flags before replying.
 6. If the archive does not answer (a part or the whole question), say so plainly instead

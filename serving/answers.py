@@ -39,6 +39,8 @@ from serving.engine import SearchEngine
 from serving.models import SearchHitBase, SearchRequest, SearchResponse
 from serving.query import (
     answer_types,
+    asks_earliest,
+    asks_latest,
     content_tokens,
     fts_tokens,
     has_searchable_content,
@@ -204,8 +206,11 @@ def answer_part(
     threshold: float,
     room: int,
     multi: bool,
+    *,
+    asks_first: bool = False,
 ) -> AnswerPart:
-    """One part's evidence, cited answer and support verdict."""
+    """One part's evidence, cited answer and support verdict. `asks_first`: the question
+    asks how things stood at first, so a correction's earlier message answers it."""
     label = f"{part}: " if multi else ""
     # Coverage decides *whether* the part is supported; the search's fused order decides
     # which message supports it. Choosing among the messages that pass the coverage test
@@ -228,6 +233,19 @@ def answer_part(
         lead = _evidence(ranked[0], terms)
         text = f"{label}{lead.sentence} [{lead.document_id}]"
         shown = [lead]
+    elif asks_first:
+        later = _evidence(correction[0], terms, is_correction=True)
+        lead = _evidence(correction[1], terms)
+        conflict = (
+            f"{later.document_id} ({later.timestamp}) changed the earlier "
+            f"{lead.document_id} ({lead.timestamp}); the question asks how things stood at "
+            "first, so the earlier message answers."
+        )
+        text = (
+            f"{label}{lead.sentence} [{lead.document_id}] (a later message changed this: "
+            f'"{later.sentence}" [{later.document_id}])'
+        )
+        shown = [lead, later]
     else:
         lead = _evidence(correction[0], terms, is_correction=True)
         earlier = _evidence(correction[1], terms)
@@ -293,10 +311,13 @@ def answer_question(
     names = query_aspects(text, engine.settings.search_max_query_parts).parts or [text]
     threshold = engine.settings.answer_min_coverage
     room = max(1, max_evidence // len(names))
+    # Read from the whole question: "…, originally?" is split off as a part of its own. A
+    # question asking both ("the current slot, and the earlier one") lets the later win.
+    asks_first = asks_earliest(text) and not asks_latest(text)
     with engine.artifact() as artifact:
         terms = [part_terms(artifact, name) for name in names]
     parts = [
-        answer_part(name, hits, part, threshold, room, len(names) > 1)
+        answer_part(name, hits, part, threshold, room, len(names) > 1, asks_first=asks_first)
         for name, part in zip(names, terms, strict=True)
     ]
     return _assemble(question, parts, response.artifact_id, response, started)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from serving.context import QueryContext
-from serving.query import day_spans, day_window_us, named_days
+from serving.query import asks_latest, day_spans, day_window_us, named_days
 from serving.ranking import ArmRanking, top_candidates
 from serving.semantic import best_indices, vector_scores_many
 
@@ -52,9 +52,7 @@ def rank_lexical(ctx: QueryContext) -> ArmRanking | None:
 
 def rank_semantic(ctx: QueryContext) -> ArmRanking:
     """Cosine of the question with every eligible message vector."""
-    keys, scores = ctx.cosines
-    best = top_candidates(keys, scores, ctx.window)
-    return ArmRanking(ctx.rows_of(best.rows), best.scores)
+    return ctx.semantic_best
 
 
 def rank_context(ctx: QueryContext) -> ArmRanking | None:
@@ -208,6 +206,19 @@ def rank_scope(ctx: QueryContext) -> ArmRanking | None:
     return top_candidates(rows[keep], scores[keep], ctx.window)
 
 
+def rank_latest(ctx: QueryContext) -> ArmRanking | None:
+    """For a question about how things stand now ("currently", "still", "at present"), the
+    semantic arm's candidates newest first. Fused like any arm, it lifts the later of two
+    messages the cosine nearly ties (an update over what it replaced) and leaves clear
+    gaps alone. (Oldest first for "originally" questions lost: docs/evaluation.md.)"""
+    best = ctx.semantic_best
+    if not best.rows.size or not asks_latest(ctx.text):
+        return None
+    newest = np.argsort(-ctx.artifact.ts_us[best.rows], kind="stable")
+    ctx.notes.append("ranked up the latest messages: the question asks how things stand now")
+    return ArmRanking(best.rows[newest], best.scores[newest])
+
+
 # Default weights per route, decided by the rule in docs/evaluation.md ("Route weights, arm
 # by arm"). `conceptual` (natural-language questions, most of what people and agents ask):
 # the semantic arm leads and the lexical arm breaks ties; without that, hybrid ranks below
@@ -253,6 +264,13 @@ ARMS: tuple[Arm, ...] = (
         {"exact": 1.0, "conceptual": 1.0, "mixed": 1.0},
         "Named-scope arm rank/cosine: posted in a channel or on a day the question names "
         "(hybrid only).",
+    ),
+    Arm(
+        "latest",
+        rank_latest,
+        {"exact": 1.0, "conceptual": 1.0, "mixed": 1.0},
+        "Latest-first arm rank/cosine: the newest of the best matches, for a question about "
+        "how things stand now (hybrid only).",
     ),
 )
 

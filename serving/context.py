@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import numpy as np
 
 from serving.query import query_aspects
+from serving.ranking import ArmRanking, top_candidates
 from serving.semantic import vector_scores
 
 if TYPE_CHECKING:
@@ -169,6 +170,14 @@ class QueryContext:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         scores = vector_scores(artifact.vectors, self.query_vector, positions, artifact.vector_scan)
         return (artifact.vector_rows if positions is None else positions), scores
+
+    @computed_once
+    def semantic_best(self) -> ArmRanking:
+        """The window's best eligible messages by cosine, as artifact rows: the semantic
+        arm's ranking, which the latest-first arm reorders."""
+        keys, scores = self.cosines
+        best = top_candidates(keys, scores, self.window)
+        return ArmRanking(self.rows_of(best.rows), best.scores)
 
     def rows_of(self, keys: np.ndarray) -> np.ndarray:
         """The artifact rows of `cosines` keys."""

@@ -393,6 +393,34 @@ def holds_answer_type(text: str, kinds: tuple[str, ...]) -> bool:
     return any(_ANSWER_TYPE_CUES[kind].search(text) for kind in kinds)
 
 
+# Words that ask how things stand now (the latest-first arm, serving/arms.py).
+_ASKS_LATEST = re.compile(
+    r"\b(?:now|nowadays|currently|current|presently|at present|these days|today|latest"
+    r"|most recent|still|any ?more|at the moment|as (?:things|it) stands?)\b",
+    re.IGNORECASE,
+)
+
+
+def asks_latest(text: str) -> bool:
+    """True when the question asks how things stand now ("currently", "still", "at present")."""
+    return _ASKS_LATEST.search(text) is not None
+
+
+# Words that ask how things stood at first (an answer's correction, serving/answers.py).
+# "first" alone is left out ("the first release" names a thing), and so is the passive
+# "was used to" ("the stack used to build it").
+_ASKS_EARLIEST = re.compile(
+    r"\b(?:originally|original|initially|at first|at the start|in the beginning|earlier"
+    r"|previously|formerly|(?<!was )(?<!were )(?<!is )(?<!are )(?<!be )(?<!been )used to)\b",
+    re.IGNORECASE,
+)
+
+
+def asks_earliest(text: str) -> bool:
+    """True when the question asks how things stood at first ("originally", "used to")."""
+    return _ASKS_EARLIEST.search(text) is not None
+
+
 # Calendar days a question names in words, for the scope arm (serving/arms.py): "on Sep
 # 28", "Sep 14–18", "Sep 28–Oct 2", "April 4, 2024", "4 April", "2026-09-28".
 _ORDINAL = r"(?:st|nd|rd|th)?"

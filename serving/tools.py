@@ -223,9 +223,10 @@ def register_tools(server: MCPServer, engine: SearchEngine, runner: ToolRunner) 
         `after:`, `on:`, `during:YYYY-MM` or `during:YYYY`, `is:thread`, `has:link` and
         "exact phrase" (must appear verbatim). In hybrid mode a #channel or a day the question
         names in words ("on Sep 28", "Sep 14-18") ranks that scope's messages up without
-        filtering; notes say what was read. Operators or filters alone ("in:#eng
-        on:yesterday", or "" with channel_ids) list the messages they keep, newest first
-        (route "newest"), for catching up on a channel, a person or a day.
+        filtering, and a question about how things stand now ("currently", "still") ranks
+        the newest of the best matches up; notes say what was read. Operators or filters
+        alone ("in:#eng on:yesterday", or "" with channel_ids) list the messages they keep,
+        newest first (route "newest"), for catching up on a channel, a person or a day.
         Filters (each list at most {max_filter_values} values of at most {max_filter_value_chars}
         chars) narrow every arm before ranking: workspace_ids (ids or slugs), channel_ids (ids or
         names like "#eng"), author_ids (ids or names like "@priya"), conversation_types,

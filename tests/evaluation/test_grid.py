@@ -78,7 +78,7 @@ def test_rerank_axis_names_a_registered_reranker() -> None:
 def test_standard_grid_is_a_sweep() -> None:
     points = parse_grid("standard")
     assert points == parse_grid(STANDARD_GRID)
-    assert len(points) == 1 + 4 + 4 + 2 + 4 + 2 + 2 + 2 + 3 + 2 + 2 + 2 + 2 + 1
+    assert len(points) == 1 + 4 + 4 + 2 + 4 + 2 + 2 + 2 + 2 + 3 + 2 + 2 + 2 + 2 + 1
 
 
 @pytest.mark.parametrize(

@@ -99,6 +99,22 @@ def test_a_later_correction_wins_and_the_conflict_is_named() -> None:
     assert result.evidence[0].is_correction
 
 
+def test_a_question_about_how_things_began_is_answered_by_what_was_corrected() -> None:
+    part = terms("pilot", "sync")
+    hits = [
+        hit("new", "Update: pilot sync moved to Wednesday 16:00.", 200),
+        hit("old", "Pilot sync is Wednesday 10:00.", 100),
+    ]
+    result = answer_part("pilot sync", hits, part, 0.5, room=4, multi=False, asks_first=True)
+    assert result.answer == (
+        "Pilot sync is Wednesday 10:00. [old] (a later message changed this: "
+        '"Update: pilot sync moved to Wednesday 16:00." [new])'
+    )
+    assert result.conflict is not None and result.conflict.startswith("new (t200) changed")
+    assert [item.document_id for item in result.evidence] == ["old", "new"]
+    assert result.evidence[1].is_correction
+
+
 def test_an_earlier_message_with_correction_words_does_not_win() -> None:
     part = terms("pilot", "sync")
     hits = [

@@ -440,6 +440,26 @@ def test_question_naming_a_channel_or_day_adds_its_messages(engine: SearchEngine
     assert "scope" not in bounded.weights
 
 
+def test_a_question_about_now_ranks_the_newest_matches_up(engine: SearchEngine) -> None:
+    question = "what is the status of the deploy now"
+    response = search(engine, question, limit=50)  # on by default
+    assert "latest" in response.weights
+    assert "ranked up the latest messages: the question asks how things stand now" in (
+        response.notes
+    )
+    newest_first = sorted(
+        (hit for hit in response.results if hit.latest is not None), key=lambda hit: hit.latest.rank
+    )
+    assert len(newest_first) > 1
+    assert [hit.ts_us for hit in newest_first] == sorted(
+        (hit.ts_us for hit in newest_first), reverse=True
+    )
+    # It reorders the semantic arm's candidates; it finds nothing of its own.
+    assert all(hit.semantic is not None for hit in newest_first)
+    assert "latest" not in search(engine, "what is the status of the deploy").weights
+    assert "latest" not in search(engine, question, mode="semantic").weights
+
+
 def test_names_in_a_question_resolve_to_authors(engine: SearchEngine) -> None:
     with engine.artifact() as artifact:
 

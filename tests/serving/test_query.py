@@ -8,6 +8,8 @@ import pytest
 from serving.artifact import fold_name
 from serving.query import (
     answer_types,
+    asks_earliest,
+    asks_latest,
     content_tokens,
     day_spans,
     day_window_us,
@@ -192,6 +194,39 @@ def test_answer_type_cues_in_message_text(text: str, kind: str, expected: bool) 
 )
 def test_days_named_in_words(question: str, days: list) -> None:
     assert named_days(question) == days
+
+
+@pytest.mark.parametrize(
+    ("question", "asks"),
+    [
+        ("What is the current Wednesday pilot sync time?", True),
+        ("At present, which person looks after Dunlin?", True),
+        ("Nowadays, how big can a request body be?", True),
+        ("As things stand, how many replicas serve traffic?", True),
+        ("Do we still support older Safari versions?", True),
+        ("Who owns the deploy at the moment?", True),
+        ("Which database was originally selected?", False),
+        ("Let me know the first release date", False),  # "know" is not "now"
+        ("What is the concurrency limit?", False),
+    ],
+)
+def test_questions_about_how_things_stand_now(question: str, asks: bool) -> None:
+    assert asks_latest(question) is asks
+
+
+@pytest.mark.parametrize(
+    ("question", "asks"),
+    [
+        ("What database was originally selected for the prototype?", True),
+        ("What was its earlier slot?", True),
+        ("Who used to own the scanner?", True),
+        ("Which programming stack was used to build Lapwing?", False),  # passive
+        ("What is the first Beacon release?", False),
+        ("What is the current sync time?", False),
+    ],
+)
+def test_questions_about_how_things_stood_at_first(question: str, asks: bool) -> None:
+    assert asks_earliest(question) is asks
 
 
 def _us(*parts: int) -> int:
