@@ -374,6 +374,18 @@ _ANSWER_TYPE_CUES = {
 }
 
 
+# "who" / "which person" is answered by a message that names someone (the answer-cue stage,
+# serving/stages.py: names are the workspace's, so the artifact tells them).
+_ASKS_PERSON = re.compile(
+    _CLAUSE_START + r"(?:who(?:m|se|'s|’s)?\b|which (?:person|people)\b)", re.IGNORECASE
+)
+
+
+def asks_person(text: str) -> bool:
+    """True when the question asks who ("who owns it?", "…, and which person looks after it?")."""
+    return _ASKS_PERSON.search(text) is not None
+
+
 def answer_types(text: str) -> tuple[str, ...]:
     """The kinds of answer the question asks for (`time`, `number`, `place`), in that order."""
     return tuple(kind for kind, pattern in _ANSWER_TYPE_QUESTIONS.items() if pattern.search(text))

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from serving.context import QueryContext
-from serving.query import answer_types, holds_answer_type
+from serving.query import answer_types, asks_person, holds_answer_type
 from serving.ranking import FusedHit
 
 # Only the best hits are checked for an answer cue (a regex pass over each text): a boost of
@@ -52,15 +52,19 @@ def boost_answer_cues(hits: list[FusedHit], cued: list[bool], boost: float) -> l
 
 
 def answer_cue_stage(ctx: QueryContext, hits: list[FusedHit]) -> list[FusedHit]:
-    """Boost the best hits that state the kind of answer the question asks for."""
-    kinds = answer_types(ctx.text)
-    if not kinds or not ctx.fusion.answer_cue_boost:
+    """Boost the best hits that state the kind of answer the question asks for: a time,
+    number or place, or for "who", a person of the workspace by name."""
+    kinds, person = answer_types(ctx.text), asks_person(ctx.text)
+    if not (kinds or person) or not ctx.fusion.answer_cue_boost:
         return hits
+    artifact = ctx.artifact
+    texts = [str(artifact.display_row(hit.row)["text_display"]) for hit in hits[:ANSWER_CUE_DEPTH]]
     cued = [
-        holds_answer_type(str(ctx.artifact.display_row(hit.row)["text_display"]), kinds)
-        for hit in hits[:ANSWER_CUE_DEPTH]
+        holds_answer_type(text, kinds) or (person and artifact.authors_named_in(text).size > 0)
+        for text in texts
     ]
-    ctx.notes.append("ranked up messages that state a " + " / ".join(kinds))
+    stated = [f"state a {kind}" for kind in kinds] + (["name a person"] if person else [])
+    ctx.notes.append("ranked up messages that " + " / ".join(stated))
     return boost_answer_cues(hits, cued, ctx.fusion.answer_cue_boost)
 
 

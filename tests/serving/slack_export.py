@@ -85,7 +85,7 @@ def corpus() -> list[Message]:
         m(1, "C1", "U2", "ERR-42 again, looks like the connection pool is exhausted", 0),
         m(2, "C1", "U3", "I rolled back to v2.3.0, errors stopped", 0),
         m(3, "C1", "U1", "Root cause: max_connections too low after the config change", 0),
-        m(4, "C1", "U4", "Thanks all, closing the incident", 0),
+        m(4, "C1", "U4", "Thanks Priya, closing the incident", 0),
         m(5, "C2", "U2", "Customer reports postgres error 28P01 password authentication failed"),
         m(6, "C2", "U1", "28P01 means invalid password; rotate the credentials in vault"),
         m(7, "C3", "U3", "Lunch anyone? The new ramen place opened 🍜"),

@@ -493,6 +493,18 @@ def test_answer_cues_boost_messages_that_state_the_asked_kind(engine: SearchEngi
     assert not any(hit.answer_cue for hit in search(engine, question, mode="semantic").results)
 
 
+def test_a_who_question_ranks_up_messages_that_name_a_person(engine: SearchEngine) -> None:
+    question = "who closed the ERR-42 incident"
+    boosted = search(engine, question, limit=50)
+    assert "ranked up messages that name a person" in boosted.notes
+    cued = {hit.document_id for hit in boosted.results if hit.answer_cue}
+    assert message_id(4) in cued  # "Thanks Priya, closing the incident"
+    assert message_id(0) not in cued  # the ERR-42 deploy message names nobody
+    plain = engine.search(SearchRequest(query=question, limit=50), FusionConfig(answer_cue_boost=0))
+    assert not any(hit.answer_cue for hit in plain.results)
+    assert "name a person" not in " ".join(search(engine, "the ERR-42 incident").notes)
+
+
 def test_a_fully_embedded_artifact_reports_full_coverage(engine: SearchEngine) -> None:
     for mode in ("hybrid", "semantic"):
         response = search(engine, "database failover", mode=mode)

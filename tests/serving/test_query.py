@@ -10,6 +10,7 @@ from serving.query import (
     answer_types,
     asks_earliest,
     asks_latest,
+    asks_person,
     content_tokens,
     day_spans,
     day_window_us,
@@ -227,6 +228,21 @@ def test_questions_about_how_things_stand_now(question: str, asks: bool) -> None
 )
 def test_questions_about_how_things_stood_at_first(question: str, asks: bool) -> None:
     assert asks_earliest(question) is asks
+
+
+@pytest.mark.parametrize(
+    ("question", "asks"),
+    [
+        ("Who owned the QR scanner mockup?", True),
+        ("When's the dress rehearsal and who's checking the backend?", True),
+        ("Nowadays, which person looks after Dunlin?", True),
+        ("Whose idea was the freeze?", True),
+        ("Find the message from the person who approved it", False),  # not the question
+        ("What is the current sync time?", False),
+    ],
+)
+def test_questions_that_ask_who(question: str, asks: bool) -> None:
+    assert asks_person(question) is asks
 
 
 def _us(*parts: int) -> int:
