@@ -39,8 +39,6 @@ from serving.engine import SearchEngine
 from serving.models import SearchHitBase, SearchRequest, SearchResponse
 from serving.query import (
     answer_types,
-    asks_earliest,
-    asks_latest,
     content_tokens,
     fts_tokens,
     has_searchable_content,
@@ -48,6 +46,7 @@ from serving.query import (
     parse_query,
     query_aspects,
     stated_values,
+    time_frames,
 )
 from slackquery.artifacts.files import artifact_file, is_build_id
 from slackquery.errors import SlackqueryError
@@ -313,7 +312,7 @@ def answer_question(
     room = max(1, max_evidence // len(names))
     # Read from the whole question: "…, originally?" is split off as a part of its own. A
     # question asking both ("the current slot, and the earlier one") lets the later win.
-    asks_first = asks_earliest(text) and not asks_latest(text)
+    asks_first = time_frames(text) == {"earliest"}
     with engine.artifact() as artifact:
         terms = [part_terms(artifact, name) for name in names]
     parts = [

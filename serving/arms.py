@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from serving.context import QueryContext
-from serving.query import asks_latest, day_spans, day_window_us, named_days
+from serving.query import day_spans, day_window_us, named_days, time_frames
 from serving.ranking import ArmRanking, top_candidates
 from serving.semantic import best_indices, vector_scores_many
 
@@ -212,7 +212,7 @@ def rank_latest(ctx: QueryContext) -> ArmRanking | None:
     messages the cosine nearly ties (an update over what it replaced) and leaves clear
     gaps alone. (Oldest first for "originally" questions lost: docs/evaluation.md.)"""
     best = ctx.semantic_best
-    if not best.rows.size or not asks_latest(ctx.text):
+    if not best.rows.size or "latest" not in time_frames(ctx.text):
         return None
     newest = np.argsort(-ctx.artifact.ts_us[best.rows], kind="stable")
     ctx.notes.append("ranked up the latest messages: the question asks how things stand now")

@@ -405,32 +405,28 @@ def holds_answer_type(text: str, kinds: tuple[str, ...]) -> bool:
     return any(_ANSWER_TYPE_CUES[kind].search(text) for kind in kinds)
 
 
-# Words that ask how things stand now (the latest-first arm, serving/arms.py).
-_ASKS_LATEST = re.compile(
-    r"\b(?:now|nowadays|currently|current|presently|at present|these days|today|latest"
-    r"|most recent|still|any ?more|at the moment|as (?:things|it) stands?)\b",
-    re.IGNORECASE,
-)
+# Words that ask how things stand now (`latest`: the latest-first arm, serving/arms.py) or
+# how they stood at first (`earliest`: which message of a correction answers, serving/
+# answers.py). "first" alone is left out ("the first release" names a thing), and so is the
+# passive "was used to" ("the stack used to build it").
+_TIME_FRAMES = {
+    "latest": re.compile(
+        r"\b(?:now|nowadays|currently|current|presently|at present|these days|today|latest"
+        r"|most recent|still|any ?more|at the moment|as (?:things|it) stands?)\b",
+        re.IGNORECASE,
+    ),
+    "earliest": re.compile(
+        r"\b(?:originally|original|initially|at first|at the start|in the beginning|earlier"
+        r"|previously|formerly|(?<!was )(?<!were )(?<!is )(?<!are )(?<!be )(?<!been )used to)\b",
+        re.IGNORECASE,
+    ),
+}
 
 
-def asks_latest(text: str) -> bool:
-    """True when the question asks how things stand now ("currently", "still", "at present")."""
-    return _ASKS_LATEST.search(text) is not None
-
-
-# Words that ask how things stood at first (an answer's correction, serving/answers.py).
-# "first" alone is left out ("the first release" names a thing), and so is the passive
-# "was used to" ("the stack used to build it").
-_ASKS_EARLIEST = re.compile(
-    r"\b(?:originally|original|initially|at first|at the start|in the beginning|earlier"
-    r"|previously|formerly|(?<!was )(?<!were )(?<!is )(?<!are )(?<!be )(?<!been )used to)\b",
-    re.IGNORECASE,
-)
-
-
-def asks_earliest(text: str) -> bool:
-    """True when the question asks how things stood at first ("originally", "used to")."""
-    return _ASKS_EARLIEST.search(text) is not None
+def time_frames(text: str) -> frozenset[str]:
+    """Which of `latest` ("currently", "still") and `earliest` ("originally") the question
+    asks about."""
+    return frozenset(name for name, words in _TIME_FRAMES.items() if words.search(text))
 
 
 # Calendar days a question names in words, for the scope arm (serving/arms.py): "on Sep
