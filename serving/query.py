@@ -337,17 +337,24 @@ def query_aspects(text: str, max_parts: int) -> Aspects:
 
 
 # Expected answer types, as in classic factoid question answering: a question that asks
-# "when" is answered by a message that states a date or time, "how many / much / long /
-# often" by one with a number, "where" by one with a link, path or channel. Only the
-# interrogative counts: the word must open the question or one of its clauses ("..., and
-# when was it due?"), so "find the message where Meera approved it" asks for no place.
+# "when" (or "at what hour", "on which day") is answered by a message that states a date
+# or time, "how many / much / long / often / big / …" by one with a number, "where" by one
+# with a link, path or channel. Only the interrogative counts: the word must open the
+# question or one of its clauses ("..., and when was it due?"), so "find the message where
+# Meera approved it" asks for no place.
 _CLAUSE_START = r"(?:^|[,;:?]\s*|\b(?:and|or)\s+)"
 _ANSWER_TYPE_QUESTIONS = {
     "time": re.compile(
-        _CLAUSE_START + r"(?:when\b|what (?:time|day|date)\b|which (?:day|date)\b)",
+        _CLAUSE_START
+        + r"(?:(?:at|on|in|by) )?"
+        + r"(?:when\b|(?:what|which) (?:time|day|date|hour|week|month|year)\b)",
         re.IGNORECASE,
     ),
-    "number": re.compile(r"\bhow (?:many|much|long|often)\b", re.IGNORECASE),
+    "number": re.compile(
+        r"\bhow (?:many|much|long|often|frequently|big|large|small|fast|far|old|high|low)\b"
+        r"|\bwhat (?:size|percentage|share|number)\b",
+        re.IGNORECASE,
+    ),
     "place": re.compile(_CLAUSE_START + r"where\b", re.IGNORECASE),
 }
 _MONTH_NAMES = "|".join(

@@ -143,6 +143,11 @@ def test_dates_outside_the_calendar_are_clear_errors(query: str, message: str) -
         ("How long does one person stay on call?", ("number",)),
         ("Where is the API repository?", ("place",)),
         ("When and where is the team offsite?", ("time", "place")),
+        ("At what hour does the nightly batch start?", ("time",)),
+        ("On which day of the week is maintenance?", ("time",)),
+        ("How big can a request body be?", ("number",)),
+        ("How frequently are backups taken?", ("number",)),
+        ("What percentage of scans failed?", ("number",)),
         # Relative, not interrogative: no answer type.
         ("Find the message where Meera approved freezing QR v2", ()),
         ("what broke when we upgraded the worker", ()),
