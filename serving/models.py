@@ -55,14 +55,15 @@ class SearchHitBase(BaseModel):
     text_truncated: bool
     permalink: str | None = Field(description="Slack link to cite.")
     fused_score: float = Field(
-        description="Weighted RRF score (times 1 + the answer-cue boost when `answer_cue`); "
-        "relative, not a probability."
+        description="Weighted RRF score (times 1 + the answer-cue boost when `answer_cue`; "
+        "divided by it when a question's hit asks a question itself); relative, not a "
+        "probability."
     )
     answer_cue: bool = Field(
         default=False,
         description="States the kind of answer the question asks for (a date or time for "
-        "'when', a number for 'how many', a link, path or channel for 'where'); hybrid "
-        "ranking boosted its fused score.",
+        "'when', a number for 'how many', a link, path or channel for 'where', a member's "
+        "name for 'who'); hybrid ranking boosted its fused score.",
     )
 
 

@@ -393,6 +393,11 @@ def asks_person(text: str) -> bool:
     return _ASKS_PERSON.search(text) is not None
 
 
+def asks_a_question(text: str) -> bool:
+    """True when the text ends by asking: its last sentence ends with a question mark."""
+    return text.rstrip().endswith(("?", "？"))
+
+
 def answer_types(text: str) -> tuple[str, ...]:
     """The kinds of answer the question asks for (`time`, `number`, `place`), in that order."""
     return tuple(kind for kind, pattern in _ANSWER_TYPE_QUESTIONS.items() if pattern.search(text))

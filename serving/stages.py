@@ -1,7 +1,8 @@
 """The stages after fusion: each takes the query context and the fused hits, returns hits.
 
 `STAGES` runs in order on every search whose mode a stage lists: the reranker the fusion
-config names (`RERANK_STAGES`; none by default), then the answer-type cue. A cross-encoder
+config names (`RERANK_STAGES`; none by default), the answer-type cue, then ranking down
+messages that ask when the query asks. A cross-encoder
 drops in as one more entry of `RERANK_STAGES` with the same signature.
 """
 
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from serving.context import QueryContext
-from serving.query import answer_types, asks_person, holds_answer_type
+from serving.query import answer_types, asks_a_question, asks_person, holds_answer_type
 from serving.ranking import FusedHit
 
 # Only the best hits are checked for an answer cue (a regex pass over each text): a boost of
@@ -68,6 +69,23 @@ def answer_cue_stage(ctx: QueryContext, hits: list[FusedHit]) -> list[FusedHit]:
     return boost_answer_cues(hits, cued, ctx.fusion.answer_cue_boost)
 
 
+def question_stage(ctx: QueryContext, hits: list[FusedHit]) -> list[FusedHit]:
+    """For a question, divide by `1 + answer_cue_boost` the fused score of the best hits that
+    ask a question themselves, and re-rank (ties by row). In a thread the message that asks
+    repeats the question's words and ranks first; the reply that answers it often does not
+    (the same boost, the other way)."""
+    boost = ctx.fusion.answer_cue_boost
+    if not boost or not asks_a_question(ctx.text):
+        return hits
+    head = [
+        hit._replace(fused_score=hit.fused_score / (1.0 + boost))
+        if asks_a_question(str(ctx.artifact.display_row(hit.row)["text_display"]))
+        else hit
+        for hit in hits[:ANSWER_CUE_DEPTH]
+    ]
+    return sorted(head + hits[ANSWER_CUE_DEPTH:], key=lambda hit: (-hit.fused_score, hit.row))
+
+
 def combine_scores(hits: list[FusedHit], weights: dict[str, float]) -> list[FusedHit]:
     """Re-rank by the weighted sum of each arm's min-max normalised score (ties by row).
 
@@ -109,4 +127,5 @@ def rerank_stage(ctx: QueryContext, hits: list[FusedHit]) -> list[FusedHit]:
 STAGES: tuple[Stage, ...] = (
     Stage("rerank", rerank_stage),
     Stage("answer_cues", answer_cue_stage),
+    Stage("questions", question_stage),
 )

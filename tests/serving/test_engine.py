@@ -14,7 +14,7 @@ import serving.arms
 from serving.engine import SearchEngine
 from serving.fusion import FusionConfig
 from serving.models import SearchRequest
-from serving.query import fts_tokens
+from serving.query import asks_a_question, fts_tokens
 from slackquery.artifacts.build import build_artifact
 from slackquery.artifacts.publish import publish
 from slackquery.duckdb_setup import connect
@@ -485,7 +485,7 @@ def test_answer_cues_boost_messages_that_state_the_asked_kind(engine: SearchEngi
     assert message_id(31) in cued  # "... scheduled for Friday"
     assert message_id(11) not in cued  # the failover runbook link states no time
     for hit in boosted.results:
-        factor = 1.25 if hit.answer_cue else 1.0
+        factor = (1.25 if hit.answer_cue else 1.0) / (1.25 if asks_a_question(hit.text) else 1.0)
         assert hit.fused_score == pytest.approx(unboosted[hit.document_id] * factor, rel=1e-6)
     scores = [hit.fused_score for hit in boosted.results]
     assert scores == sorted(scores, reverse=True)
@@ -503,6 +503,29 @@ def test_a_who_question_ranks_up_messages_that_name_a_person(engine: SearchEngin
     plain = engine.search(SearchRequest(query=question, limit=50), FusionConfig(answer_cue_boost=0))
     assert not any(hit.answer_cue for hit in plain.results)
     assert "name a person" not in " ".join(search(engine, "the ERR-42 incident").notes)
+
+
+def test_a_question_ranks_down_messages_that_ask_a_question(engine: SearchEngine) -> None:
+    question = "Do we rotate TLS certificates before they expire?"
+    ranked = search(engine, question, limit=50)
+    plain = engine.search(SearchRequest(query=question, limit=50), FusionConfig(answer_cue_boost=0))
+    unranked = {hit.document_id: hit.fused_score for hit in plain.results}
+    # "How do we rotate TLS certificates before they expire?" ranks first without the stage.
+    assert plain.results[0].document_id == message_id(12)
+    assert ranked.results[0].document_id != message_id(12)
+    for hit in ranked.results:
+        factor = 1 / 1.25 if asks_a_question(hit.text) else 1.0
+        assert hit.fused_score == pytest.approx(unranked[hit.document_id] * factor, rel=1e-6)
+    scores = [hit.fused_score for hit in ranked.results]
+    assert scores == sorted(scores, reverse=True)
+    # Not a question: nothing is ranked down.
+    statement = "rotate TLS certificates before they expire"
+    assert [hit.fused_score for hit in search(engine, statement, limit=50).results] == [
+        hit.fused_score
+        for hit in engine.search(
+            SearchRequest(query=statement, limit=50), FusionConfig(answer_cue_boost=0)
+        ).results
+    ]
 
 
 def test_a_fully_embedded_artifact_reports_full_coverage(engine: SearchEngine) -> None:

@@ -8,6 +8,7 @@ import pytest
 from serving.artifact import fold_name
 from serving.query import (
     answer_types,
+    asks_a_question,
     asks_person,
     content_tokens,
     day_spans,
@@ -222,6 +223,19 @@ def test_questions_about_how_things_stand_now_or_stood_at_first(
     question: str, frames: set[str]
 ) -> None:
     assert time_frames(question) == frames
+
+
+@pytest.mark.parametrize(
+    ("text", "asks"),
+    [
+        ("Quick one: how soon does Curlew purge stored records?", True),
+        ("can someone own the review？  ", True),
+        ("Can someone own the review? Need it by lunch.", False),  # ends by stating
+        ("90 days, I set that myself.", False),
+    ],
+)
+def test_a_text_asks_when_it_ends_with_a_question_mark(text: str, asks: bool) -> None:
+    assert asks_a_question(text) is asks
 
 
 @pytest.mark.parametrize(
