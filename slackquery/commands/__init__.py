@@ -4,6 +4,7 @@ import argparse
 import json
 import os
 import sys
+from datetime import date
 from typing import Any
 
 
@@ -12,6 +13,14 @@ def add_json_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--json", action="store_true", help="print one JSON document on stdout instead of text"
     )
+
+
+def iso_day(value: str) -> date:
+    """An argparse type: a calendar day written YYYY-MM-DD."""
+    try:
+        return date.fromisoformat(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a day; use YYYY-MM-DD") from None
 
 
 def emit(args: argparse.Namespace, result: Any, text: str) -> None:

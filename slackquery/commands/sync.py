@@ -2,10 +2,9 @@
 
 import argparse
 import sys
-from datetime import date
 from typing import Any
 
-from slackquery.commands import add_json_flag, emit
+from slackquery.commands import add_json_flag, emit, iso_day
 from slackquery.commands.importer import render_counts
 from slackquery.settings import Settings
 from slackquery.slack.plan import plan
@@ -33,9 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=",".join(CONVERSATION_TYPES),
         help="comma-separated conversation types: public, private, mpim, im (default: all)",
     )
-    parser.add_argument(
-        "--since", type=date.fromisoformat, help="first sync: only history from YYYY-MM-DD on"
-    )
+    parser.add_argument("--since", type=iso_day, help="first sync: only history from YYYY-MM-DD on")
     parser.add_argument(
         "--plan",
         action="store_true",
