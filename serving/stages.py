@@ -2,8 +2,8 @@
 
 `STAGES` runs in order on every search whose mode a stage lists: the reranker the fusion
 config names (`RERANK_STAGES`; none by default), the answer-type cue, then ranking down
-messages that ask when the query asks. A cross-encoder
-drops in as one more entry of `RERANK_STAGES` with the same signature.
+messages that ask when the query asks. A cross-encoder drops in as one more entry of
+`RERANK_STAGES` with the same signature.
 """
 
 from __future__ import annotations
