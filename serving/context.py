@@ -85,6 +85,7 @@ class QueryContext:
     notes: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     _open: list[float] = field(default_factory=list, repr=False)
+    _display_texts: dict[int, str] = field(default_factory=dict, repr=False)
 
     @property
     def window(self) -> int:
@@ -178,6 +179,15 @@ class QueryContext:
         keys, scores = self.cosines
         best = top_candidates(keys, scores, self.window)
         return ArmRanking(self.rows_of(best.rows), best.scores)
+
+    def display_text(self, row: int) -> str:
+        """A row's display text ("" when it has none), decoded once per search: the answer
+        cue and the question stage both read the best hits' texts."""
+        text = self._display_texts.get(row)
+        if text is None:
+            text = str(self.artifact.display_row(row)["text_display"] or "")
+            self._display_texts[row] = text
+        return text
 
     def rows_of(self, keys: np.ndarray) -> np.ndarray:
         """The artifact rows of `cosines` keys."""

@@ -58,10 +58,9 @@ def answer_cue_stage(ctx: QueryContext, hits: list[FusedHit]) -> list[FusedHit]:
     kinds, person = answer_types(ctx.text), asks_person(ctx.text)
     if not (kinds or person) or not ctx.fusion.answer_cue_boost:
         return hits
-    artifact = ctx.artifact
-    texts = [str(artifact.display_row(hit.row)["text_display"]) for hit in hits[:ANSWER_CUE_DEPTH]]
+    texts = [ctx.display_text(hit.row) for hit in hits[:ANSWER_CUE_DEPTH]]
     cued = [
-        holds_answer_type(text, kinds) or (person and artifact.authors_named_in(text).size > 0)
+        holds_answer_type(text, kinds) or (person and ctx.artifact.authors_named_in(text).size > 0)
         for text in texts
     ]
     stated = [f"state a {kind}" for kind in kinds] + (["name a person"] if person else [])
@@ -79,7 +78,7 @@ def question_stage(ctx: QueryContext, hits: list[FusedHit]) -> list[FusedHit]:
         return hits
     head = [
         hit._replace(fused_score=hit.fused_score / (1.0 + boost))
-        if asks_a_question(str(ctx.artifact.display_row(hit.row)["text_display"]))
+        if asks_a_question(ctx.display_text(hit.row))
         else hit
         for hit in hits[:ANSWER_CUE_DEPTH]
     ]
