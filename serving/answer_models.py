@@ -12,6 +12,16 @@ Verdict = Literal["answered", "partial", "insufficient_evidence"]
 CitationVerdict = Literal["verified", "unverified"]
 
 
+class ThreadStart(BaseModel):
+    """The first message of a reply's thread: what the reply answers, shown as context."""
+
+    document_id: str
+    author_name: str | None
+    timestamp: str = Field(description="Posting time, ISO 8601 UTC.")
+    text: str = Field(description="Message text (cut with a marker when very long).")
+    permalink: str | None
+
+
 class Evidence(BaseModel):
     """One message that supports a part of the question, with the sentence that answers."""
 
@@ -32,6 +42,12 @@ class Evidence(BaseModel):
     )
     is_correction: bool = Field(
         description="True when this later message corrects an earlier one of the same part."
+    )
+    in_reply_to: ThreadStart | None = Field(
+        default=None,
+        description="For a thread reply: its thread's first message, which the reply answers "
+        '("45 seconds" reads as an answer only beside "What\'s the upstream timeout?"). '
+        "Context, not evidence: cite it only for what it says itself.",
     )
 
 

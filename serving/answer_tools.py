@@ -24,6 +24,7 @@ Answer this question from the team's Slack history: {question}
    messages that support it, the answering sentence, and a cited extractive answer.
 2. If a part is unsupported or the evidence is thin, search_slack with other words and
    read the surrounding conversation (get_slack_message with context, get_slack_thread).
+   A reply answers the message in its `in_reply_to`: check that it answers this question.
 3. Write the answer only from messages you have read. Put [document_id] after every claim.
 4. When messages disagree, prefer the latest dated correction and say what it replaced;
    if the question asks how things stood at first ("originally"), answer with the earlier
@@ -56,7 +57,9 @@ def register_answer_tools(server: MCPServer, engine: SearchEngine, runner: ToolR
         extractive line per part with [document_id] after every claim; a later dated
         correction wins over what it corrects, and `conflict` says so), `citations`,
         `unsupported_parts`, and per part its evidence (channel, author, timestamp,
-        permalink, text, the answering sentence in **bold**) and its evidence strength.
+        permalink, text, the answering sentence in **bold**; for a thread reply,
+        `in_reply_to`: the thread's first message, which it answers) and its evidence
+        strength.
         insufficient_evidence means no retrieved message covers the question: say the
         archive does not answer rather than guess.
         """

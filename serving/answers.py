@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 import duckdb
@@ -32,6 +32,7 @@ from serving.answer_models import (
     Citation,
     CitationCheck,
     Evidence,
+    ThreadStart,
     VerificationResponse,
 )
 from serving.artifact import LoadedArtifact
@@ -319,7 +320,53 @@ def answer_question(
         answer_part(name, hits, part, threshold, room, len(names) > 1, asks_first=asks_first)
         for name, part in zip(names, terms, strict=True)
     ]
+    start_of = cache(lambda root_id: thread_start(engine, root_id, requester))
+    parts = with_thread_starts(parts, hits, start_of)
     return _assemble(question, parts, response.artifact_id, response, started)
+
+
+def thread_start(
+    engine: SearchEngine, root_id: str, requester: Requester | None
+) -> ThreadStart | None:
+    """A thread's first message, if it is still there and the requester may see it."""
+    first = engine.message_record(root_id, requester)
+    if first is None:
+        return None
+    return ThreadStart(
+        document_id=first.document_id,
+        author_name=first.author_name,
+        timestamp=first.timestamp,
+        text=first.text,
+        permalink=first.permalink,
+    )
+
+
+def with_thread_starts(
+    parts: list[AnswerPart],
+    hits: Sequence[SearchHitBase],
+    start_of: Callable[[str], ThreadStart | None],
+) -> list[AnswerPart]:
+    """Each evidence reply with the first message of its thread (`Evidence.in_reply_to`):
+    a reply that answers ("45 seconds, check the config.") often names nothing of what it
+    answers, so a reader needs the question it replies to beside it."""
+    roots = {
+        hit.document_id: hit.thread_root_id
+        for hit in hits
+        if hit.thread_root_id is not None and hit.thread_root_id != hit.document_id
+    }
+    return [
+        part.model_copy(
+            update={
+                "evidence": [
+                    item.model_copy(update={"in_reply_to": start_of(roots[item.document_id])})
+                    if item.document_id in roots
+                    else item
+                    for item in part.evidence
+                ]
+            }
+        )
+        for part in parts
+    ]
 
 
 def _assemble(

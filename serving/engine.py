@@ -616,6 +616,21 @@ class SearchEngine:
             messages.extend(self._record(item) for item in after)
             return MessageResponse(messages=messages, artifact_id=artifact.build_id)
 
+    def message_record(
+        self, document_id: str, requester: Requester | None = None
+    ) -> MessageRecord | None:
+        """One message the requester may see, by document id, read from the artifact's
+        memory without SQL (None when there is none): the answer path looks up the thread
+        start of every reply it shows, and a query per reply doubled `ask`'s latency."""
+        with self.artifact() as artifact:
+            row = artifact.row_of.get(document_id)
+            visible = artifact.visibility(requester)
+            if row is None or not artifact.is_message[row]:
+                return None
+            if visible is not None and not visible.rows[row]:
+                return None
+            return self._record(artifact.display_row(row))
+
     def get_thread(
         self, thread_id: str, limit: int = 200, requester: Requester | None = None
     ) -> ThreadResponse:

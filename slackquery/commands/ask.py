@@ -78,6 +78,9 @@ def render(response: AnswerResponse) -> str:
             "    "
             + " ".join(item.highlighted.split()).replace("**", bold, 1).replace("**", plain, 1)
         )
+        if item.in_reply_to is not None:
+            start = item.in_reply_to
+            lines.append(f"    in reply to {start.author_name}: {' '.join(start.text.split())}")
         if item.permalink:
             lines.append(f"    {item.permalink}")
     lines.append(f"artifact {response.artifact_id}")

@@ -430,3 +430,12 @@ def test_rows_with_codes_is_membership_of_each_rows_code(wanted: list[int]) -> N
     codes = np.random.default_rng(5).integers(0, 7, 1_000).astype(np.int32)
     expected = np.array([code in wanted for code in codes.tolist()])
     assert np.array_equal(rows_with_codes(codes, wanted, 7), expected)
+
+
+def test_a_message_record_is_none_to_whom_may_not_see_it(engine: SearchEngine) -> None:
+    chen, bob = Requester("U3", ACME), Requester("U2", ACME)  # bob is in #secret-plans
+    record = engine.message_record(NARWHAL_ROOT, bob)
+    assert record is not None and record.text.startswith("Private roadmap")
+    # to Chen it is as absent as an id that was never there
+    assert engine.message_record(NARWHAL_ROOT, chen) is None
+    assert engine.message_record(message_id(99, "G1"), bob) is None

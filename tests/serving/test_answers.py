@@ -1,7 +1,7 @@
 """The answer logic without an artifact: sentence choice, correction order, verdicts,
 citation checks."""
 
-from serving.answer_models import AnswerPart
+from serving.answer_models import AnswerPart, ThreadStart
 from serving.answers import (
     Cited,
     PartTerms,
@@ -12,6 +12,7 @@ from serving.answers import (
     highlight,
     sentences,
     stem,
+    with_thread_starts,
 )
 from serving.models import SearchHit, SearchResponse
 
@@ -20,7 +21,7 @@ def terms(*words: str, kinds: tuple[str, ...] = ()) -> PartTerms:
     return PartTerms(" ".join(words), {stem(word): 1.0 for word in words}, kinds)
 
 
-def hit(document_id: str, text: str, ts_us: int) -> SearchHit:
+def hit(document_id: str, text: str, ts_us: int, root: str | None = None) -> SearchHit:
     return SearchHit(
         document_id=document_id,
         source_message_id=f"src-{document_id}",
@@ -33,8 +34,8 @@ def hit(document_id: str, text: str, ts_us: int) -> SearchHit:
         author_name="Priya",
         ts_us=ts_us,
         timestamp=f"t{ts_us}",
-        thread_id=None,
-        thread_root_id=None,
+        thread_id=root,
+        thread_root_id=root,
         text=text,
         text_truncated=False,
         permalink=None,
@@ -226,3 +227,32 @@ def test_a_correction_that_already_ranks_first_still_names_the_conflict() -> Non
     result = answer_part("pilot sync", hits, part, 0.5, room=4, multi=False)
     assert result.conflict is not None
     assert [item.document_id for item in result.evidence] == ["new", "old"]
+
+
+def test_a_reply_is_shown_with_the_message_it_answers() -> None:
+    part = terms("timeout")
+    hits = [
+        hit("reply", "45 seconds, check the config.", 2, root="root"),
+        hit("root", "What's the upstream timeout?", 1, root="root"),
+        hit("alone", "The timeout alarm fired", 3),
+    ]
+    answered = answer_part("timeout", hits, part, 0.5, 3, False)
+    asked = ThreadStart(
+        document_id="root",
+        author_name="Tomás",
+        timestamp="t1",
+        text="What's the upstream timeout?",
+        permalink=None,
+    )
+    looked_up: list[str] = []
+
+    def start_of(root_id: str) -> ThreadStart:
+        looked_up.append(root_id)
+        return asked
+
+    [shown] = with_thread_starts([answered], hits, start_of)
+    by_id = {item.document_id: item.in_reply_to for item in shown.evidence}
+    # the root and a message outside any thread reply to nothing
+    assert by_id == {"reply": asked, "root": None, "alone": None}
+    assert looked_up == ["root"]
+    assert shown.answer == answered.answer  # context, never a citation

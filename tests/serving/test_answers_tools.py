@@ -38,6 +38,17 @@ def test_answer_cites_the_evidence_and_verifies(engine: SearchEngine) -> None:
     assert checked.verdict == "verified", checked
 
 
+def test_a_reply_in_the_evidence_carries_the_message_it_answers(engine: SearchEngine) -> None:
+    answer = answer_question(engine, "How much space is free after cleaning docker images?")
+    evidence = {item.document_id: item for part in answer.parts for item in part.evidence}
+    reply = evidence[message_id(18)]  # "Cleaned old docker images on staging, 40% free now"
+    assert reply.in_reply_to is not None
+    assert reply.in_reply_to.document_id == message_id(17)
+    assert reply.in_reply_to.text == "The staging cluster is out of disk space again"
+    root = evidence.get(message_id(17))
+    assert root is None or root.in_reply_to is None  # a thread's first message replies to none
+
+
 def test_unanswerable_abstains_and_a_partial_names_the_missing_part(engine: SearchEngine) -> None:
     none = answer_question(engine, UNANSWERABLE)
     assert none.verdict == "insufficient_evidence" and none.citations == []
@@ -143,6 +154,8 @@ def test_ask_and_verify_commands(published: Settings, capsys: pytest.CaptureFixt
     assert main(["ask", QUESTION]) == 0
     text = capsys.readouterr().out
     assert text.startswith("answered: ") and f"[{PASSWORD}]" in text and "sources:" in text
+    assert main(["ask", "How much space is free after cleaning docker images?"]) == 0
+    assert "in reply to " in capsys.readouterr().out
     assert main(["verify", f"see [{PASSWORD}]"]) == 0
     assert "verified against artifact" in capsys.readouterr().out
     assert main(["verify", "see [T0ACME:C1:1.000000]"]) == 2
