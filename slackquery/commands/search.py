@@ -4,9 +4,10 @@ import argparse
 import re
 import sys
 
+from serving.access import Requester
 from serving.cursor import home_secret
 from serving.engine import SearchEngine
-from serving.models import SearchRequest, SearchResponse
+from serving.models import MessageRecord, SearchRequest, SearchResponse
 from serving.query import NEWEST, content_tokens, parse_query
 from slackquery.commands import add_json_flag, add_requester_flags, emit, requester_from
 from slackquery.settings import Settings
@@ -95,10 +96,27 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             ),
             requester=requester,
         )
+        starts = {} if args.json else thread_starts(engine, response, requester)
     finally:
         engine.close()
-    emit(args, response.model_dump(mode="json"), render(response))
+    emit(args, response.model_dump(mode="json"), render(response, starts))
     return 0
+
+
+def thread_starts(
+    engine: SearchEngine, response: SearchResponse, requester: Requester | None
+) -> dict[str, MessageRecord]:
+    """The first message of each hit's thread, by the hit's id, for hits that are replies:
+    a reply ("45 seconds, check the config.") often reads as an answer only beside the
+    question it answers, as Slack's own results show it."""
+    starts = {}
+    for hit in response.results:
+        if hit.thread_root_id is None or hit.thread_root_id == hit.document_id:
+            continue
+        start = engine.message_record(hit.thread_root_id, requester)
+        if start is not None:
+            starts[hit.document_id] = start
+    return starts
 
 
 def filtered_query(query: str, args: argparse.Namespace) -> str:
@@ -132,8 +150,9 @@ def snippet(text: str, query: str) -> str:
     return pattern.sub(lambda m: f"{opening}{m.group(0)}{closing}", window)
 
 
-def render(response: SearchResponse) -> str:
-    """Readable results: channel, author, time, highlighted snippet, permalink."""
+def render(response: SearchResponse, starts: dict[str, MessageRecord] | None = None) -> str:
+    """Readable results: channel, author, time, highlighted snippet, what a reply answers
+    (`starts`: thread starts by hit id), permalink."""
     coverage = (
         f", vector coverage {response.vector_coverage:.1%}"
         if response.vector_coverage is not None
@@ -152,6 +171,11 @@ def render(response: SearchResponse) -> str:
             f"{hit.timestamp[:16].replace('T', ' ')} UTC{score}"
         )
         lines.append(f"    {snippet(hit.text, response.query)}")
+        start = (starts or {}).get(hit.document_id)
+        if start is not None:
+            asked = " ".join(start.text.split())
+            cut = asked[:SNIPPET_CHARS] + ("…" if len(asked) > SNIPPET_CHARS else "")
+            lines.append(f"    in reply to {start.author_name}: {cut}")
         lines.append(f"    {hit.permalink}")
     lines.extend(f"note: {note}" for note in response.notes)
     if response.next_cursor:

@@ -28,6 +28,18 @@ def test_search_command_text_and_json(
     assert {hit["author_id"] for hit in payload["results"]} == {"U1"}
 
 
+def test_search_command_shows_what_a_reply_answers(
+    published: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["search", "cleaned old docker images", "--mode", "lexical", "--limit", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    # the reply, then the first message of its thread, then the reply's permalink
+    assert "40% free now" in lines[2]
+    assert lines[3] == "    in reply to Zoë Müller: The staging cluster is out of disk space again"
+    assert main(["search", "staging cluster out of disk", "--mode", "lexical", "--limit", "1"]) == 0
+    assert "in reply to" not in capsys.readouterr().out  # a thread's first message
+
+
 def test_search_command_user_error(published: Settings, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["search", "deploy", "--in", "#engg"]) == 1
     assert "unknown channel" in capsys.readouterr().err
