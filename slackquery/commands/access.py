@@ -1,12 +1,11 @@
 """`slackquery access grant|list|revoke`: requester tokens for the MCP server."""
 
 import argparse
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 
 from serving.access import published_requester
 from slackquery.access.grants import GrantStore, grants_path
-from slackquery.commands import add_json_flag, emit
-from slackquery.errors import SlackqueryError
+from slackquery.commands import add_json_flag, emit, iso_day
 from slackquery.settings import Settings
 
 
@@ -34,7 +33,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--label", help="a unique name for the grant (default: WORKSPACE_ID:USER_ID)"
     )
     grant.add_argument("--no-dms", action="store_true", help="never show DMs or group DMs")
-    grant.add_argument("--expires", metavar="YYYY-MM-DD", help="last day (UTC) the token works")
+    grant.add_argument(
+        "--expires", type=iso_day, metavar="YYYY-MM-DD", help="last day (UTC) the token works"
+    )
     add_json_flag(grant)
     grant.set_defaults(handler=run_grant)
     listing = actions.add_parser(
@@ -57,18 +58,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     revoke.set_defaults(handler=run_revoke)
 
 
-def _expires(value: str | None) -> str | None:
-    if value is None:
-        return None
-    try:
-        return date.fromisoformat(value).isoformat()
-    except ValueError:
-        raise SlackqueryError(f"--expires must be YYYY-MM-DD, not {value!r}") from None
-
-
 def run_grant(args: argparse.Namespace, settings: Settings) -> int:
     """Resolve the user against the published artifact, store the grant, print the token."""
-    expires = _expires(args.expires)
+    expires = args.expires.isoformat() if args.expires else None
     requester = published_requester(settings, args.user, args.workspace, args.no_dms)
     grant, token = GrantStore(grants_path(settings)).add(
         user_id=requester.user_id,
