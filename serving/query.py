@@ -442,7 +442,9 @@ def time_frames(text: str) -> frozenset[str]:
 
 
 # Calendar days a question names in words, for the scope arm (serving/arms.py): "on Sep
-# 28", "Sep 14–18", "Sep 28–Oct 2", "April 4, 2024", "4 April", "2026-09-28".
+# 28", "Sep 14–18", "Sep 28–Oct 2", "April 4, 2024", "4 April", "2026-09-28", and whole
+# months after a preposition ("in September", "during March 2024"; "the March release"
+# names a release, not a time to search).
 _ORDINAL = r"(?:st|nd|rd|th)?"
 _RANGE = r"\s*(?:-|–|—|to|through|until|till)\s*"
 _NAMED_DAYS = re.compile(
@@ -452,15 +454,17 @@ _NAMED_DAYS = re.compile(
     rf"(?:,?\s+(?P<year2>\d{{4}})\b)?)?"
     rf"|\b(?P<dday>\d{{1,2}}){_ORDINAL}\s+(?:of\s+)?(?P<dmonth>{_MONTH_NAMES})\b"
     rf"(?:,?\s+(?P<dyear>\d{{4}})\b)?"
-    r"|\b(?P<iso>\d{4}-\d{2}-\d{2})\b",
+    r"|\b(?P<iso>\d{4}-\d{2}-\d{2})\b"
+    rf"|\b(?:in|during|throughout)\s+(?:the\s+month\s+of\s+)?(?P<mmonth>{_MONTH_NAMES})\b\.?"
+    r"(?:,?\s+(?P<myear>\d{4})\b)?(?![.,]?\s*\d)",
     re.IGNORECASE,
 )
 # A day named in words is a day somewhere: its window runs from its start in the
 # easternmost time zone (UTC+14) to its end in the westernmost (UTC-12).
 _EAST_US = 14 * 3_600_000_000
 _WEST_US = 12 * 3_600_000_000
-# (year or None when the question does not say, month, day)
-NamedDay = tuple[int | None, int, int]
+# (year or None when the question does not say, month, day or None for the whole month)
+NamedDay = tuple[int | None, int, int | None]
 
 
 def named_days(text: str) -> list[tuple[NamedDay, NamedDay]]:
@@ -468,8 +472,12 @@ def named_days(text: str) -> list[tuple[NamedDay, NamedDay]]:
     found = []
     for match in _NAMED_DAYS.finditer(text):
         groups = match.groupdict()
-        if (groups["month"] or groups["dmonth"]) == "may":
+        if (groups["month"] or groups["dmonth"] or groups["mmonth"]) == "may":
             continue  # the verb ("may 4 people join?"); the month is written "May"
+        if groups["mmonth"]:
+            month = (_year(groups["myear"]), _month(groups["mmonth"]), None)
+            found.append((month, month))
+            continue
         if groups["iso"]:
             year, month, day = (int(part) for part in groups["iso"].split("-"))
             found.append(((year, month, day), (year, month, day)))
@@ -532,17 +540,21 @@ def day_window_us(first: date, last: date) -> tuple[int, int]:
 
 
 def _resolve_day(named: NamedDay, first_day: date, last_day: date) -> date | None:
+    """The named day (a whole month: its first day) in the year named, or else in the
+    latest year of the span where it (a month: any of its days) lies within the span."""
     year, month, day = named
     years = [year] if year is not None else range(last_day.year, first_day.year - 1, -1)
     for candidate in years:
-        resolved = _calendar_day(candidate, month, day)
-        if resolved is not None and first_day <= resolved <= last_day:
-            return resolved
+        start = _calendar_day(candidate, month, 1 if day is None else day)
+        end = _calendar_day(candidate, month, day)
+        if start is not None and end is not None and start <= last_day and first_day <= end:
+            return start
     return None
 
 
-def _calendar_day(year: int, month: int, day: int) -> date | None:
+def _calendar_day(year: int, month: int, day: int | None) -> date | None:
+    """The date, or None where the calendar has none; a day of None is the month's last."""
     try:
-        return date(year, month, day)
+        return date(year, month, calendar.monthrange(year, month)[1] if day is None else day)
     except ValueError:
         return None

@@ -196,6 +196,9 @@ def test_answer_type_cues_in_message_text(text: str, kind: str, expected: bool) 
         ("may 4 people join? May 4 works", [((None, 5, 4), (None, 5, 4))]),  # the verb is no day
         ("how many volunteers for manual entry?", []),
         ("v2.3 on sep 31", [((None, 9, 31), (None, 9, 31))]),  # no such day: dropped when read
+        ("What did we decide in September?", [((None, 9, None), (None, 9, None))]),
+        ("during the month of March, 2024", [((2024, 3, None), (2024, 3, None))]),
+        ("in Sep 28 and the March release", [((None, 9, 28), (None, 9, 28))]),  # a day; a name
     ],
 )
 def test_days_named_in_words(question: str, days: list) -> None:
@@ -267,6 +270,12 @@ def test_named_days_are_read_within_the_archive_and_every_time_zone() -> None:
     ]
     assert day_spans(named_days("Sep 31, Oct 30, 2027-01-01, Jan 10 2024"), span) == []
     assert day_spans(named_days("Sep 20 - Sep 2"), span) == []  # ends before it starts
+    # A whole month, in the latest year where any of its days lies in the span.
+    assert day_spans(named_days("in November, in February"), span) == [
+        (date(2025, 11, 1), date(2025, 11, 30)),
+        (date(2026, 2, 1), date(2026, 2, 28)),
+    ]
+    assert day_spans(named_days("during November 2026, in Nov 2024"), span) == []
     # An archive reaching the calendar's ends (a malformed export's timestamps) still works.
     edges = (_us(1, 1, 2) - 10**12, _us(9999, 12, 31))
     assert day_spans(named_days("on 0001-01-01 and on Jan 1"), edges) == [
