@@ -467,9 +467,10 @@ _WEST_US = 12 * 3_600_000_000
 NamedDay = tuple[int | None, int, int | None]
 
 
-def named_days(text: str) -> list[tuple[NamedDay, NamedDay]]:
-    """The days or ranges of days the text names, each as (first, last)."""
-    found = []
+def named_days(text: str, today: date | None = None) -> list[tuple[NamedDay, NamedDay]]:
+    """The days or ranges of days the text names, each as (first, last); days named
+    relative to `today` (default: the current UTC day) as `relative_days` reads them."""
+    found = relative_days(text, today or datetime.now(UTC).date())
     for match in _NAMED_DAYS.finditer(text):
         groups = match.groupdict()
         if (groups["month"] or groups["dmonth"] or groups["mmonth"]) == "may":
@@ -493,6 +494,39 @@ def named_days(text: str) -> list[tuple[NamedDay, NamedDay]]:
             last = (_year(groups["year2"]) or first[0], month2, int(groups["day2"]))
         found.append((first, last))
     return found
+
+
+# Days named relative to today. "today" itself is left out: "who owns the deploy today?"
+# asks how things stand now (`time_frames`), not what was posted today.
+_RELATIVE_DAYS = re.compile(r"\b(?:yesterday|(?:this|last)\s+(?:week|month))\b", re.IGNORECASE)
+
+
+def relative_days(text: str, today: date) -> list[tuple[NamedDay, NamedDay]]:
+    """ "yesterday", "this week" / "last week" (Monday to Sunday, this week up to today),
+    "this month" / "last month", as (first, last) days relative to `today`."""
+    found = []
+    for match in _RELATIVE_DAYS.finditer(text):
+        try:
+            first, last = _relative_span(" ".join(match.group(0).lower().split()), today)
+        except OverflowError:  # before the calendar's first day
+            continue
+        found.append(((first.year, first.month, first.day), (last.year, last.month, last.day)))
+    return found
+
+
+def _relative_span(which: str, today: date) -> tuple[date, date]:
+    one_day = timedelta(days=1)
+    monday = today - timedelta(days=today.weekday())
+    month_start = today.replace(day=1)
+    if which == "yesterday":
+        return today - one_day, today - one_day
+    if which == "this week":
+        return monday, today
+    if which == "last week":
+        return monday - timedelta(days=7), monday - one_day
+    if which == "this month":
+        return month_start, today
+    return (month_start - one_day).replace(day=1), month_start - one_day
 
 
 def _year(text: str | None) -> int | None:

@@ -15,6 +15,7 @@ from serving.query import (
     day_window_us,
     holds_answer_type,
     named_days,
+    relative_days,
     parse_query,
     query_aspects,
     time_frames,
@@ -203,6 +204,30 @@ def test_answer_type_cues_in_message_text(text: str, kind: str, expected: bool) 
 )
 def test_days_named_in_words(question: str, days: list) -> None:
     assert named_days(question) == days
+
+
+@pytest.mark.parametrize(
+    ("question", "days"),
+    [  # relative to Wednesday 2026-03-04
+        ("what broke yesterday?", [((2026, 3, 3), (2026, 3, 3))]),
+        ("deploys this  week", [((2026, 3, 2), (2026, 3, 4))]),
+        ("what did we ship last week?", [((2026, 2, 23), (2026, 3, 1))]),
+        (
+            "last month, then this month",
+            [((2026, 2, 1), (2026, 2, 28)), ((2026, 3, 1), (2026, 3, 4))],
+        ),
+        ("who owns the deploy today?", []),  # asks how things stand now, not for a day
+    ],
+)
+def test_days_named_relative_to_today(question: str, days: list) -> None:
+    assert named_days(question, today=date(2026, 3, 4)) == days
+
+
+def test_a_relative_day_before_the_calendar_starts_is_left_out() -> None:
+    first_day = date(1, 1, 1)  # a Monday
+    assert relative_days("yesterday, last week, last month, this week", first_day) == [
+        ((1, 1, 1), (1, 1, 1))
+    ]
 
 
 @pytest.mark.parametrize(
