@@ -173,8 +173,8 @@ def rank_authors(ctx: QueryContext) -> ArmRanking | None:
 
 def rank_scope(ctx: QueryContext) -> ArmRanking | None:
     """Messages posted in the channels (`#build-help`) or on the days ("on Sep 28", "Sep
-    14–18", "in September", "last week") the question names, by cosine: a hint, never a filter. A scope
-    the request's filters already set is not named again."""
+    14–18", "in September", "last week") the question names, by cosine: a hint, never a
+    filter. A scope the request's filters already set is not named again."""
     artifact, filters = ctx.artifact, ctx.filters
     channels = artifact.channels_named_in(ctx.text) if filters.channel_ids is None else np.zeros(0)
     timed = filters.start_ts_us is not None or filters.end_ts_us is not None

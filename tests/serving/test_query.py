@@ -15,9 +15,9 @@ from serving.query import (
     day_window_us,
     holds_answer_type,
     named_days,
-    relative_days,
     parse_query,
     query_aspects,
+    relative_days,
     time_frames,
 )
 from slackquery.errors import SlackqueryError
