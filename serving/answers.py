@@ -62,7 +62,13 @@ CORRECTION_CUES = re.compile(
     re.IGNORECASE,
 )
 # Sentence ends, or line breaks (Slack messages often list one point per line).
-_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|\s*\n+\s*")
+# A sentence ends at . ! or ? before a space, or at a line break; not after an initial
+# ("@José N. drives the upgrade": cut there, the answer to "who" lost its name), "a.m.",
+# "p.m.", "e.g.", "i.e." or "vs.".
+_SENTENCE_BREAK = re.compile(
+    r"(?<=[.!?])(?<!\b[A-Z]\.)(?<!\b[ap]\.m\.)(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\bvs\.)\s+"
+    r"|\s*\n+\s*"
+)
 # Words are compared by their first five letters, a crude stemmer: "mongo" meets "mongodb",
 # "checked" meets "check", "migration" meets "migrate"; shorter words must match exactly.
 STEM_CHARS = 5

@@ -52,6 +52,17 @@ def test_sentences_split_on_sentence_ends_and_lines() -> None:
     ]
 
 
+def test_sentences_do_not_end_at_initials_or_abbreviations() -> None:
+    assert sentences("While I'm away @José N. drives the upgrade. Ping him.") == [
+        "While I'm away @José N. drives the upgrade.",
+        "Ping him.",
+    ]
+    assert sentences("Sync moves to 4 p.m. Thursday, e.g. after standup. Thanks") == [
+        "Sync moves to 4 p.m. Thursday, e.g. after standup.",
+        "Thanks",
+    ]
+
+
 def test_answering_sentence_is_the_one_with_most_coverage() -> None:
     text = "Morning all. The pilot sync moved to Wednesday. Lunch later?"
     assert answering_sentence(text, terms("pilot", "sync")) == "The pilot sync moved to Wednesday."
