@@ -131,13 +131,16 @@ def sentences(text: str) -> list[str]:
 
 def answering_sentence(text: str, terms: PartTerms) -> str:
     """The sentence that answers: most part coverage, then one stating the asked-for kind
-    of answer (a date for "when"), then the earliest. Deterministic."""
+    of answer (a date for "when"), then the earliest. Deterministic. When no sentence
+    covers the part or states that kind, the whole message: its first sentence alone
+    ("ok.") would claim nothing."""
     candidates = sentences(text) or [text.strip()]
     scored = [
         (terms.coverage(sentence), holds_answer_type(sentence, terms.kinds), -index, sentence)
         for index, sentence in enumerate(candidates)
     ]
-    return max(scored)[3]
+    coverage, states_kind, _, sentence = max(scored)
+    return sentence if coverage or states_kind else text.strip()
 
 
 def highlight(text: str, sentence: str) -> str:
