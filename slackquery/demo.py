@@ -2,7 +2,8 @@
 
 Runs the same CLI commands a user would, in order, so the demo shows their real output:
 generate the sample export, import it, project it with dbt, embed it with the Prefect flow,
-build a validated artifact, publish it, then run four example searches.
+build a validated artifact, publish it, then run four example searches and answer one
+question with citations.
 """
 
 import shlex
@@ -31,6 +32,8 @@ EXAMPLE_SEARCHES: tuple[tuple[str, ...], ...] = (
     ("search", "in:#incidents after:2024-03-01 database outage", "--limit", "3"),
     # Operators alone: what was said in a channel, newest first.
     ("search", "in:#incidents", "--limit", "3"),
+    # An extractive answer, every claim cited, or "the archive does not answer".
+    ("ask", "Who is covering the Postgres 16 upgrade while Zoë is away?"),
 )
 
 
@@ -44,7 +47,8 @@ def _step(console: Console, argv: Sequence[str]) -> None:
 
 
 def run_demo() -> None:
-    """Generate, import, project, embed, build, publish, then search the sample workspace."""
+    """Generate, import, project, embed, build, publish, then search the sample workspace
+    and answer a question from it."""
     settings = get_settings()
     console = Console()
     sample_zip = settings.home / "sample" / "fjordline-export.zip"
@@ -72,7 +76,8 @@ def run_demo() -> None:
     console.print(
         "Try your own: SLACKQUERY_HOME="
         f"{settings.home} .venv/bin/slackquery search 'your question'  "
-        "(or `slackquery serve` for the MCP server; see docs/mcp.md)"
+        "(or `slackquery ask` for a cited answer, `slackquery serve` for the MCP server; "
+        "see docs/mcp.md)"
     )
 
 
