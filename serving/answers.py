@@ -40,6 +40,7 @@ from serving.engine import SearchEngine
 from serving.models import SearchHitBase, SearchRequest, SearchResponse
 from serving.query import (
     answer_types,
+    asks_a_question,
     content_tokens,
     fts_tokens,
     has_searchable_content,
@@ -130,16 +131,23 @@ def sentences(text: str) -> list[str]:
 
 
 def answering_sentence(text: str, terms: PartTerms) -> str:
-    """The sentence that answers: most part coverage, then one stating the asked-for kind
-    of answer (a date for "when"), then the earliest. Deterministic. When no sentence
-    covers the part or states that kind, the whole message: its first sentence alone
-    ("ok.") would claim nothing."""
+    """The sentence that answers: one that does not ask a question itself ("Can someone
+    own the review? Leo owns it." answers with the second), then most part coverage, then
+    one stating the asked-for kind of answer (a date for "when"), then the earliest.
+    Deterministic. When no sentence covers the part or states that kind, the whole
+    message: its first sentence alone ("ok.") would claim nothing."""
     candidates = sentences(text) or [text.strip()]
     scored = [
-        (terms.coverage(sentence), holds_answer_type(sentence, terms.kinds), -index, sentence)
+        (
+            not asks_a_question(sentence),
+            terms.coverage(sentence),
+            holds_answer_type(sentence, terms.kinds),
+            -index,
+            sentence,
+        )
         for index, sentence in enumerate(candidates)
     ]
-    coverage, states_kind, _, sentence = max(scored)
+    _, coverage, states_kind, _, sentence = max(scored)
     return sentence if coverage or states_kind else text.strip()
 
 

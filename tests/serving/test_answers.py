@@ -74,6 +74,11 @@ def test_answering_sentence_prefers_the_asked_for_kind_then_the_earliest() -> No
     assert answering_sentence(text, terms("sync")) == "The sync is weekly."
 
 
+def test_a_sentence_that_asks_does_not_answer() -> None:
+    text = "Can someone own the review? Leo owns the review by Friday."
+    assert answering_sentence(text, terms("own", "review")) == "Leo owns the review by Friday."
+
+
 def test_a_message_no_sentence_of_which_answers_is_quoted_whole() -> None:
     text = "ok. i checked the latest migration on staging, looks fine."
     assert answering_sentence(text, terms("database")) == text  # not "ok."
