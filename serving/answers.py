@@ -325,7 +325,8 @@ def answer_question(
     )
     response = engine.search(request, requester=requester)
     hits = list(response.results)
-    names = query_aspects(text, engine.settings.search_max_query_parts).parts or [text]
+    aspects = query_aspects(text, engine.settings.search_max_query_parts)
+    names = aspects.parts or [aspects.asked]
     threshold = engine.settings.answer_min_coverage
     room = max(1, max_evidence // len(names))
     # Read from the whole question: "…, originally?" is split off as a part of its own. A

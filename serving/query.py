@@ -301,11 +301,14 @@ _ASPECT_SEPARATORS = re.compile(
 
 @dataclass(frozen=True)
 class Aspects:
-    """The parts of a multi-part question that are ranked on their own, and how many more
-    parts the question had beyond the cap."""
+    """The parts of a multi-part question that are ranked on their own, how many more
+    parts the question had beyond the cap, and what the question asks without its context
+    (a lead-in before `:`, a time frame set apart by commas): the one part of a question
+    that asks one thing."""
 
     parts: list[str]
     dropped: int = 0
+    asked: str = ""
 
     def note(self) -> str | None:
         """The response note that says parts were left out, if any were."""
@@ -324,16 +327,28 @@ def query_aspects(text: str, max_parts: int) -> Aspects:
     Z?" asks three things; one embedding of the whole averages them, so a message that
     answers one part ranks below messages loosely related to all. A part needs a word that
     is not a stop word ("..., and why?" adds none); a lead-in before `:` is context, not a
-    part. Each part costs an embedding and a ranking pass, hence the cap: a 2,000-character
-    list of 150 comma-separated parts would otherwise cost seconds.
+    part, and so is a time frame set apart by commas ("Nowadays, how big …?", "…,
+    originally?"): it says which value is asked for, not what about. Each part costs an
+    embedding and a ranking pass, hence the cap: a 2,000-character list of 150
+    comma-separated parts would otherwise cost seconds.
     """
     _, colon, rest = text.partition(":")
     body = rest if colon and rest.strip() else text
     parts = [part.strip() for part in _ASPECT_SEPARATORS.split(body)]
-    parts = [part for part in parts if any(t not in STOPWORDS for t in fts_tokens(part))]
+    parts = [part for part in parts if _has_content(part) and _has_content(_without_frames(part))]
     if len(parts) < 2:
-        return Aspects([])
-    return Aspects(parts[:max_parts], max(0, len(parts) - max_parts))
+        return Aspects([], asked=parts[0] if parts else text)
+    return Aspects(parts[:max_parts], max(0, len(parts) - max_parts), asked=text)
+
+
+def _has_content(text: str) -> bool:
+    return any(token not in STOPWORDS for token in fts_tokens(text))
+
+
+def _without_frames(text: str) -> str:
+    for words in _TIME_FRAMES.values():
+        text = words.sub(" ", text)
+    return text
 
 
 # Expected answer types, as in classic factoid question answering: a question that asks

@@ -86,6 +86,26 @@ def test_multi_part_questions_split_into_parts() -> None:
     assert parts("ERR-42") == []
 
 
+@pytest.mark.parametrize(
+    ("question", "asked"),
+    [
+        ("Nowadays, how big can a body sent to Godwit be?", "how big can a body sent to Godwit be"),
+        ("Which room was notified, originally?", "Which room was notified"),
+        ("As things stand, who looks after Dunlin?", "who looks after Dunlin"),
+        ("Quick one: how soon are records purged?", "how soon are records purged"),
+    ],
+)
+def test_a_lead_in_or_a_time_frame_is_context_not_a_part(question: str, asked: str) -> None:
+    aspects = query_aspects(question, max_parts=8)
+    assert aspects.parts == [] and aspects.asked == asked
+
+
+def test_a_part_that_names_a_time_frame_and_more_stays_a_part() -> None:
+    question = "What is the current sync time, and what was its earlier slot?"
+    assert parts(question) == ["What is the current sync time", "what was its earlier slot"]
+    assert query_aspects(question, max_parts=8).asked == question
+
+
 def test_question_parts_are_capped_with_a_note() -> None:
     listed = ", ".join(f"topic{index}" for index in range(150))
     aspects = query_aspects(listed, max_parts=8)
