@@ -73,6 +73,8 @@ _SENTENCE_BREAK = re.compile(
 # Words are compared by their first five letters, a crude stemmer: "mongo" meets "mongodb",
 # "checked" meets "check", "migration" meets "migrate"; shorter words must match exactly.
 STEM_CHARS = 5
+# How much of a message an answer quotes when none of its sentences answers on its own.
+QUOTE_CHARS = 300
 # Supporting messages kept per part beyond the one that answers (shown, not cited).
 EXTRA_EVIDENCE = 2
 # A message at least this close to the part's best coverage may replace it as a correction.
@@ -134,8 +136,9 @@ def answering_sentence(text: str, terms: PartTerms) -> str:
     """The sentence that answers: one that does not ask a question itself ("Can someone
     own the review? Leo owns it." answers with the second), then most part coverage, then
     one stating the asked-for kind of answer (a date for "when"), then the earliest.
-    Deterministic. When no sentence covers the part or states that kind, the whole
-    message: its first sentence alone ("ok.") would claim nothing."""
+    Deterministic. When no sentence covers the part or states that kind, the message's
+    opening sentences up to `QUOTE_CHARS` (at least one): its first sentence alone ("ok.")
+    would claim nothing."""
     candidates = sentences(text) or [text.strip()]
     scored = [
         (
@@ -148,7 +151,14 @@ def answering_sentence(text: str, terms: PartTerms) -> str:
         for index, sentence in enumerate(candidates)
     ]
     _, coverage, states_kind, _, sentence = max(scored)
-    return sentence if coverage or states_kind else text.strip()
+    if coverage or states_kind:
+        return sentence
+    quoted = candidates[:1]
+    for following in candidates[1:]:
+        if len(" ".join([*quoted, following])) > QUOTE_CHARS:
+            break
+        quoted.append(following)
+    return " ".join(quoted)
 
 
 def highlight(text: str, sentence: str) -> str:

@@ -3,6 +3,7 @@ citation checks."""
 
 from serving.answer_models import AnswerPart, ThreadStart
 from serving.answers import (
+    QUOTE_CHARS,
     Cited,
     PartTerms,
     _assemble,
@@ -82,6 +83,9 @@ def test_a_sentence_that_asks_does_not_answer() -> None:
 def test_a_message_no_sentence_of_which_answers_is_quoted_whole() -> None:
     text = "ok. i checked the latest migration on staging, looks fine."
     assert answering_sentence(text, terms("database")) == text  # not "ok."
+    long_text = f"{text} {'More detail follows here. ' * 20}"
+    quoted = answering_sentence(long_text, terms("database"))
+    assert quoted.startswith(text) and len(quoted) <= QUOTE_CHARS < len(long_text)
 
 
 def test_stems_match_word_forms() -> None:
