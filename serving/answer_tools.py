@@ -75,7 +75,9 @@ def register_answer_tools(server: MCPServer, engine: SearchEngine, runner: ToolR
             max_evidence=max_evidence,
             requester=current_requester.get(),
         )
-        return await runner.run("answer_slack_question", "hybrid", lambda deadline: call())
+        return await runner.run(
+            "answer_slack_question", "hybrid", lambda deadline: call(deadline=deadline)
+        )
 
     async def verify_citations_tool(
         text: str, cited_at_artifact: str | None = None

@@ -36,6 +36,7 @@ from serving.answer_models import (
     VerificationResponse,
 )
 from serving.artifact import LoadedArtifact
+from serving.budget import Deadline
 from serving.engine import SearchEngine
 from serving.models import SearchHitBase, SearchRequest, SearchResponse
 from serving.query import (
@@ -310,9 +311,11 @@ def answer_question(
     end_ts_us: int | None = None,
     max_evidence: int = 12,
     requester: Requester | None = None,
+    deadline: Deadline | None = None,
 ) -> AnswerResponse:
     """Retrieve, split into parts, pick each part's evidence and answering sentence, and
-    answer with `[document_id]` after every claim, or abstain."""
+    answer with `[document_id]` after every claim, or abstain. `deadline` (the MCP tool's
+    time budget) is checked between the search's stages."""
     if not 1 <= max_evidence <= engine.settings.search_max_results:
         raise SlackqueryError(
             f"max_evidence must be between 1 and {engine.settings.search_max_results}"
@@ -333,7 +336,7 @@ def answer_question(
         end_ts_us=end_ts_us,
         limit=engine.settings.search_max_results,
     )
-    response = engine.search(request, requester=requester)
+    response = engine.search(request, deadline=deadline, requester=requester)
     hits = list(response.results)
     aspects = query_aspects(text, engine.settings.search_max_query_parts)
     names = aspects.parts or [aspects.asked]

@@ -10,9 +10,14 @@ import anyio
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.server.mcpserver.exceptions import ToolError
 
+from serving.answer_tools import register_answer_tools
 from serving.answers import answer_question, verify_citations
+from serving.budget import BudgetExceeded, Deadline
 from serving.engine import SearchEngine
+from serving.metrics import Metrics
+from serving.tools import ToolRunner
 from slackquery.artifacts.publish import publish
 from slackquery.cli import main
 from slackquery.errors import SlackqueryError
@@ -100,6 +105,34 @@ def test_verify_against_the_artifact_it_was_cited_from(
         assert junk.verdict == "unverified" and "is not a build id" in junk.problems[0]
     finally:
         engine.close()
+
+
+def test_answer_checks_its_deadline_between_stages(engine: SearchEngine) -> None:
+    readings = iter([0.0, 0.0])  # made, first arm's check; every later reading is 99 s on
+
+    def clock() -> float:
+        return next(readings, 99.0)
+
+    with pytest.raises(BudgetExceeded, match=r"time budget before the \w+ arm"):
+        answer_question(engine, QUESTION, deadline=Deadline(5.0, clock))
+
+
+def test_the_answer_tool_hands_its_call_budget_to_the_search(engine: SearchEngine) -> None:
+    readings = iter([0.0, 0.0, 0.0])  # made, the call's start, first arm's check
+    runner = ToolRunner(engine.settings, Metrics(), clock=lambda: next(readings, 99.0))
+    tools: dict[str, Any] = {}
+
+    class Recorder:
+        def add_tool(self, tool: Any, name: str | None = None, **_: Any) -> None:
+            tools[name or tool.__name__] = tool
+
+        def prompt(self, **_: Any) -> Any:
+            return lambda function: function
+
+    register_answer_tools(Recorder(), engine, runner)  # type: ignore[arg-type]
+    with pytest.raises(ToolError, match=r"time budget before the \w+ arm"):
+        anyio.run(tools["answer_slack_question"], QUESTION)
+    assert runner.in_flight == 0
 
 
 def test_tools_and_prompt_over_http(engine: SearchEngine, published: Settings) -> None:
