@@ -6,6 +6,7 @@ worker thread within the same in-flight cap and time budget, metrics are recorde
 user-facing failure becomes a one-line tool error.
 """
 
+import inspect
 from functools import partial
 
 from mcp.server.mcpserver import MCPServer
@@ -14,7 +15,7 @@ from serving.access import current_requester
 from serving.answer_models import AnswerResponse, VerificationResponse
 from serving.answers import answer_question, verify_citations
 from serving.engine import SearchEngine
-from serving.tools import ToolRunner
+from serving.tools import ToolRunner, tool_limits
 
 PROMPT = """\
 Answer this question from the team's Slack history: {question}
@@ -50,9 +51,9 @@ def register_answer_tools(server: MCPServer, engine: SearchEngine, runner: ToolR
     ) -> AnswerResponse:
         """Answer a question from Slack messages only, with an evidence pack and citations.
 
-        question (1-2000 chars; Slack search syntax such as in:#eng from:@priya
+        question (1-{max_query_chars} chars; Slack search syntax such as in:#eng from:@priya
         after:2024-01-31 works) is split into its parts when it asks several things.
-        Filters as in search_slack. max_evidence: 1-50 messages in all (default 12).
+        Filters as in search_slack. max_evidence: 1-{max_results} messages in all (default 12).
         Returns `verdict` (answered / partial / insufficient_evidence), `answer` (one
         extractive line per part with [document_id] after every claim; a later dated
         correction wins over what it corrects, and `conflict` says so), `citations`,
@@ -62,6 +63,7 @@ def register_answer_tools(server: MCPServer, engine: SearchEngine, runner: ToolR
         strength.
         insufficient_evidence means no retrieved message covers the question: say the
         archive does not answer rather than guess.
+        A call that takes over {budget_s:g} s ends with an error; errors are one line.
         """
         call = partial(
             answer_question,
@@ -96,7 +98,10 @@ def register_answer_tools(server: MCPServer, engine: SearchEngine, runner: ToolR
         )
         return await runner.run("verify_citations", "-", lambda deadline: call())
 
-    server.add_tool(answer_slack_question, structured_output=True)
+    description = inspect.cleandoc(answer_slack_question.__doc__ or "").format(
+        **tool_limits(engine.settings)
+    )
+    server.add_tool(answer_slack_question, description=description, structured_output=True)
     server.add_tool(verify_citations_tool, name="verify_citations", structured_output=True)
 
     @server.prompt(

@@ -367,6 +367,8 @@ def test_tool_descriptions_state_the_enforced_limits(published: Settings) -> Non
         "1-500 messages" in tools["get_slack_thread"]
         and "at most 100" in tools["get_slack_message"]
     )
+    answer = tools["answer_slack_question"]
+    assert "1-123 chars" in answer and "1-7 messages" in answer
 
 
 def test_calls_over_the_in_flight_cap_are_busy_at_once(
