@@ -36,9 +36,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--judged-set",
         action="store_true",
-        help="also plant the large judged question set (about 450 more messages; questions "
-        "in <zip stem>.judged.yaml, worded apart from the messages; use --messages 20000 "
-        "or more, see docs/evaluation.md)",
+        help="also plant the large judged question set (about 450 of the --messages are its "
+        "planted facts, in place of background chatter; questions in <zip stem>.judged.yaml, "
+        "worded apart from the messages; use --messages 20000 or more, see docs/evaluation.md)",
     )
     add_json_flag(parser)
     parser.set_defaults(handler=run)
