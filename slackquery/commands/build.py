@@ -18,7 +18,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "state database into a new search-<build_id>.duckdb, build its full-text index with "
         "the dbt macro, validate it with Great Expectations in a fresh read-only process, "
         "then checksum it and write its manifest. Refuses unless every active message has a "
-        "vector of the current embedding generation. Does not publish: see `publish`.",
+        "vector of the current embedding generation (or the share that "
+        "SLACKQUERY_ARTIFACT_MIN_VECTOR_COVERAGE sets, e.g. 0.5; 0 builds before any "
+        "embedding). Does not publish: see `publish`.",
     )
     add_json_flag(parser)
     parser.set_defaults(handler=run)
