@@ -26,7 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "documents are never embedded again. Shows a progress bar, then counts by state.",
     )
     parser.add_argument(
-        "--max-items", type=int, default=None, help="stop after claiming this many items"
+        "--max-items", type=int, default=None, metavar="N", help="stop after claiming N items"
     )
     add_dask_flags(parser)
     add_engine_flag(parser)
@@ -41,11 +41,13 @@ def add_dask_flags(parser: argparse.ArgumentParser) -> None:
         "--dask-workers",
         type=int,
         default=None,
+        metavar="N",
         help="embed on a local Dask cluster of N single-threaded worker processes",
     )
     group.add_argument(
         "--dask-address",
         default=None,
+        metavar="ADDRESS",
         help="embed on the Dask cluster whose scheduler listens here (tcp://host:8786)",
     )
 
