@@ -15,7 +15,7 @@ from serving.access import current_requester
 from serving.answer_models import AnswerResponse, VerificationResponse
 from serving.answers import answer_question, verify_citations
 from serving.engine import SearchEngine
-from serving.tools import ToolRunner, tool_limits
+from serving.tools import TimestampUs, ToolRunner, tool_limits
 
 PROMPT = """\
 Answer this question from the team's Slack history: {question}
@@ -45,8 +45,8 @@ def register_answer_tools(server: MCPServer, engine: SearchEngine, runner: ToolR
         workspace_ids: list[str] | None = None,
         channel_ids: list[str] | None = None,
         author_ids: list[str] | None = None,
-        start_ts_us: int | None = None,
-        end_ts_us: int | None = None,
+        start_ts_us: TimestampUs | None = None,
+        end_ts_us: TimestampUs | None = None,
         max_evidence: int = 12,
     ) -> AnswerResponse:
         """Answer a question from Slack messages only, with an evidence pack and citations.

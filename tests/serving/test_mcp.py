@@ -288,6 +288,7 @@ def test_hostile_inputs_get_one_short_line_each(served: str) -> None:
         ("search_slack", {"query": "deploy", "limit": "abc"}, "limit: Input should be"),
         ("search_slack", {"query": "deploy", "mode": "sql"}, "mode: Input should be"),
         ("search_slack", {"query": "deploy", "start_ts_us": 2**64}, "start_ts_us"),
+        ("answer_slack_question", {"question": "deploy", "end_ts_us": 2**63}, "end_ts_us: Input"),
         ("search_slack", {"query": "deploy", "channel_ids": ["c" * 100_097]}, "characters"),
         ("search_slack", {"query": "x\x00" * 1500}, "maximum is 2000"),
         ("search_slack", {"query": "is:\x00" + "y" * 1500}, "is:\\x00yyy"),
