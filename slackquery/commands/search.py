@@ -69,9 +69,15 @@ def add_filter_flags(parser: argparse.ArgumentParser) -> None:
         metavar="WORKSPACE",
         help="only this workspace (slug or id); repeatable",
     )
-    parser.add_argument("--after", metavar="YYYY-MM-DD", help="only messages after this day (UTC)")
     parser.add_argument(
-        "--before", metavar="YYYY-MM-DD", help="only messages before this day (UTC)"
+        "--after",
+        metavar="YYYY-MM-DD",
+        help="only messages after this day (UTC; `today` and `yesterday` work too)",
+    )
+    parser.add_argument(
+        "--before",
+        metavar="YYYY-MM-DD",
+        help="only messages before this day (UTC; `today` and `yesterday` work too)",
     )
 
 
