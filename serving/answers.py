@@ -342,8 +342,9 @@ def answer_question(
     names = aspects.parts or [aspects.asked]
     threshold = engine.settings.answer_min_coverage
     room = max(1, max_evidence // len(names))
-    # Read from the whole question: "…, originally?" is split off as a part of its own. A
-    # question asking both ("the current slot, and the earlier one") lets the later win.
+    # Read from the whole question: in "…, originally?" the time frame is context, in no
+    # part. A question asking both ("the current slot, and the earlier one") lets the
+    # later win.
     asks_first = time_frames(text) == {"earliest"}
     with engine.artifact() as artifact:
         terms = [part_terms(artifact, name) for name in names]
@@ -363,13 +364,7 @@ def thread_start(
     first = engine.message_record(root_id, requester)
     if first is None:
         return None
-    return ThreadStart(
-        document_id=first.document_id,
-        author_name=first.author_name,
-        timestamp=first.timestamp,
-        text=first.text,
-        permalink=first.permalink,
-    )
+    return ThreadStart(**first.model_dump(include=set(ThreadStart.model_fields)))
 
 
 def with_thread_starts(
