@@ -517,8 +517,8 @@ _RELATIVE_DAYS = re.compile(r"\b(?:yesterday|(?:this|last)\s+(?:week|month))\b",
 
 
 def relative_days(text: str, today: date) -> list[tuple[NamedDay, NamedDay]]:
-    """ "yesterday", "this week" / "last week" (Monday to Sunday, this week up to today),
-    "this month" / "last month", as (first, last) days relative to `today`."""
+    """The days named relative to `today`, as (first, last): "yesterday", "this week" /
+    "last week" (Monday to Sunday, this week up to today), "this month" / "last month"."""
     found = []
     for match in _RELATIVE_DAYS.finditer(text):
         try:
