@@ -7,7 +7,7 @@ from serving.answer_models import AnswerResponse
 from serving.answers import answer_question
 from serving.engine import SearchEngine
 from slackquery.commands import add_json_flag, add_requester_flags, emit, requester_from
-from slackquery.commands.search import add_filter_flags, filtered_query
+from slackquery.commands.search import add_filter_flags, filtered_query, in_reply_to_line
 from slackquery.settings import Settings
 
 
@@ -79,8 +79,7 @@ def render(response: AnswerResponse) -> str:
             + " ".join(item.highlighted.split()).replace("**", bold, 1).replace("**", plain, 1)
         )
         if item.in_reply_to is not None:
-            start = item.in_reply_to
-            lines.append(f"    in reply to {start.author_name}: {' '.join(start.text.split())}")
+            lines.append(in_reply_to_line(item.in_reply_to.author_name, item.in_reply_to.text))
         if item.permalink:
             lines.append(f"    {item.permalink}")
     lines.append(f"artifact {response.artifact_id}")

@@ -156,6 +156,13 @@ def snippet(text: str, query: str) -> str:
     return pattern.sub(lambda m: f"{opening}{m.group(0)}{closing}", window)
 
 
+def in_reply_to_line(author_name: str | None, text: str) -> str:
+    """The indented line that shows, under a reply, the message that started its thread."""
+    asked = " ".join(text.split())
+    cut = asked[:SNIPPET_CHARS] + ("…" if len(asked) > SNIPPET_CHARS else "")
+    return f"    in reply to {author_name}: {cut}"
+
+
 def render(response: SearchResponse, starts: dict[str, MessageRecord] | None = None) -> str:
     """Readable results: channel, author, time, highlighted snippet, what a reply answers
     (`starts`: thread starts by hit id), permalink."""
@@ -179,9 +186,7 @@ def render(response: SearchResponse, starts: dict[str, MessageRecord] | None = N
         lines.append(f"    {snippet(hit.text, response.query)}")
         start = (starts or {}).get(hit.document_id)
         if start is not None:
-            asked = " ".join(start.text.split())
-            cut = asked[:SNIPPET_CHARS] + ("…" if len(asked) > SNIPPET_CHARS else "")
-            lines.append(f"    in reply to {start.author_name}: {cut}")
+            lines.append(in_reply_to_line(start.author_name, start.text))
         lines.append(f"    {hit.permalink}")
     lines.extend(f"note: {note}" for note in response.notes)
     if response.next_cursor:
