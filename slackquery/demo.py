@@ -18,7 +18,7 @@ from slackquery.settings import get_settings
 
 SAMPLE_MESSAGES = 2_000
 
-EXAMPLE_SEARCHES: tuple[tuple[str, ...], ...] = (
+EXAMPLE_QUERIES: tuple[tuple[str, ...], ...] = (
     # An error code: the lexical arm finds the exact identifier.
     ("search", "28P01", "--limit", "3"),
     # A paraphrased question that shares few words with the answer.
@@ -68,7 +68,7 @@ def run_demo() -> None:
         ("build",),
         ("publish", "latest"),
         ("artifacts",),
-        *EXAMPLE_SEARCHES,
+        *EXAMPLE_QUERIES,
     ]
     for argv in steps:
         _step(console, argv)
