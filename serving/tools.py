@@ -228,10 +228,10 @@ def register_tools(server: MCPServer, engine: SearchEngine, runner: ToolRunner) 
         alone ("in:#eng on:yesterday", or "" with channel_ids) list the messages they keep,
         newest first (route "newest"), for catching up on a channel, a person or a day.
         Filters (each list at most {max_filter_values} values of at most {max_filter_value_chars}
-        chars) narrow every arm before ranking: workspace_ids (ids or slugs), channel_ids (ids or
-        names like "#eng"), author_ids (ids or names like "@priya"), conversation_types,
-        start_ts_us/end_ts_us (inclusive, microseconds since epoch UTC). Narrow with filters
-        before raising limit.
+        chars) narrow every arm before ranking: workspace_ids (ids, slugs or names),
+        channel_ids (ids or names like "#eng"), author_ids (ids or names like "@priya"),
+        conversation_types, start_ts_us/end_ts_us (inclusive, microseconds since epoch UTC).
+        Narrow with filters before raising limit.
         limit: 1-{max_results} results per page. cursor: the previous page's next_cursor, with
         the same query, mode and filters.
         Returns hits with ids, channel, author, ISO timestamp, thread id, text, permalink,
@@ -299,7 +299,7 @@ def register_tools(server: MCPServer, engine: SearchEngine, runner: ToolRunner) 
         """List workspaces and channels with message counts and first/last message times.
 
         Use it to find the ids and names that search_slack filters take, or to learn
-        which time range the archive covers. workspace_id: id or slug to narrow to;
+        which time range the archive covers. workspace_id: id, slug or name to narrow to;
         channel_name: exact name, with or without `#` (case-insensitive). limit: 1-{max_scopes}.
         """
         requester = current_requester.get()
