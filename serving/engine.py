@@ -594,12 +594,7 @@ class SearchEngine:
         with self.artifact() as artifact:
             visible = artifact.visibility(requester)
             doc = self._document_id_from(artifact, document_id, visible)
-            row = artifact.row_of.get(doc)
-            if (
-                row is None
-                or not artifact.is_message[row]
-                or (visible is not None and not visible.rows[row])
-            ):
+            if _visible_message_row(artifact, doc, visible) is None:
                 raise SlackqueryError(
                     f"no message with document_id {doc!r} in the published artifact "
                     "(ids look like W:C:ts; search_slack returns them)"
@@ -623,13 +618,8 @@ class SearchEngine:
         memory without SQL (None when there is none): the answer path looks up the thread
         start of every reply it shows, and a query per reply doubled `ask`'s latency."""
         with self.artifact() as artifact:
-            row = artifact.row_of.get(document_id)
-            visible = artifact.visibility(requester)
-            if row is None or not artifact.is_message[row]:
-                return None
-            if visible is not None and not visible.rows[row]:
-                return None
-            return self._record(artifact.display_row(row))
+            row = _visible_message_row(artifact, document_id, artifact.visibility(requester))
+            return None if row is None else self._record(artifact.display_row(row))
 
     def get_thread(
         self, thread_id: str, limit: int = 200, requester: Requester | None = None
@@ -716,6 +706,19 @@ class SearchEngine:
             return ScopesResponse(
                 scopes=scopes[:limit], truncated=len(scopes) > limit, artifact_id=artifact.build_id
             )
+
+
+def _visible_message_row(
+    artifact: LoadedArtifact, document_id: str, visible: Visibility | None
+) -> int | None:
+    """The artifact row of a message the requester may see (None: operator), or None
+    when there is no such message or they may not see it: the two look alike."""
+    row = artifact.row_of.get(document_id)
+    if row is None or not artifact.is_message[row]:
+        return None
+    if visible is not None and not visible.rows[row]:
+        return None
+    return row
 
 
 def _sees(visible: Visibility | None, row: Row) -> bool:
