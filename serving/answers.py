@@ -375,11 +375,7 @@ def with_thread_starts(
     """Each evidence reply with the first message of its thread (`Evidence.in_reply_to`):
     a reply that answers ("45 seconds, check the config.") often names nothing of what it
     answers, so a reader needs the question it replies to beside it."""
-    roots = {
-        hit.document_id: hit.thread_root_id
-        for hit in hits
-        if hit.thread_root_id is not None and hit.thread_root_id != hit.document_id
-    }
+    roots = {hit.document_id: hit.replies_to for hit in hits if hit.replies_to is not None}
     return [
         part.model_copy(
             update={

@@ -66,6 +66,11 @@ class SearchHitBase(BaseModel):
         "name for 'who'); hybrid ranking boosted its fused score.",
     )
 
+    @property
+    def replies_to(self) -> str | None:
+        """The document id of its thread's first message when this hit is a reply in it."""
+        return self.thread_root_id if self.thread_root_id != self.document_id else None
+
 
 def _with_signals(base: type[SearchHitBase], arms: tuple[Arm, ...]) -> type[SearchHitBase]:
     """`base` plus one optional `ArmSignal` field per arm it does not have yet."""

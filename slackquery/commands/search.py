@@ -117,9 +117,7 @@ def thread_starts(
     question it answers, as Slack's own results show it."""
     starts = {}
     for hit in response.results:
-        if hit.thread_root_id is None or hit.thread_root_id == hit.document_id:
-            continue
-        start = engine.message_record(hit.thread_root_id, requester)
+        start = None if hit.replies_to is None else engine.message_record(hit.replies_to, requester)
         if start is not None:
             starts[hit.document_id] = start
     return starts
