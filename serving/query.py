@@ -335,7 +335,7 @@ def query_aspects(text: str, max_parts: int) -> Aspects:
     _, colon, rest = text.partition(":")
     body = rest if colon and rest.strip() else text
     parts = [part.strip() for part in _ASPECT_SEPARATORS.split(body)]
-    parts = [part for part in parts if _has_content(part) and _has_content(_without_frames(part))]
+    parts = [part for part in parts if _has_content(_without_frames(part))]
     if len(parts) < 2:
         return Aspects([], asked=parts[0] if parts else text)
     return Aspects(parts[:max_parts], max(0, len(parts) - max_parts), asked=text)
