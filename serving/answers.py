@@ -261,31 +261,24 @@ def answer_part(
         lead = _evidence(ranked[0], terms)
         text = f"{label}{lead.sentence} [{lead.document_id}]"
         shown = [lead]
-    elif asks_first:
-        later = _evidence(correction[0], terms, is_correction=True)
-        lead = _evidence(correction[1], terms)
-        conflict = (
-            f"{later.document_id} ({later.timestamp}) changed the earlier "
-            f"{lead.document_id} ({lead.timestamp}); the question asks how things stood at "
-            "first, so the earlier message answers."
-        )
-        text = (
-            f"{label}{lead.sentence} [{lead.document_id}] (a later message changed this: "
-            f'"{later.sentence}" [{later.document_id}])'
-        )
-        shown = [lead, later]
     else:
-        lead = _evidence(correction[0], terms, is_correction=True)
+        later = _evidence(correction[0], terms, is_correction=True)
         earlier = _evidence(correction[1], terms)
+        if asks_first:
+            lead, other, verb, aside = earlier, later, "changed", "a later message changed this"
+            outcome = "the question asks how things stood at first, so the earlier message answers."
+        else:
+            lead, other, verb = later, earlier, "corrects"
+            aside, outcome = "this corrects an earlier message", "the later message wins."
         conflict = (
-            f"{lead.document_id} ({lead.timestamp}) corrects the earlier "
-            f"{earlier.document_id} ({earlier.timestamp}); the later message wins."
+            f"{later.document_id} ({later.timestamp}) {verb} the earlier "
+            f"{earlier.document_id} ({earlier.timestamp}); {outcome}"
         )
         text = (
-            f"{label}{lead.sentence} [{lead.document_id}] (this corrects an earlier message: "
-            f'"{earlier.sentence}" [{earlier.document_id}])'
+            f"{label}{lead.sentence} [{lead.document_id}] ({aside}: "
+            f'"{other.sentence}" [{other.document_id}])'
         )
-        shown = [lead, earlier]
+        shown = [lead, other]
     cited = {item.document_id for item in shown}
     extra = [hit for hit in ranked[1:] if hit.document_id not in cited]
     shown += [_evidence(hit, terms) for hit in extra[: max(0, room - len(shown))]]
