@@ -152,6 +152,25 @@ def test_an_earlier_message_with_correction_words_does_not_win() -> None:
     assert result.answer == "Pilot sync is Wednesday 16:00. [late]"
 
 
+def test_a_correction_between_two_lower_hits_does_not_replace_the_answer() -> None:
+    part = terms("avocet", "body")
+    # The top hit answers in words the part does not use ("2 MB"); the two below it cover
+    # the part's words and one of them looks like an update of the other.
+    hits = [
+        hit("answer", "2 MB, hard limit.", 300),
+        hit("later", "Avocet is deployed to ap-northeast-1 now.", 200),
+        hit("earlier", "The body limit on the gateway is 8 MB.", 100),
+    ]
+    result = answer_part("avocet body", hits, part, 0.4, room=4, multi=False)
+    assert result.conflict is None
+    assert result.answer == "2 MB, hard limit. [answer]"
+
+    # A question about how things began asks about the history itself: the pair answers.
+    began = answer_part("avocet body", hits, part, 0.4, room=4, multi=False, asks_first=True)
+    assert began.conflict is not None
+    assert [item.document_id for item in began.evidence][:2] == ["earlier", "later"]
+
+
 def test_a_later_message_stating_another_time_wins_without_cue_words() -> None:
     part = terms("pilot", "sync", kinds=("time",))
     hits = [
