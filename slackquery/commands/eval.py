@@ -3,8 +3,9 @@
 import argparse
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from serving.arms import arm_names
 from slackquery.errors import SlackqueryError
@@ -42,6 +43,9 @@ from slackquery.evaluation.report import (
     write_report,
 )
 from slackquery.settings import Settings
+
+if TYPE_CHECKING:  # the answer path imports the serving engine; only `--answers` needs it
+    from slackquery.evaluation.answer_compare import AnswerComparison
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -114,7 +118,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "95%% intervals "
         "of the difference in R@10, MRR@20 and nDCG@10, per query set and pooled. A side is "
         "[ROWS.jsonl#][MODE][:CONFIG]: a mode, a hybrid configuration in the grid's syntax "
-        "(`rrf_k=60;arm.context=off`, `default`), or rows saved by an earlier --rows run",
+        "(`rrf_k=60;arm.context=off`, `default`), or rows saved by an earlier --rows run. "
+        "With --answers, A and B are rows files of earlier --answers --rows runs, and the "
+        "intervals are of strict and lenient citation precision, part coverage, answer rate "
+        "and correct abstention",
     )
     parser.add_argument(
         "--baseline",
@@ -125,7 +132,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--rows",
         type=Path,
         metavar="OUT.jsonl",
-        help="write every query set's per-query rows to one file (input for a later --compare)",
+        help="write every query set's per-query rows (with --answers, the answer rows) to "
+        "one file: input for a later --compare",
     )
     parser.add_argument(
         "--compare-report",
@@ -144,7 +152,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--answers",
         action="store_true",
         help="evaluate the answer path instead (answer rate, abstention, citation validity "
-        "and precision, part coverage, latency; see slackquery/evaluation/answers.py)",
+        "and precision, part coverage, latency; each query file a set; see "
+        "docs/evaluation.md, Answer path)",
     )
     parser.set_defaults(handler=run)
 
@@ -251,10 +260,19 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     """Validate every input, run the evaluation, then print and write its outputs."""
     # The runner pulls in the whole pipeline (dbt, Prefect, the embedder); importing it
     # here keeps every other subcommand's start-up free of that cost.
-    from slackquery.evaluation.answers import run_answer_eval
     from slackquery.evaluation.runner import evaluate
 
+    def progress(message: str) -> None:
+        print(f"eval: {message}", file=sys.stderr, flush=True)
+
     sets = query_sets(args.queries, args.corpus)
+    if args.answers:
+        if args.grid or args.baseline:
+            raise SlackqueryError("--answers runs the default configuration: no --grid")
+        if not sets and not args.compare:
+            raise SlackqueryError("give a judged query file (QUERIES.yaml) or --compare")
+        answer_sets = [(name, judged_queries(args, path), corpus) for name, path, corpus in sets]
+        return run_answers(args, settings, answer_sets, progress)
     modes = parse_modes(args.modes)
     grid = parse_grid(args.grid) if args.grid else [DEFAULT_POINT]
     pairs = comparisons_wanted(args, grid)
@@ -266,17 +284,6 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if not sets and not all(side.rows_file for pair in pairs for side in pair):
         raise SlackqueryError("give a judged query file (QUERIES.yaml)")
     several = len(sets) > 1
-
-    def progress(message: str) -> None:
-        print(f"eval: {message}", file=sys.stderr, flush=True)
-
-    if args.answers:
-        if len(sets) != 1:
-            raise SlackqueryError("--answers evaluates one query file at a time")
-        _, path, corpus = sets[0]
-        queries = judged_queries(args, path)
-        answer_args = argparse.Namespace(**{**vars(args), "corpus": corpus})
-        return run_answer_eval(answer_args, settings, queries, progress)
     evaluations: dict[str, Evaluation] = {}
     prepared: set[Path] = set()
     for name, path, corpus in sets:
@@ -375,6 +382,78 @@ def json_document(evaluations: Mapping[str, Evaluation], comparisons: Sequence[C
                     name: {metric: vars(interval) for metric, interval in by_metric.items()}
                     for name, by_metric in comparison.intervals.items()
                 },
+            }
+            for comparison in comparisons
+        ],
+    }
+
+
+def run_answers(
+    args: argparse.Namespace,
+    settings: Settings,
+    sets: Sequence[tuple[str, Sequence[JudgedQuery], Path | None]],
+    progress: Callable[[str], None],
+) -> int:
+    """`slackquery eval --answers`: answer every query set (name, queries, corpus), print
+    the answer-path tables, and compare saved runs (`--compare A.jsonl B.jsonl`, rows that
+    `--answers --rows` wrote)."""
+    from slackquery.evaluation.answer_compare import answer_comparison_text, compare_saved
+    from slackquery.evaluation.answers import answers_table, evaluate_answers
+
+    comparisons = [compare_saved(Path(a), Path(b)) for a, b in args.compare or []]
+    results: dict[str, dict[str, Any]] = {}
+    prepared: set[Path] = set()
+    for name, queries, corpus in sets:
+        fresh = corpus is not None and corpus.resolve() not in prepared
+        results[name] = evaluate_answers(
+            settings, queries, corpus=corpus, prepare=fresh, progress=progress
+        )
+        if corpus is not None:
+            prepared.add(corpus.resolve())
+    if args.rows:
+        rows = [{"query_set": name, **row} for name, r in results.items() for row in r["rows"]]
+        args.rows.parent.mkdir(parents=True, exist_ok=True)
+        args.rows.write_text(
+            "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8"
+        )
+        progress(f"wrote {args.rows}")
+    if args.compare_report:
+        texts = [answer_comparison_text(c, changed=True) for c in comparisons]
+        args.compare_report.parent.mkdir(parents=True, exist_ok=True)
+        args.compare_report.write_text("\n\n".join(texts) + "\n", encoding="utf-8")
+        progress(f"wrote {args.compare_report}")
+    if args.json:
+        document = answers_json_document(results, comparisons)
+        text = json.dumps(document, indent=2, default=str)
+        if args.json == "-":
+            sys.stdout.write(text + "\n")
+            return 0
+        Path(args.json).write_text(text, encoding="utf-8")
+    for name, result in results.items():
+        print((f"# {name}\n\n" if len(results) > 1 else "") + answers_table(result) + "\n")
+    for comparison in comparisons:
+        print(answer_comparison_text(comparison, changed=False) + "\n")
+    return 0
+
+
+def answers_json_document(
+    results: dict[str, dict[str, Any]], comparisons: Sequence["AnswerComparison"]
+) -> dict[str, Any]:
+    """One query set without comparisons keeps its result's layout; otherwise sets and
+    comparisons side by side (as retrieval's `--json`)."""
+    if len(results) == 1 and not comparisons:
+        return next(iter(results.values()))
+    return {
+        "sets": results,
+        "comparisons": [
+            {
+                "a": comparison.a,
+                "b": comparison.b,
+                "intervals": {
+                    name: {figure: vars(interval) for figure, interval in by_figure.items()}
+                    for name, by_figure in comparison.intervals.items()
+                },
+                "changed": [[name, a["id"]] for name, a, _ in comparison.changed],
             }
             for comparison in comparisons
         ],

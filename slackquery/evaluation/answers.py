@@ -16,11 +16,8 @@ table recomputes both rates for other thresholds from the measured strengths: th
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from statistics import fmean
 from typing import Any
@@ -93,8 +90,8 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "queries": len(rows),
         "answerable": len(answerable),
         "unanswerable": len(unanswerable),
-        "answer_rate": _share(answerable, _answered),
-        "correct_abstention": _share(unanswerable, _abstained),
+        "answer_rate": _share(answerable, is_answered),
+        "correct_abstention": _share(unanswerable, is_abstention),
         "citations": checked,
         "citation_validity": (
             sum(row["citations_valid"] for row in rows) / checked if checked else None
@@ -109,15 +106,19 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _answered(row: dict[str, Any]) -> bool:
+def is_answered(row: Mapping[str, Any]) -> bool:
+    """An answer that counts for the answer rate: not an abstention, cited and verified."""
     return row["verdict"] != "insufficient_evidence" and bool(row["cited"]) and row["verified"]
 
 
-def _abstained(row: dict[str, Any]) -> bool:
+def is_abstention(row: Mapping[str, Any]) -> bool:
+    """The question answered `insufficient_evidence`."""
     return row["verdict"] == "insufficient_evidence"
 
 
-def _share(rows: Sequence[dict[str, Any]], test: Callable[[dict[str, Any]], bool]) -> float | None:
+def _share(
+    rows: Sequence[dict[str, Any]], test: Callable[[Mapping[str, Any]], bool]
+) -> float | None:
     return sum(1 for row in rows if test(row)) / len(rows) if rows else None
 
 
@@ -148,12 +149,15 @@ def evaluate_answers(
     queries: Sequence[JudgedQuery],
     *,
     corpus: Path | None = None,
+    prepare: bool = True,
     progress: Progress = print,
 ) -> dict[str, Any]:
-    """Answer every judged query on the published artifact (built from `corpus` first)."""
+    """Answer every judged query on the published artifact of `corpus`'s home (built and
+    published first unless `prepare` is false: an earlier set of this run did it)."""
     if corpus is not None:
         settings = corpus_settings(settings, corpus)
-        prepare_corpus(settings, corpus, progress=progress)
+        if prepare:
+            prepare_corpus(settings, corpus, progress=progress)
     if current_artifact(settings) is None:
         raise SlackqueryError(f"no published search artifact under {settings.artifact_path}")
     engine = SearchEngine(settings)
@@ -222,18 +226,3 @@ def answers_table(result: dict[str, Any]) -> str:
 
 def _num(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
-
-
-def run_answer_eval(
-    args: argparse.Namespace, settings: Settings, queries: Sequence[JudgedQuery], progress: Progress
-) -> int:
-    """`slackquery eval --answers`: the answer-path tables (and JSON with `--json`)."""
-    result = evaluate_answers(settings, queries, corpus=args.corpus, progress=progress)
-    if args.json == "-":
-        json.dump(result, sys.stdout, indent=2, default=str)
-        sys.stdout.write("\n")
-        return 0
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2, default=str), encoding="utf-8")
-    print(answers_table(result))
-    return 0

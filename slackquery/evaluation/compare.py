@@ -17,9 +17,10 @@ and is not worse on any set by more than one query's worth.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from slackquery.errors import SlackqueryError
 from slackquery.evaluation import MODES
@@ -81,19 +82,22 @@ class Comparison:
         return [name for name in self.intervals if name != POOLED]
 
 
-def bootstrap_interval(
-    strata: Sequence[Sequence[float]],
+def paired_bootstrap(
+    strata: Sequence[Sequence[Sequence[float]]],
+    statistic: Callable[[Any], Any],
     *,
     resamples: int = RESAMPLES,
     confidence: float = CONFIDENCE,
     seed: int = SEED,
 ) -> Interval:
-    """Percentile bootstrap interval of the mean of paired differences, stratified.
+    """Percentile bootstrap interval of a statistic of per-query sums, stratified.
 
-    `strata` holds one list of per-query differences per query set (one list for a single
-    set). Each resample draws every stratum's own size from that stratum with replacement;
-    the statistic is the mean over all drawn queries. Seeded, so the same input always
-    gives the same interval.
+    `strata` holds one table per query set: a row per query, a column per quantity summed
+    over queries (a difference, a count of hits, of citations). Each resample draws every
+    stratum's own number of rows from it with replacement and sums each column over all
+    drawn rows; `statistic` maps those sums (an array, one row per resample) to the
+    compared value per resample, so a ratio of sums (citation precision) is resampled as a
+    ratio, not as a mean of per-query ratios. Seeded: the same input gives the same interval.
     """
     # numpy is imported here, not at the top: the eval command imports this module, and
     # every other subcommand's start-up should not pay for it.
@@ -101,20 +105,29 @@ def bootstrap_interval(
 
     groups = [np.asarray(stratum, dtype=float) for stratum in strata if len(stratum)]
     if not groups:
-        raise ValueError("a bootstrap interval needs at least one difference")
+        raise ValueError("a bootstrap interval needs at least one query")
     if not 0 < confidence < 1:
         raise ValueError("confidence must be between 0 and 1")
     rng = np.random.default_rng(seed)
-    total = sum(len(group) for group in groups)
-    sums = np.zeros(resamples)
+    sums = np.zeros((resamples, groups[0].shape[1]))
     for group in groups:
         picks = rng.integers(0, len(group), size=(resamples, len(group)))
-        sums += group[picks].sum(axis=1)
-    means = sums / total
+        sums += np.stack([column[picks].sum(axis=1) for column in group.T], axis=1)
     tail = (1 - confidence) / 2 * 100
-    low, high = np.percentile(means, [tail, 100 - tail])
-    mean = float(sum(group.sum() for group in groups) / total)
-    return Interval(mean, float(low), float(high), total)
+    low, high = np.percentile(statistic(sums), [tail, 100 - tail])
+    point = statistic(sum(group.sum(axis=0) for group in groups)[np.newaxis, :])[0]
+    return Interval(float(point), float(low), float(high), sum(len(group) for group in groups))
+
+
+def bootstrap_interval(strata: Sequence[Sequence[float]], **options: Any) -> Interval:
+    """Percentile bootstrap interval of the mean of paired differences, stratified.
+
+    `strata` holds one list of per-query differences per query set (one list for a single
+    set); the statistic is the mean over all drawn queries (`paired_bootstrap`).
+    """
+    total = sum(len(stratum) for stratum in strata)
+    table = [[[difference] for difference in stratum] for stratum in strata]
+    return paired_bootstrap(table, lambda sums: sums[:, 0] / total, **options)
 
 
 def paired_deltas(
@@ -224,7 +237,7 @@ def comparison_table(comparison: Comparison) -> str:
             [
                 name,
                 str(first.queries),
-                *(_interval_text(by_metric[metric]) for metric, _ in METRICS),
+                *(interval_text(by_metric[metric]) for metric, _ in METRICS),
             ]
         )
     return markdown_table(headers, rows)
@@ -252,7 +265,8 @@ def moved_queries_table(comparison: Comparison) -> str:
     return markdown_table(["Query set", "Query", *(label for _, label in METRICS)], rows)
 
 
-def _interval_text(interval: Interval) -> str:
+def interval_text(interval: Interval) -> str:
+    """`+0.012 [-0.003, +0.030]`: the mean difference and its interval."""
     return f"{interval.mean:+.3f} [{interval.low:+.3f}, {interval.high:+.3f}]"
 
 
@@ -342,7 +356,7 @@ def decisions_table(comparisons: Sequence[Comparison]) -> str:
             [
                 comparison.a,
                 comparison.b,
-                *(_interval_text(overall[metric]) for metric in DECIDING),
+                *(interval_text(overall[metric]) for metric in DECIDING),
                 per_set,
                 "B" if decide(comparison).keep else "A",
             ]

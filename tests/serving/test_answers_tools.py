@@ -192,3 +192,62 @@ def test_ask_and_verify_commands(published: Settings, capsys: pytest.CaptureFixt
     assert main(["verify", f"see [{PASSWORD}]"]) == 0
     assert "verified against artifact" in capsys.readouterr().out
     assert main(["verify", "see [T0ACME:C1:1.000000]"]) == 2
+
+
+def _judged_file(path: Any, *queries: tuple[str, str, list[str]]) -> str:
+    """A judged query file: (id, question, evidence ids); no evidence means unanswerable."""
+    entries = [
+        {
+            "id": query_id,
+            "query": question,
+            "split": "dev",
+            "answerable": bool(evidence),
+            "evidence_groups": [{"part": "p1", "message_ids": evidence}] if evidence else [],
+            "relevant": {message: 3 for message in evidence},
+        }
+        for query_id, question, evidence in queries
+    ]
+    path.write_text(json.dumps({"queries": entries}), encoding="utf-8")
+    return str(path)
+
+
+def test_eval_answers_saves_rows_and_compares_two_runs(
+    published: Settings, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first = _judged_file(tmp_path / "first.yaml", ("a1", QUESTION, [PASSWORD]))
+    second = _judged_file(
+        tmp_path / "second.yaml", ("b1", QUESTION, [message_id(1)]), ("b2", UNANSWERABLE, [])
+    )
+    rows = tmp_path / "rows.jsonl"
+    assert main(["eval", first, second, "--answers", "--rows", str(rows)]) == 0
+    printed = capsys.readouterr().out
+    assert "# first" in printed and "# second" in printed
+    saved = [json.loads(line) for line in rows.read_text(encoding="utf-8").splitlines()]
+    assert [(row["query_set"], row["id"]) for row in saved] == [
+        ("first", "a1"),
+        ("second", "b1"),
+        ("second", "b2"),
+    ]
+    assert saved[0]["strict_hits"] == 1 and saved[1]["strict_hits"] == 0
+
+    # B: the same run, except that b1 now cites its evidence and a1 abstains.
+    changed = tmp_path / "changed.jsonl"
+    b1 = {**saved[1], "cited": [message_id(1)], "strict_hits": 1, "groups_cited": 1}
+    a1 = {**saved[0], "verdict": "insufficient_evidence", "cited": []}
+    a1 |= {"strict_hits": 0, "lenient_hits": 0, "groups_cited": 0}
+    lines = [json.dumps(row) for row in (a1, b1, saved[2])]
+    changed.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert main(["eval", "--answers", "--compare", str(rows), str(changed), "--json", "-"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    (comparison,) = document["comparisons"]
+    assert comparison["changed"] == [["first", "a1"], ["second", "b1"]]
+    pooled = comparison["intervals"]["pooled"]
+    assert pooled["answer_rate"]["mean"] == pytest.approx(-0.5)
+    assert pooled["part_coverage"]["mean"] == pytest.approx(0.0)  # a1 loses its group, b1 gains one
+    assert comparison["intervals"]["second"]["strict_precision"]["mean"] == pytest.approx(1.0)
+    assert pooled["correct_abstention"]["queries"] == 1
+
+    retrieval = tmp_path / "retrieval.jsonl"
+    retrieval.write_text(json.dumps({"query_set": "first", "query_id": "a1"}), encoding="utf-8")
+    assert main(["eval", "--answers", "--compare", str(rows), str(retrieval)]) == 1
+    assert "not answer rows; write them with --answers --rows" in capsys.readouterr().err

@@ -1,0 +1,196 @@
+"""Paired comparison of two answer-path runs: bootstrap intervals of the difference.
+
+The answer path's figures are ratios over a set (citation precision is cited evidence over
+all citations, pooled), so a comparison resamples queries, not per-query ratios: each
+resample draws a set's answerable queries with replacement, the same draws for A and B,
+and recomputes every figure of both sides from the drawn queries' counts
+(`compare.paired_bootstrap`). Unanswerable queries are resampled on their own for correct
+abstention. Pooled over several sets, each set is resampled within itself, as for
+retrieval (slackquery/evaluation/compare.py).
+
+The sides are per-query rows written by `slackquery eval --answers --rows`, so any two
+runs (before and after a change, from two checkouts) can be compared after the fact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from slackquery.errors import SlackqueryError
+from slackquery.evaluation.answers import is_abstention, is_answered
+from slackquery.evaluation.compare import (
+    POOLED,
+    Interval,
+    interval_text,
+    paired_bootstrap,
+    read_rows,
+)
+from slackquery.evaluation.report import markdown_table
+
+# Figure -> (display name, numerator, denominator) of per-query counts (`_counts`).
+FIGURES = {
+    "strict_precision": ("strict precision", "strict_hits", "cited"),
+    "lenient_precision": ("lenient precision", "lenient_hits", "cited"),
+    "part_coverage": ("part coverage", "part_coverage", "queries"),
+    "answer_rate": ("answer rate", "answered", "queries"),
+    "correct_abstention": ("correct abstention", "abstained", "queries"),
+}
+COUNTS = (
+    "strict_hits",
+    "lenient_hits",
+    "cited",
+    "part_coverage",
+    "answered",
+    "abstained",
+    "queries",
+)
+
+
+@dataclass(frozen=True)
+class AnswerComparison:
+    """B against A: per set (and pooled) an interval per figure, and the queries whose
+    verdict or citations changed."""
+
+    a: str
+    b: str
+    intervals: Mapping[str, Mapping[str, Interval]]  # set (or POOLED) -> figure -> interval
+    changed: tuple[tuple[str, Mapping[str, Any], Mapping[str, Any]], ...]  # (set, row A, row B)
+
+
+def read_answer_rows(path: Path) -> dict[str, list[dict[str, Any]]]:
+    """Per-query answer rows written by `eval --answers --rows`, by query set."""
+    rows = read_rows(path)
+    if any("verdict" not in row for row in rows):
+        raise SlackqueryError(f"{path}: not answer rows; write them with --answers --rows")
+    by_set: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_set.setdefault(row["query_set"], []).append(row)
+    return by_set
+
+
+def _counts(row: Mapping[str, Any]) -> list[float]:
+    """One query's contribution to every figure's numerator and denominator (`COUNTS`)."""
+    return [
+        row["strict_hits"],
+        row["lenient_hits"],
+        len(row["cited"]),
+        row["groups_cited"] / row["groups"] if row["groups"] else 0.0,
+        float(is_answered(row)),
+        float(is_abstention(row)),
+        1.0,
+    ]
+
+
+def _strata(pairs: Sequence[Sequence[tuple]], answerable: bool) -> list[list[list[float]]]:
+    """Per set, one row per (answerable, or unanswerable) query: A's counts, then B's."""
+    strata = [
+        [[*_counts(a), *_counts(b)] for a, b in chosen if a["answerable"] == answerable]
+        for chosen in pairs
+    ]
+    return [stratum for stratum in strata if stratum]
+
+
+def _difference(figure: str):
+    """The statistic of one figure: B's ratio of sums minus A's (0 where a side has none)."""
+    import numpy as np
+
+    _, numerator, denominator = FIGURES[figure]
+    width = len(COUNTS)
+    num, den = COUNTS.index(numerator), COUNTS.index(denominator)
+
+    def ratio(sums, offset: int):
+        top, bottom = sums[:, offset + num], sums[:, offset + den]
+        return np.divide(top, bottom, out=np.zeros_like(top), where=bottom > 0)
+
+    return lambda sums: ratio(sums, width) - ratio(sums, 0)
+
+
+def _paired(name: str, rows_a: Sequence[Mapping], rows_b: Sequence[Mapping]) -> list[tuple]:
+    """The set's queries as (A row, B row) pairs; both runs must judge the same queries."""
+    a = {row["id"]: row for row in rows_a}
+    b = {row["id"]: row for row in rows_b}
+    if set(a) != set(b):
+        only = sorted(set(a) ^ set(b))
+        raise SlackqueryError(
+            f"{name}: the two runs judge different queries ({', '.join(only[:5])} ...)"
+        )
+    return [(a[query_id], b[query_id]) for query_id in a]
+
+
+def compare_answers(
+    a: str, b: str, runs: Mapping[str, tuple[Sequence[Mapping], Sequence[Mapping]]], **options: int
+) -> AnswerComparison:
+    """Compare answer run B against A on every set of `runs` (set -> (rows A, rows B)),
+    and pooled over them when there are several."""
+    pairs = {name: _paired(name, *sides) for name, sides in runs.items()}
+    scopes = {name: [name] for name in pairs}
+    if len(pairs) > 1:
+        scopes[POOLED] = list(pairs)
+    intervals: dict[str, dict[str, Interval]] = {}
+    for scope, names in scopes.items():
+        for figure in FIGURES:
+            # Correct abstention is a figure of the unanswerable queries; the rest, of the others.
+            strata = _strata([pairs[name] for name in names], figure != "correct_abstention")
+            if strata:
+                intervals.setdefault(scope, {})[figure] = paired_bootstrap(
+                    strata, _difference(figure), **options
+                )
+    changed = tuple(
+        (name, row_a, row_b)
+        for name, set_pairs in pairs.items()
+        for row_a, row_b in set_pairs
+        if (row_a["verdict"], row_a["cited"]) != (row_b["verdict"], row_b["cited"])
+    )
+    return AnswerComparison(a, b, intervals, changed)
+
+
+def answer_comparison_text(comparison: AnswerComparison, *, changed: bool) -> str:
+    """The intervals per set and pooled, and optionally every query whose answer changed."""
+    headers = ["Query set", *(f"Δ {FIGURES[f][0]} [95% CI]" for f in FIGURES)]
+    rows = [
+        [name, *(_figure_text(by_figure.get(figure)) for figure in FIGURES)]
+        for name, by_figure in comparison.intervals.items()
+    ]
+    parts = [
+        f"## answers: {comparison.b} against {comparison.a} (B - A)",
+        "",
+        markdown_table(headers, rows),
+        "",
+        f"{len(comparison.changed)} answer(s) changed (verdict or citations).",
+    ]
+    if changed and comparison.changed:
+        parts += ["", _changed_table(comparison)]
+    return "\n".join(parts)
+
+
+def _changed_table(comparison: AnswerComparison) -> str:
+    rows = [
+        [
+            name,
+            a["id"],
+            f"{a['verdict']} -> {b['verdict']}",
+            f"{a['strict_hits']}/{len(a['cited'])} -> {b['strict_hits']}/{len(b['cited'])}",
+            f"{a['groups_cited']}/{a['groups']} -> {b['groups_cited']}/{b['groups']}",
+        ]
+        for name, a, b in comparison.changed
+    ]
+    headers = ["Query set", "Query", "verdict", "evidence cited / cited", "groups cited"]
+    return markdown_table(headers, rows)
+
+
+def _figure_text(interval: Interval | None) -> str:
+    return "-" if interval is None else f"{interval_text(interval)} (n={interval.queries})"
+
+
+def compare_saved(path_a: Path, path_b: Path) -> AnswerComparison:
+    """Compare two saved answer runs (`eval --answers --rows`) on every set both hold."""
+    rows_a, rows_b = read_answer_rows(path_a), read_answer_rows(path_b)
+    if set(rows_a) != set(rows_b):
+        raise SlackqueryError(
+            f"--compare: {path_a} covers query sets {sorted(rows_a)}, {path_b} {sorted(rows_b)}"
+        )
+    runs = {name: (rows_a[name], rows_b[name]) for name in rows_a}
+    return compare_answers(str(path_a), str(path_b), runs)
