@@ -370,7 +370,12 @@ _ANSWER_TYPE_QUESTIONS = {
         r"|\bwhat (?:size|percentage|share|number)\b",
         re.IGNORECASE,
     ),
-    "place": re.compile(_CLAUSE_START + r"where\b", re.IGNORECASE),
+    "place": re.compile(
+        _CLAUSE_START
+        + r"(?:(?:in|on|to|at) )?"
+        + r"(?:where\b|(?:what|which) (?:slack )?(?:channel|room|url|link)\b)",
+        re.IGNORECASE,
+    ),
 }
 _MONTH_NAMES = "|".join(
     sorted({*_MONTHS, *(name[:3] for name in _MONTHS), "sept"}, key=len, reverse=True)

@@ -170,6 +170,10 @@ def test_dates_outside_the_calendar_are_clear_errors(query: str, message: str) -
         ("How big can a request body be?", ("number",)),
         ("How frequently are backups taken?", ("number",)),
         ("What percentage of scans failed?", ("number",)),
+        ("Which Slack room gets the alerts?", ("place",)),
+        ("In which channel do deploys post?", ("place",)),
+        ("What link has the runbook?", ("place",)),
+        ("Which person owns the link checker?", ()),
         # Relative, not interrogative: no answer type.
         ("Find the message where Meera approved freezing QR v2", ()),
         ("what broke when we upgraded the worker", ()),
