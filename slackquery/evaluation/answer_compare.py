@@ -49,6 +49,22 @@ COUNTS = (
 )
 
 
+# What a comparison reads of each answer row (`answers.answer_row`).
+ANSWER_ROW_KEYS = frozenset(
+    (
+        "id",
+        "answerable",
+        "verdict",
+        "cited",
+        "verified",
+        "strict_hits",
+        "lenient_hits",
+        "groups",
+        "groups_cited",
+    )
+)
+
+
 @dataclass(frozen=True)
 class AnswerComparison:
     """B against A: per set (and pooled) an interval per figure, and the queries whose
@@ -63,7 +79,7 @@ class AnswerComparison:
 def read_answer_rows(path: Path) -> dict[str, list[dict[str, Any]]]:
     """Per-query answer rows written by `eval --answers --rows`, by query set."""
     rows = read_rows(path)
-    if any("verdict" not in row for row in rows):
+    if any(ANSWER_ROW_KEYS - row.keys() for row in rows):
         raise SlackqueryError(f"{path}: not answer rows; write them with --answers --rows")
     by_set: dict[str, list[dict[str, Any]]] = {}
     for row in rows:

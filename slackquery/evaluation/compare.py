@@ -320,9 +320,19 @@ def read_rows(path: Path) -> list[dict]:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as error:
         raise SlackqueryError(f"{path}: cannot read rows ({error})") from None
-    rows = [json.loads(line) for line in lines if line.strip()]
-    if any("query_set" not in row for row in rows):
-        raise SlackqueryError(f"{path}: rows without `query_set`; write them with --rows")
+    rows = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise SlackqueryError(f"{path}:{number}: not a JSON row ({error.msg})") from None
+        if not isinstance(row, dict) or "query_set" not in row:
+            raise SlackqueryError(
+                f"{path}:{number}: a row without `query_set`; write rows with --rows"
+            )
+        rows.append(row)
     return rows
 
 

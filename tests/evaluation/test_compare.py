@@ -16,6 +16,7 @@ from slackquery.evaluation.compare import (
     decide,
     paired_deltas,
     parse_side,
+    read_rows,
 )
 from slackquery.evaluation.grid import parse_config
 
@@ -187,3 +188,17 @@ def test_cli_runs_every_comparison_asked_for(tmp_path: Path, capsys: pytest.Capt
     assert f"## {path}#hybrid against {path}#lexical" in printed
     assert "| s         | 4       | +0.000 [+0.000, +0.000] | +0.750 [+0.750, +0.750]" in printed
     assert "| rule keeps |" in printed and printed.rstrip().endswith("| B          |")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"query_set": "s"}\nnot json\n', r"rows.jsonl:2: not a JSON row"),
+        ("[1]\n", r"rows.jsonl:1: a row without `query_set`"),
+    ],
+)
+def test_a_malformed_rows_file_is_a_clear_error(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "rows.jsonl"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(SlackqueryError, match=message):
+        read_rows(path)
