@@ -372,8 +372,8 @@ _ANSWER_TYPE_QUESTIONS = {
     ),
     "place": re.compile(
         _CLAUSE_START
-        + r"(?:(?:in|on|to|at) )?"
-        + r"(?:where\b|(?:what|which) (?:slack )?(?:channel|room|url|link)\b)",
+        + r"(?:(?:in|on|to|at|from|for) )?"
+        + r"(?:where\b|(?:what|which) (?:slack )?(?:channel|room|url|link)s?\b(?!['’]s))",
         re.IGNORECASE,
     ),
 }

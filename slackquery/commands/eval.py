@@ -44,6 +44,8 @@ from slackquery.evaluation.report import (
 )
 from slackquery.settings import Settings
 
+DEFAULT_MODES = ",".join(MODES)
+
 if TYPE_CHECKING:  # the answer path imports the serving engine; only `--answers` needs it
     from slackquery.evaluation.answer_compare import AnswerComparison
 
@@ -84,7 +86,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--modes",
-        default=",".join(MODES),
+        default=DEFAULT_MODES,
         metavar="LIST",
         help="comma-separated retrieval modes (default: lexical,semantic,hybrid)",
     )
@@ -186,6 +188,8 @@ def default_report_path(settings: Settings, queries: Path) -> Path:
 def query_sets(queries: Sequence[Path], corpora: Sequence[Path] | None) -> list[tuple]:
     """(name, query file, corpus) per query set; one corpus serves every file."""
     corpora = list(corpora or [])
+    if corpora and not queries:
+        raise SlackqueryError("--corpus is built for a judged query file: give one")
     if len(corpora) not in (0, 1, len(queries)):
         raise SlackqueryError(
             f"--corpus: give one corpus, or one per query file ({len(queries)}), not {len(corpora)}"
@@ -266,9 +270,23 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         print(f"eval: {message}", file=sys.stderr, flush=True)
 
     sets = query_sets(args.queries, args.corpus)
+    if args.rows and not sets:
+        raise SlackqueryError("--rows writes the rows of a run: give a judged query file")
+    if args.compare_report and not (args.compare or args.baseline):
+        raise SlackqueryError("--compare-report writes comparisons: give --compare")
     if args.answers:
-        if args.grid or args.baseline:
-            raise SlackqueryError("--answers runs the default configuration: no --grid")
+        given = {
+            "--grid": args.grid,
+            "--baseline": args.baseline,
+            "--report": args.report,
+            "--modes": args.modes != DEFAULT_MODES,
+        }
+        refused = [option for option, value in given.items() if value]
+        if refused:
+            raise SlackqueryError(
+                f"--answers answers in hybrid mode with the default configuration and prints "
+                f"its own tables: {', '.join(refused)} does not apply"
+            )
         if not sets and not args.compare:
             raise SlackqueryError("give a judged query file (QUERIES.yaml) or --compare")
         answer_sets = [(name, judged_queries(args, path), corpus) for name, path, corpus in sets]
@@ -424,11 +442,12 @@ def run_answers(
         progress(f"wrote {args.compare_report}")
     if args.json:
         document = answers_json_document(results, comparisons)
-        text = json.dumps(document, indent=2, default=str)
+        text = json.dumps(document, indent=2, default=str, ensure_ascii=False) + "\n"
         if args.json == "-":
-            sys.stdout.write(text + "\n")
+            sys.stdout.write(text)
             return 0
         Path(args.json).write_text(text, encoding="utf-8")
+        progress(f"wrote {args.json}")
     for name, result in results.items():
         print((f"# {name}\n\n" if len(results) > 1 else "") + answers_table(result) + "\n")
     for comparison in comparisons:

@@ -14,7 +14,8 @@ runs (before and after a change, from two checkouts) can be compared after the f
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,8 +80,13 @@ class AnswerComparison:
 def read_answer_rows(path: Path) -> dict[str, list[dict[str, Any]]]:
     """Per-query answer rows written by `eval --answers --rows`, by query set."""
     rows = read_rows(path)
-    if any(ANSWER_ROW_KEYS - row.keys() for row in rows):
-        raise SlackqueryError(f"{path}: not answer rows; write them with --answers --rows")
+    if not rows:
+        raise SlackqueryError(f"{path}: no answer rows")
+    for number, row in enumerate(rows, start=1):
+        if ANSWER_ROW_KEYS - row.keys():
+            raise SlackqueryError(
+                f"{path}: row {number} is not an answer row; write them with --answers --rows"
+            )
     by_set: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         by_set.setdefault(row["query_set"], []).append(row)
@@ -109,31 +115,50 @@ def _strata(pairs: Sequence[Sequence[tuple]], answerable: bool) -> list[list[lis
     return [stratum for stratum in strata if stratum]
 
 
-def _difference(figure: str):
-    """The statistic of one figure: B's ratio of sums minus A's (0 where a side has none)."""
+def _difference(figure: str) -> Callable[[Any], Any]:
+    """The statistic of one figure: B's ratio of sums minus A's, NaN where a side's ratio
+    is undefined (no citations to take a precision of)."""
     import numpy as np
 
     _, numerator, denominator = FIGURES[figure]
     width = len(COUNTS)
     num, den = COUNTS.index(numerator), COUNTS.index(denominator)
 
-    def ratio(sums, offset: int):
+    def ratio(sums: Any, offset: int) -> Any:
         top, bottom = sums[:, offset + num], sums[:, offset + den]
-        return np.divide(top, bottom, out=np.zeros_like(top), where=bottom > 0)
+        return np.divide(top, bottom, out=np.full_like(top, np.nan), where=bottom > 0)
 
     return lambda sums: ratio(sums, width) - ratio(sums, 0)
 
 
+def _defined(figure: str, strata: Sequence[Sequence[Sequence[float]]]) -> bool:
+    """Whether the figure's difference exists over all queries (both sides have a ratio)."""
+    import numpy as np
+
+    totals = np.asarray([row for stratum in strata for row in stratum], dtype=float)
+    return not math.isnan(_difference(figure)(totals.sum(axis=0, keepdims=True))[0])
+
+
 def _paired(name: str, rows_a: Sequence[Mapping], rows_b: Sequence[Mapping]) -> list[tuple]:
-    """The set's queries as (A row, B row) pairs; both runs must judge the same queries."""
-    a = {row["id"]: row for row in rows_a}
-    b = {row["id"]: row for row in rows_b}
-    if set(a) != set(b):
-        only = sorted(set(a) ^ set(b))
-        raise SlackqueryError(
-            f"{name}: the two runs judge different queries ({', '.join(only[:5])} ...)"
-        )
+    """The set's queries as (A row, B row) pairs; both runs must judge the same queries,
+    each once, as answerable or not alike."""
+    a, b = _by_id(name, rows_a), _by_id(name, rows_b)
+    differ = sorted(set(a) ^ set(b)) or sorted(
+        query_id for query_id in a if a[query_id]["answerable"] != b[query_id]["answerable"]
+    )
+    if differ:
+        shown = ", ".join(differ[:5]) + (" ..." if len(differ) > 5 else "")
+        raise SlackqueryError(f"{name}: the two runs judge different queries ({shown})")
     return [(a[query_id], b[query_id]) for query_id in a]
+
+
+def _by_id(name: str, rows: Sequence[Mapping]) -> dict[str, Mapping]:
+    by_id: dict[str, Mapping] = {}
+    for row in rows:
+        if row["id"] in by_id:
+            raise SlackqueryError(f"{name}: query {row['id']} appears twice in one run")
+        by_id[row["id"]] = row
+    return by_id
 
 
 def compare_answers(
@@ -150,10 +175,11 @@ def compare_answers(
         for figure in FIGURES:
             # Correct abstention is a figure of the unanswerable queries; the rest, of the others.
             strata = _strata([pairs[name] for name in names], figure != "correct_abstention")
-            if strata:
-                intervals.setdefault(scope, {})[figure] = paired_bootstrap(
-                    strata, _difference(figure), **options
-                )
+            if not strata or not _defined(figure, strata):
+                continue  # no such queries, or a side without citations has no precision
+            intervals.setdefault(scope, {})[figure] = paired_bootstrap(
+                strata, _difference(figure), **options
+            )
     changed = tuple(
         (name, row_a, row_b)
         for name, set_pairs in pairs.items()
@@ -202,7 +228,8 @@ def _figure_text(interval: Interval | None) -> str:
 
 
 def compare_saved(path_a: Path, path_b: Path) -> AnswerComparison:
-    """Compare two saved answer runs (`eval --answers --rows`) on every set both hold."""
+    """Compare two saved answer runs (`eval --answers --rows`); both must hold the same
+    query sets."""
     rows_a, rows_b = read_answer_rows(path_a), read_answer_rows(path_b)
     if set(rows_a) != set(rows_b):
         raise SlackqueryError(

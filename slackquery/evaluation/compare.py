@@ -114,7 +114,9 @@ def paired_bootstrap(
         picks = rng.integers(0, len(group), size=(resamples, len(group)))
         sums += np.stack([column[picks].sum(axis=1) for column in group.T], axis=1)
     tail = (1 - confidence) / 2 * 100
-    low, high = np.percentile(statistic(sums), [tail, 100 - tail])
+    # A resample where the statistic is undefined (NaN: a ratio over no citations) is left
+    # out of the percentiles rather than counted as 0.
+    low, high = np.nanpercentile(statistic(sums), [tail, 100 - tail])
     point = statistic(sum(group.sum(axis=0) for group in groups)[np.newaxis, :])[0]
     return Interval(float(point), float(low), float(high), sum(len(group) for group in groups))
 
@@ -304,6 +306,10 @@ def side_rows(side: Side, runs: Mapping[str, Sequence[Mapping]]) -> dict[str, li
     """The side's per-query rows per query set, from `runs` (rows of this run, each with
     `query_set`, `mode` and `config`) or from its rows file."""
     rows = runs if side.rows_file is None else {"file": read_rows(side.rows_file)}
+    if any("mode" not in row for batch in rows.values() for row in batch):
+        raise SlackqueryError(
+            f"--compare {side.text!r}: answer rows; compare them with --answers --compare"
+        )
     chosen: dict[str, list[Mapping]] = {}
     for row in (row for batch in rows.values() for row in batch):
         if row["mode"] == side.mode and row["config"] == side.point.name:

@@ -52,5 +52,31 @@ def test_identical_runs_differ_by_nothing_and_pool_every_set() -> None:
 
 
 def test_runs_over_different_queries_are_not_paired() -> None:
-    with pytest.raises(SlackqueryError, match="judge different queries"):
+    with pytest.raises(SlackqueryError, match=r"judge different queries \(q1, q2\)"):
         compare_answers("A", "B", {"set": ([row("q1", 1, 1)], [row("q2", 1, 1)])})
+    unanswerable = row("q1", 0, 0, answerable=False)
+    with pytest.raises(SlackqueryError, match=r"judge different queries \(q1\)"):
+        compare_answers("A", "B", {"set": ([row("q1", 1, 1)], [unanswerable])})
+
+
+def test_a_side_without_citations_has_no_precision_to_compare() -> None:
+    # A abstains everywhere: its precision is undefined, not 0, so there is no difference.
+    a = [row(f"q{i}", 0, 0) for i in range(10)]
+    b = [row(f"q{i}", 2, 1) for i in range(10)]
+    figures = compare_answers("A", "B", {"set": (a, b)}).intervals["set"]
+    assert "strict_precision" not in figures and "lenient_precision" not in figures
+    assert figures["answer_rate"].mean == 1.0
+
+
+def test_resamples_without_citations_are_left_out_not_counted_as_zero() -> None:
+    # Both sides are always right; A cites in one query of ten. A resample that misses that
+    # query has no precision for A: it must not widen the interval to [0, 1].
+    a = [row("q0", 1, 1), *(row(f"q{i}", 0, 0) for i in range(1, 10))]
+    b = [row(f"q{i}", 1, 1) for i in range(10)]
+    strict = compare_answers("A", "B", {"set": (a, b)}).intervals["set"]["strict_precision"]
+    assert (strict.mean, strict.low, strict.high) == (0.0, 0.0, 0.0)
+
+
+def test_a_query_twice_in_one_run_is_an_error() -> None:
+    with pytest.raises(SlackqueryError, match="q1 appears twice"):
+        compare_answers("A", "B", {"set": ([row("q1", 1, 1)] * 2, [row("q1", 1, 1)])})

@@ -202,3 +202,33 @@ def test_a_malformed_rows_file_is_a_clear_error(tmp_path: Path, text: str, messa
     path.write_text(text, encoding="utf-8")
     with pytest.raises(SlackqueryError, match=message):
         read_rows(path)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--answers", "--modes", "lexical", "--compare", "ROWS", "ROWS"], "--modes does not"),
+        (["--answers", "--report", "r.md", "--compare", "ROWS", "ROWS"], "--report does not"),
+        (["--compare", "ROWS", "ROWS", "--rows", "ROWS"], "--rows writes the rows of a run"),
+        (["--answers", "--compare-report", "c.md"], "--compare-report writes comparisons"),
+        (["--compare", "ROWS", "ROWS", "--corpus", "ROWS"], "--corpus is built for a judged"),
+    ],
+)
+def test_cli_refuses_options_that_would_do_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture, argv: list[str], message: str
+) -> None:
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"query_set": "s", "mode": "hybrid", "config": "default"}) + "\n")
+    arguments = [str(rows) if arg == "ROWS" else arg for arg in argv]
+    assert main(["eval", *arguments]) == 1
+    assert message in capsys.readouterr().err
+    assert rows.stat().st_size > 0  # an input is never overwritten by a refused run
+
+
+def test_cli_tells_answer_rows_from_retrieval_rows(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    rows = tmp_path / "answers.jsonl"
+    rows.write_text(json.dumps({"query_set": "s", "id": "q1", "verdict": "answered"}) + "\n")
+    assert main(["eval", "--compare", f"{rows}#hybrid", f"{rows}#hybrid"]) == 1
+    assert "answer rows; compare them with --answers --compare" in capsys.readouterr().err

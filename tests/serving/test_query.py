@@ -174,6 +174,8 @@ def test_dates_outside_the_calendar_are_clear_errors(query: str, message: str) -
         ("In which channel do deploys post?", ("place",)),
         ("What link has the runbook?", ("place",)),
         ("Which person owns the link checker?", ()),
+        ("From which channels did the alerts come?", ("place",)),
+        ("Which channel's owner approved it?", ()),
         # Relative, not interrogative: no answer type.
         ("Find the message where Meera approved freezing QR v2", ()),
         ("what broke when we upgraded the worker", ()),
