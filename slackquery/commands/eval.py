@@ -275,22 +275,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if args.compare_report and not (args.compare or args.baseline):
         raise SlackqueryError("--compare-report writes comparisons: give --compare")
     if args.answers:
-        given = {
-            "--grid": args.grid,
-            "--baseline": args.baseline,
-            "--report": args.report,
-            "--modes": args.modes != DEFAULT_MODES,
-        }
-        refused = [option for option, value in given.items() if value]
-        if refused:
-            raise SlackqueryError(
-                f"--answers answers in hybrid mode with the default configuration and prints "
-                f"its own tables: {', '.join(refused)} does not apply"
-            )
-        if not sets and not args.compare:
-            raise SlackqueryError("give a judged query file (QUERIES.yaml) or --compare")
-        answer_sets = [(name, judged_queries(args, path), corpus) for name, path, corpus in sets]
-        return run_answers(args, settings, answer_sets, progress)
+        return run_answers(args, settings, answer_sets(args, sets), progress)
     modes = parse_modes(args.modes)
     grid = parse_grid(args.grid) if args.grid else [DEFAULT_POINT]
     pairs = comparisons_wanted(args, grid)
@@ -404,6 +389,28 @@ def json_document(evaluations: Mapping[str, Evaluation], comparisons: Sequence[C
             for comparison in comparisons
         ],
     }
+
+
+def answer_sets(
+    args: argparse.Namespace, sets: Sequence[tuple]
+) -> list[tuple[str, list[JudgedQuery], Path | None]]:
+    """The query sets `--answers` runs (name, queries, corpus), once its options are checked:
+    it answers in hybrid mode with the default configuration and prints its own tables."""
+    given = {
+        "--grid": args.grid,
+        "--baseline": args.baseline,
+        "--report": args.report,
+        "--modes": args.modes != DEFAULT_MODES,
+    }
+    refused = [option for option, value in given.items() if value]
+    if refused:
+        raise SlackqueryError(
+            "--answers answers in hybrid mode with the default configuration and prints its "
+            f"own tables: {', '.join(refused)} does not apply"
+        )
+    if not sets and not args.compare:
+        raise SlackqueryError("give a judged query file (QUERIES.yaml) or --compare")
+    return [(name, judged_queries(args, path), corpus) for name, path, corpus in sets]
 
 
 def run_answers(
