@@ -250,4 +250,4 @@ def test_eval_answers_saves_rows_and_compares_two_runs(
     retrieval = tmp_path / "retrieval.jsonl"
     retrieval.write_text(json.dumps({"query_set": "first", "query_id": "a1"}), encoding="utf-8")
     assert main(["eval", "--answers", "--compare", str(rows), str(retrieval)]) == 1
-    assert "not answer rows; write them with --answers --rows" in capsys.readouterr().err
+    assert "row 1 is not an answer row; write them with --answers --rows" in capsys.readouterr().err
