@@ -184,7 +184,7 @@ def _parse_day(value: str, operator: str) -> date:
     if lowered == "today":
         return today
     if lowered == "yesterday":
-        return today - timedelta(days=1)
+        return _relative_span(lowered, today)[0]
     try:
         return date.fromisoformat(value)
     except ValueError:
