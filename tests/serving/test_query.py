@@ -140,6 +140,17 @@ def test_date_operators_hold_at_the_calendar_edges(
     assert (parsed.start_ts_us, parsed.end_ts_us) == (start, end)
 
 
+def test_today_and_yesterday_are_utc_days() -> None:
+    # Read the clock on both sides of the parse: a test run across midnight sees either day.
+    days = {datetime.now(UTC).date()}
+    today, yesterday = parse_query("x on:today"), parse_query("x on:yesterday")
+    days.add(datetime.now(UTC).date())
+    starts = {(day - date(1970, 1, 1)).days * DAY_US for day in days}
+    assert today.start_ts_us in starts
+    assert yesterday.start_ts_us in {start - DAY_US for start in starts}
+    assert yesterday.end_ts_us == yesterday.start_ts_us + DAY_US - 1
+
+
 @pytest.mark.parametrize(
     ("query", "message"),
     [
