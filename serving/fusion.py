@@ -47,7 +47,7 @@ class FusionConfig:
     route_aware: bool = True
     max_per_thread: int = 3
     context_target: str = "best"
-    answer_cue_boost: float = 0.25
+    answer_cue_boost: float = 0.5
     rerank: str = "none"
 
     def __post_init__(self) -> None:

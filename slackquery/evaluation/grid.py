@@ -49,7 +49,7 @@ MAX_CONFIGS = 200
 
 STANDARD_GRID = (
     "rrf_k=10,20,30,60;candidate_window=30,50,100,200;arm.context=on,off;"
-    "answer_cue_boost=0,0.1,0.5,1;arm.aspects=on,off;arm.authors=on,off;arm.scope=on,off;"
+    "answer_cue_boost=0,0.1,0.25,1;arm.aspects=on,off;arm.authors=on,off;arm.scope=on,off;"
     "arm.latest=on,off;"
     "context_target=best,root,thread;route_aware=on,off;"
     "weight.conceptual.lexical=0.5,1;weight.conceptual.context=0.5,0.65;"

@@ -484,8 +484,9 @@ def test_answer_cues_boost_messages_that_state_the_asked_kind(engine: SearchEngi
     cued = {hit.document_id for hit in boosted.results if hit.answer_cue}
     assert message_id(31) in cued  # "... scheduled for Friday"
     assert message_id(11) not in cued  # the failover runbook link states no time
+    boost = 1 + FusionConfig().answer_cue_boost
     for hit in boosted.results:
-        factor = (1.25 if hit.answer_cue else 1.0) / (1.25 if asks_a_question(hit.text) else 1.0)
+        factor = (boost if hit.answer_cue else 1.0) / (boost if asks_a_question(hit.text) else 1.0)
         assert hit.fused_score == pytest.approx(unboosted[hit.document_id] * factor, rel=1e-6)
     scores = [hit.fused_score for hit in boosted.results]
     assert scores == sorted(scores, reverse=True)
@@ -514,7 +515,7 @@ def test_a_question_ranks_down_messages_that_ask_a_question(engine: SearchEngine
     assert plain.results[0].document_id == message_id(12)
     assert ranked.results[0].document_id != message_id(12)
     for hit in ranked.results:
-        factor = 1 / 1.25 if asks_a_question(hit.text) else 1.0
+        factor = 1 / (1 + FusionConfig().answer_cue_boost) if asks_a_question(hit.text) else 1.0
         assert hit.fused_score == pytest.approx(unranked[hit.document_id] * factor, rel=1e-6)
     scores = [hit.fused_score for hit in ranked.results]
     assert scores == sorted(scores, reverse=True)
