@@ -192,7 +192,7 @@ def _evidence(hit: SearchHitBase, terms: PartTerms, *, is_correction: bool = Fal
 
 
 def correction_of(
-    ranked: Sequence[SearchHitBase], terms: PartTerms, threshold: float, *, of_answer: bool = True
+    ranked: Sequence[SearchHitBase], terms: PartTerms, threshold: float
 ) -> tuple[SearchHitBase, SearchHitBase] | None:
     """(correction, what it corrects) among the part's strongest messages, or None.
 
@@ -203,11 +203,9 @@ def correction_of(
     corrects the strongest earlier message. Whichever of the two ranked higher, the later
     one wins.
 
-    With `of_answer`, one of the two must be the search's top hit, the part's answer: a pair
-    of lower hits would replace the answer with two messages ranked below it, on another
-    matter as often as not. A question about how things began asks about the history
-    itself, so any pair among the strongest messages answers it (`of_answer=False`;
-    docs/evaluation.md, "A correction corrects the answer").
+    One of the two must be the search's top hit, the part's answer: a pair of lower hits
+    would replace the answer with two messages ranked below it, on another matter as often
+    as not (docs/evaluation.md, "A correction corrects the answer").
     """
     floor = max(threshold, CORRECTION_MARGIN * terms.coverage(ranked[0].text))
     strong = [hit for hit in ranked[: 2 + EXTRA_EVIDENCE] if terms.coverage(hit.text) >= floor]
@@ -231,7 +229,7 @@ def correction_of(
         for correction in sorted(cued, key=lambda hit: (hit.ts_us, hit.document_id), reverse=True)
         if (earlier := [hit for hit in strong if hit.ts_us < correction.ts_us])
     )
-    return next((pair for pair in pairs if not of_answer or ranked[0] in pair), None)
+    return next((pair for pair in pairs if ranked[0] in pair), None)
 
 
 def answer_part(
@@ -262,7 +260,7 @@ def answer_part(
             conflict=None,
             evidence=[],
         )
-    correction = correction_of(ranked, terms, threshold, of_answer=not asks_first)
+    correction = correction_of(ranked, terms, threshold)
     conflict = None
     if correction is None:
         lead = _evidence(ranked[0], terms)

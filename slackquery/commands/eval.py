@@ -467,20 +467,25 @@ def answers_json_document(
 ) -> dict[str, Any]:
     """One query set without comparisons keeps its result's layout; otherwise sets and
     comparisons side by side (as retrieval's `--json`)."""
+    from slackquery.evaluation.answer_compare import decide_answers
+
     if len(results) == 1 and not comparisons:
         return next(iter(results.values()))
+    decisions = [decide_answers(comparison) for comparison in comparisons]
     return {
         "sets": results,
         "comparisons": [
             {
                 "a": comparison.a,
                 "b": comparison.b,
+                "keep_b": decision.keep,
+                "reasons": list(decision.reasons),
                 "intervals": {
                     name: {figure: vars(interval) for figure, interval in by_figure.items()}
                     for name, by_figure in comparison.intervals.items()
                 },
                 "changed": [[name, a["id"]] for name, a, _ in comparison.changed],
             }
-            for comparison in comparisons
+            for comparison, decision in zip(comparisons, decisions, strict=True)
         ],
     }

@@ -24,6 +24,7 @@ from slackquery.errors import SlackqueryError
 from slackquery.evaluation.answers import is_abstention, is_answered
 from slackquery.evaluation.compare import (
     POOLED,
+    Decision,
     Interval,
     interval_text,
     paired_bootstrap,
@@ -39,6 +40,8 @@ FIGURES = {
     "answer_rate": ("answer rate", "answered", "queries"),
     "correct_abstention": ("correct abstention", "abstained", "queries"),
 }
+# The figures a change may win on; answer rate and abstention may only not get worse.
+DECIDING_FIGURES = ("strict_precision", "lenient_precision", "part_coverage")
 COUNTS = (
     "strict_hits",
     "lenient_hits",
@@ -75,6 +78,8 @@ class AnswerComparison:
     b: str
     intervals: Mapping[str, Mapping[str, Interval]]  # set (or POOLED) -> figure -> interval
     changed: tuple[tuple[str, Mapping[str, Any], Mapping[str, Any]], ...]  # (set, row A, row B)
+    # Per set, the most one question can move each figure (the rule's "one question's worth").
+    worth: Mapping[str, Mapping[str, float]]
 
 
 def read_answer_rows(path: Path) -> dict[str, list[dict[str, Any]]]:
@@ -171,6 +176,7 @@ def compare_answers(
     if len(pairs) > 1:
         scopes[POOLED] = list(pairs)
     intervals: dict[str, dict[str, Interval]] = {}
+    worth: dict[str, dict[str, float]] = {}
     for scope, names in scopes.items():
         for figure in FIGURES:
             # Correct abstention is a figure of the unanswerable queries; the rest, of the others.
@@ -180,13 +186,59 @@ def compare_answers(
             intervals.setdefault(scope, {})[figure] = paired_bootstrap(
                 strata, _difference(figure), **options
             )
+            worth.setdefault(scope, {})[figure] = _one_question(figure, strata)
     changed = tuple(
         (name, row_a, row_b)
         for name, set_pairs in pairs.items()
         for row_a, row_b in set_pairs
         if (row_a["verdict"], row_a["cited"]) != (row_b["verdict"], row_b["cited"])
     )
-    return AnswerComparison(a, b, intervals, changed)
+    return AnswerComparison(a, b, intervals, changed, worth)
+
+
+def _one_question(figure: str, strata: Sequence[Sequence[Sequence[float]]]) -> float:
+    """The most one question can move a figure: 1 / the questions of a mean; for a
+    precision, the most citations one question has over all citations (in either run)."""
+    _, _, denominator = FIGURES[figure]
+    if denominator == "queries":
+        return 1 / sum(len(stratum) for stratum in strata)
+    column = COUNTS.index(denominator)
+    runs = [
+        [row[offset + column] for stratum in strata for row in stratum]
+        for offset in (0, len(COUNTS))
+    ]
+    return max(max(cited) / sum(cited) for cited in runs if sum(cited))
+
+
+def decide_answers(comparison: AnswerComparison) -> Decision:
+    """The rule for defaults, read on the answer path: keep B over A only if the pooled
+    interval of strict precision, lenient precision or part coverage lies above zero, no
+    pooled interval of any figure lies wholly below zero, and on no set any figure falls by
+    more than one question's worth (the most one question can move it: `_one_question`)."""
+    pooled = comparison.intervals.get(POOLED) or next(iter(comparison.intervals.values()))
+    sets = [name for name in comparison.intervals if name != POOLED]
+    better = [f for f in DECIDING_FIGURES if f in pooled and pooled[f].low > 0]
+    failures = []
+    if not better:
+        failures.append(f"no pooled interval of {_names(DECIDING_FIGURES, 'or')} lies above zero")
+    for figure, interval in pooled.items():
+        if interval.high < 0:
+            failures.append(f"pooled {FIGURES[figure][0]} is worse (interval below zero)")
+    for name in sets:
+        for figure, interval in comparison.intervals[name].items():
+            worth = comparison.worth[name][figure]
+            if interval.mean < -worth - 1e-12:
+                failures.append(
+                    f"{name}: {FIGURES[figure][0]} falls by {-interval.mean:.3f}, more than one "
+                    f"question's worth ({worth:.3f})"
+                )
+    if failures:
+        return Decision(keep=False, reasons=tuple(failures))
+    return Decision(keep=True, reasons=(f"pooled {_names(better, 'and')} above zero",))
+
+
+def _names(figures: Sequence[str], joiner: str) -> str:
+    return f" {joiner} ".join(FIGURES[figure][0] for figure in figures)
 
 
 def answer_comparison_text(comparison: AnswerComparison, *, changed: bool) -> str:
@@ -202,10 +254,17 @@ def answer_comparison_text(comparison: AnswerComparison, *, changed: bool) -> st
         markdown_table(headers, rows),
         "",
         f"{len(comparison.changed)} answer(s) changed (verdict or citations).",
+        "",
+        _verdict_text(decide_answers(comparison)),
     ]
     if changed and comparison.changed:
         parts += ["", _changed_table(comparison)]
     return "\n".join(parts)
+
+
+def _verdict_text(decision: Decision) -> str:
+    verdict = "B beats A" if decision.keep else "keep A"
+    return f"Rule: {verdict} ({'; '.join(decision.reasons)})."
 
 
 def _changed_table(comparison: AnswerComparison) -> str:

@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 
 from slackquery.errors import SlackqueryError
-from slackquery.evaluation.answer_compare import compare_answers
+from slackquery.evaluation.answer_compare import compare_answers, decide_answers
 from slackquery.evaluation.compare import POOLED
 
 
@@ -80,3 +80,20 @@ def test_resamples_without_citations_are_left_out_not_counted_as_zero() -> None:
 def test_a_query_twice_in_one_run_is_an_error() -> None:
     with pytest.raises(SlackqueryError, match="q1 appears twice"):
         compare_answers("A", "B", {"set": ([row("q1", 1, 1)] * 2, [row("q1", 1, 1)])})
+
+
+def test_the_rule_keeps_a_pooled_gain_no_set_pays_for() -> None:
+    a = [row(f"q{i}", 2, 1) for i in range(30)]
+    b = [row(f"q{i}", 1, 1) for i in range(30)]  # the same evidence, half the citations
+    decision = decide_answers(compare_answers("A", "B", {"x": (a, b), "y": (a, b)}))
+    assert decision.keep
+    assert decision.reasons == ("pooled strict precision and lenient precision above zero",)
+
+
+def test_the_rule_refuses_a_gain_that_costs_answers() -> None:
+    # B cites better where it answers, but stops answering four questions of twenty.
+    a = [row(f"q{i}", 2, 1) for i in range(20)]
+    b = [row(f"q{i}", 1, 1) if i >= 4 else row(f"q{i}", 0, 0) for i in range(20)]
+    decision = decide_answers(compare_answers("A", "B", {"x": (a, b)}))
+    assert not decision.keep
+    assert any("answer rate falls by 0.200" in reason for reason in decision.reasons)
