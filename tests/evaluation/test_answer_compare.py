@@ -97,3 +97,11 @@ def test_the_rule_refuses_a_gain_that_costs_answers() -> None:
     decision = decide_answers(compare_answers("A", "B", {"x": (a, b)}))
     assert not decision.keep
     assert any("answer rate falls by 0.200" in reason for reason in decision.reasons)
+
+
+def test_one_questions_worth_is_the_most_one_question_can_move_a_figure() -> None:
+    a = [row(f"q{i}", 1, 1) for i in range(10)]
+    b = [row("q0", 3, 1), *(row(f"q{i}", 1, 1) for i in range(1, 10))]
+    worth = compare_answers("A", "B", {"set": (a, b)}).worth["set"]
+    assert worth["strict_precision"] == pytest.approx(3 / 12)  # q0's citations of B's twelve
+    assert worth["part_coverage"] == pytest.approx(1 / 10)
