@@ -19,6 +19,7 @@ from slackquery.evaluation.compare import (
     decisions_table,
     moved_queries_table,
     parse_side,
+    verdict_text,
 )
 from slackquery.evaluation.grid import (
     DEFAULT_POINT,
@@ -240,14 +241,12 @@ def report_path(
 
 def comparison_text(comparison: Comparison, *, moved: bool) -> str:
     """A comparison's interval table and decision, and optionally every query that moved."""
-    decision = decide(comparison)
-    verdict = "B beats A" if decision.keep else "keep A"
     parts = [
         f"## {comparison.b} against {comparison.a} (B - A)",
         "",
         comparison_table(comparison),
         "",
-        f"Rule: {verdict} ({'; '.join(decision.reasons)}).",
+        verdict_text(decide(comparison)),
     ]
     if moved:
         parts += ["", moved_queries_table(comparison)]

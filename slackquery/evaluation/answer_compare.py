@@ -29,6 +29,7 @@ from slackquery.evaluation.compare import (
     interval_text,
     paired_bootstrap,
     read_rows,
+    verdict_text,
 )
 from slackquery.evaluation.report import markdown_table
 
@@ -255,16 +256,11 @@ def answer_comparison_text(comparison: AnswerComparison, *, changed: bool) -> st
         "",
         f"{len(comparison.changed)} answer(s) changed (verdict or citations).",
         "",
-        _verdict_text(decide_answers(comparison)),
+        verdict_text(decide_answers(comparison)),
     ]
     if changed and comparison.changed:
         parts += ["", _changed_table(comparison)]
     return "\n".join(parts)
-
-
-def _verdict_text(decision: Decision) -> str:
-    verdict = "B beats A" if decision.keep else "keep A"
-    return f"Rule: {verdict} ({'; '.join(decision.reasons)})."
 
 
 def _changed_table(comparison: AnswerComparison) -> str:

@@ -200,6 +200,12 @@ class Decision:
     reasons: tuple[str, ...]
 
 
+def verdict_text(decision: Decision) -> str:
+    """The rule's verdict as a report line: `Rule: B beats A (…).` or `Rule: keep A (…).`"""
+    verdict = "B beats A" if decision.keep else "keep A"
+    return f"Rule: {verdict} ({'; '.join(decision.reasons)})."
+
+
 def decide(comparison: Comparison) -> Decision:
     """The rule for defaults: keep B over A only if, on Recall@10 or MRR@20, the pooled
     interval's lower bound is above zero, on neither of them the pooled interval lies
