@@ -179,9 +179,11 @@ def compare_answers(
     intervals: dict[str, dict[str, Interval]] = {}
     worth: dict[str, dict[str, float]] = {}
     for scope, names in scopes.items():
+        chosen = [pairs[name] for name in names]
+        by_answerable = {answerable: _strata(chosen, answerable) for answerable in (True, False)}
         for figure in FIGURES:
             # Correct abstention is a figure of the unanswerable queries; the rest, of the others.
-            strata = _strata([pairs[name] for name in names], figure != "correct_abstention")
+            strata = by_answerable[figure != "correct_abstention"]
             if not strata or not _defined(figure, strata):
                 continue  # no such queries, or a side without citations has no precision
             intervals.setdefault(scope, {})[figure] = paired_bootstrap(
