@@ -287,8 +287,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         raise SlackqueryError("give a judged query file (QUERIES.yaml)")
     several = len(sets) > 1
     evaluations: dict[str, Evaluation] = {}
-    prepared: set[Path] = set()
-    for name, path, corpus in sets:
+    for (name, path, corpus), prepare in zip(sets, first_uses(sets), strict=True):
         queries = judged_queries(args, path)
         evaluation = evaluate(
             settings,
@@ -298,30 +297,23 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             modes=[mode for mode in MODES if mode in modes],
             grid=grid,
             corpus=corpus,
-            prepare=corpus is not None and corpus.resolve() not in prepared,
+            prepare=prepare,
             progress=progress,
         )
         evaluation.filters_sent = not args.no_filters
-        if corpus is not None:
-            prepared.add(corpus.resolve())
         written = write_report(evaluation, report_path(args, settings, name, path, several))
         progress("wrote " + ", ".join(str(p) for p in written.values()))
         evaluations[name] = evaluation
     runs = {name: tagged_rows(name, evaluation) for name, evaluation in evaluations.items()}
     if args.rows:
-        args.rows.parent.mkdir(parents=True, exist_ok=True)
-        lines = [json.dumps(row, ensure_ascii=False) for rows in runs.values() for row in rows]
-        args.rows.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        progress(f"wrote {args.rows}")
+        write_rows(args.rows, [row for rows in runs.values() for row in rows], progress)
     comparisons = [compare_sides(a, b, runs) for a, b in pairs]
     if args.compare_report:
         texts = [
             decisions_table(comparisons),
             *(comparison_text(c, moved=True) for c in comparisons),
         ]
-        args.compare_report.parent.mkdir(parents=True, exist_ok=True)
-        args.compare_report.write_text("\n\n".join(texts) + "\n", encoding="utf-8")
-        progress(f"wrote {args.compare_report}")
+        write_compare_report(args.compare_report, texts, progress)
     if args.json == "-":
         json.dump(
             json_document(evaluations, comparisons),
@@ -356,6 +348,34 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if len(comparisons) > 1:
         print("\n" + decisions_table(comparisons))
     return 0
+
+
+def first_uses(sets: Sequence[tuple]) -> list[bool]:
+    """Per query set (name, queries, corpus), whether its corpus is built and published
+    here: by the first set that names it; the sets after it use that build."""
+    seen: set[Path] = set()
+    firsts = []
+    for *_, corpus in sets:
+        firsts.append(corpus is not None and corpus.resolve() not in seen)
+        if corpus is not None:
+            seen.add(corpus.resolve())
+    return firsts
+
+
+def write_rows(path: Path, rows: Sequence[Mapping], progress: Callable[[str], None]) -> None:
+    """Per-query rows, one JSON object a line: the input of a later `--compare`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8"
+    )
+    progress(f"wrote {path}")
+
+
+def write_compare_report(path: Path, texts: Sequence[str], progress: Callable[[str], None]) -> None:
+    """The comparisons' Markdown, one section after another."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n\n".join(texts) + "\n", encoding="utf-8")
+    progress(f"wrote {path}")
 
 
 def tagged_rows(name: str, evaluation: Evaluation) -> list[dict]:
@@ -425,27 +445,16 @@ def run_answers(
     from slackquery.evaluation.answers import answers_table, evaluate_answers
 
     comparisons = [compare_saved(Path(a), Path(b)) for a, b in args.compare or []]
-    results: dict[str, dict[str, Any]] = {}
-    prepared: set[Path] = set()
-    for name, queries, corpus in sets:
-        fresh = corpus is not None and corpus.resolve() not in prepared
-        results[name] = evaluate_answers(
-            settings, queries, corpus=corpus, prepare=fresh, progress=progress
-        )
-        if corpus is not None:
-            prepared.add(corpus.resolve())
+    results = {
+        name: evaluate_answers(settings, queries, corpus=corpus, prepare=prepare, progress=progress)
+        for (name, queries, corpus), prepare in zip(sets, first_uses(sets), strict=True)
+    }
     if args.rows:
         rows = [{"query_set": name, **row} for name, r in results.items() for row in r["rows"]]
-        args.rows.parent.mkdir(parents=True, exist_ok=True)
-        args.rows.write_text(
-            "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8"
-        )
-        progress(f"wrote {args.rows}")
+        write_rows(args.rows, rows, progress)
     if args.compare_report:
         texts = [answer_comparison_text(c, changed=True) for c in comparisons]
-        args.compare_report.parent.mkdir(parents=True, exist_ok=True)
-        args.compare_report.write_text("\n\n".join(texts) + "\n", encoding="utf-8")
-        progress(f"wrote {args.compare_report}")
+        write_compare_report(args.compare_report, texts, progress)
     if args.json:
         document = answers_json_document(results, comparisons)
         text = json.dumps(document, indent=2, default=str, ensure_ascii=False) + "\n"

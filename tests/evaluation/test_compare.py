@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from slackquery.cli import main
+from slackquery.commands.eval import first_uses
 from slackquery.errors import SlackqueryError
 from slackquery.evaluation.compare import (
     POOLED,
@@ -232,3 +233,10 @@ def test_cli_tells_answer_rows_from_retrieval_rows(
     rows.write_text(json.dumps({"query_set": "s", "id": "q1", "verdict": "answered"}) + "\n")
     assert main(["eval", "--compare", f"{rows}#hybrid", f"{rows}#hybrid"]) == 1
     assert "answer rows; compare them with --answers --compare" in capsys.readouterr().err
+
+
+def test_a_corpus_shared_by_query_files_is_built_by_the_first(tmp_path: Path) -> None:
+    corpus, other = tmp_path / "a.zip", tmp_path / "b.zip"
+    sets = [("q1", None, corpus), ("q2", None, tmp_path / "." / "a.zip"), ("q3", None, other)]
+    assert first_uses(sets) == [True, False, True]
+    assert first_uses([("q1", None, None)]) == [False]
