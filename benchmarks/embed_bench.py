@@ -41,6 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from slackquery.embedding import build_embedder  # noqa: E402
+from slackquery.embedding.onnx_bert import int8_encoding  # noqa: E402
 from slackquery.embedding.packaged import PACKAGED_MODELS  # noqa: E402
 from slackquery.embedding.server import create_app  # noqa: E402
 from slackquery.embedding.work import embed_pending  # noqa: E402
@@ -222,6 +223,9 @@ def main() -> None:
             "batch_size": default.embedding_batch_size,
             "dask_batch_size": default.embedding_dask_batch_size,
             "load_average_1m_before": round(os.getloadavg()[0], 2),
+            # How ort-int8/ weights run here (int8 with VNNI or AMX, else uint8): it sets
+            # the speed of the default model (onnx_bert.int8_encoding).
+            "int8_encoding": int8_encoding(),
         }
         for model in args.model or [default.embedding_model]:
             home = root / f"inprocess-{len(report)}"
