@@ -43,11 +43,42 @@ class Arm:
 
 
 def rank_lexical(ctx: QueryContext) -> ArmRanking | None:
-    """BM25 over messages."""
+    """BM25 over messages, a reply's root as a second field (`with_root_field`)."""
     if not ctx.terms.known:
         return None
     rows, scores = ctx.lexical_candidates(ctx.artifact.is_message)
+    if ctx.fusion.root_field_weight > 0:
+        rows, scores = with_root_field(ctx, rows)
     return top_candidates(rows, scores, ctx.window)
+
+
+def with_root_field(ctx: QueryContext, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The lexical candidates rescored as BM25 of the message plus `root_field_weight` x
+    BM25 of the message its thread started with (a second field, in BM25F's linear form):
+    "03:45 UTC, been that way for ages." is found by the words of the question it answers,
+    at a weight below a message's own words, so the replies of a thread that only names the
+    topic do not outrank a message that says the answer (docs/evaluation.md).
+
+    Candidates: the arm's own and the replies (that the query may rank) of the window's
+    best-matching roots. A reply outside both would need its own score below the window's
+    and its root's below the best roots'.
+    """
+    artifact, terms = ctx.artifact, ctx.terms
+    bm25 = artifact.bm25
+    roots, root_scores = bm25.candidates(
+        terms.known, ctx.window, ctx.answered_roots, terms.idf_scale
+    )
+    replies = artifact.replies_of(top_candidates(roots, root_scores, ctx.window).rows)[0]
+    replies = replies[ctx.eligible(replies, kind=artifact.is_message)]
+    candidates = np.union1d(rows, replies)
+    combined = bm25.scores_of(terms.known, candidates, terms.idf_scale)
+    parents = artifact.reply_roots[candidates]
+    answering = parents >= 0
+    distinct, slot = np.unique(parents[answering], return_inverse=True)
+    root_of_each = bm25.scores_of(terms.known, distinct, terms.idf_scale)[slot]
+    combined[answering] += np.float32(ctx.fusion.root_field_weight) * root_of_each
+    keep = combined > 0
+    return candidates[keep], combined[keep]
 
 
 def rank_semantic(ctx: QueryContext) -> ArmRanking:
@@ -229,7 +260,8 @@ ARMS: tuple[Arm, ...] = (
         "lexical",
         rank_lexical,
         {"exact": 1.0, "conceptual": 0.25, "mixed": 1.0},
-        "BM25 arm rank/score, if it found this.",
+        "BM25 arm rank/score, if it found this (a reply's score adds its thread root's, "
+        "weighted below its own).",
         modes=("lexical", "hybrid"),
     ),
     Arm(

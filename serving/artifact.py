@@ -220,6 +220,10 @@ class LoadedArtifact:
         self.has_link = documents.arrays["has_link"]
         self.thread_keys = documents.arrays["thread_keys"]
         self.context_members = documents.context_members
+        self.reply_roots = documents.arrays["reply_roots"]
+        self.replies_of = documents.replies_of
+        self.reply_rows = documents.arrays["replies.rows"]
+        self.is_answered_root = np.diff(documents.arrays["replies.offsets"]) > 0
         self._display = documents.display()
 
     def _load_vectors(self, mapped: arrays.VectorArrays) -> None:

@@ -33,7 +33,9 @@ class FusionConfig:
     message of a matching thread gets the context arm's vote (serving.arms.thread_votes);
     `answer_cue_boost` multiplies the fused score of a message that holds the kind of answer
     the question asks for (serving.stages); 0 turns it off; `rerank` names the stage that
-    re-ranks the fused hits before that (serving.stages.RERANK_STAGES). Why each default:
+    re-ranks the fused hits before that (serving.stages.RERANK_STAGES);
+    `root_field_weight` weighs a reply's root's words in the lexical arm's score
+    (serving.arms.with_root_field), 0 turns it off. Why each default:
     docs/evaluation.md.
     """
 
@@ -49,12 +51,15 @@ class FusionConfig:
     context_target: str = "best"
     answer_cue_boost: float = 0.5
     rerank: str = "none"
+    root_field_weight: float = 0.25
 
     def __post_init__(self) -> None:
         if self.rerank not in RERANKERS:
             raise ValueError(f"rerank must be one of {', '.join(RERANKERS)}, got {self.rerank!r}")
         if self.answer_cue_boost < 0:
             raise ValueError(f"answer_cue_boost must be >= 0, got {self.answer_cue_boost!r}")
+        if self.root_field_weight < 0:
+            raise ValueError(f"root_field_weight must be >= 0, got {self.root_field_weight!r}")
         if self.context_target not in CONTEXT_TARGETS:
             raise ValueError(
                 f"context_target must be one of {', '.join(CONTEXT_TARGETS)}, "

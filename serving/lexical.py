@@ -110,6 +110,14 @@ class BM25Index:
             scores[self.posting_rows[span[0] : span[1]]] += self._posting_scores(span, scale)
         return scores
 
+    def scores_of(
+        self, terms: list[str], rows: np.ndarray, idf_scale: list[float] | None = None
+    ) -> np.ndarray:
+        """BM25 scores of these ascending rows, equal to `score`'s; costs the rows and the
+        terms' postings, not the row count."""
+        spans = self._spans(terms)
+        return self._exact(spans, rows, idf_scale or [None] * len(spans))
+
     def matches(
         self, terms: list[str], idf_scale: list[float] | None = None
     ) -> tuple[np.ndarray, np.ndarray]:

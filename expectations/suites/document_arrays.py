@@ -6,10 +6,12 @@ arrays match it: one row per document, ids strictly ascending and equal to the t
 in `document_id` order; per row, the kind flags, `ts_us`, `has_link`, `is_thread` and each
 filter code (decoded through its vocabulary) equal the table's; thread keys equal exactly
 when the rows share a thread; a thread context's members are the rows of its
-`message_ids`; and, for an evenly spread sample of rows, every display column equals the
-table's. Each batch is `chunk_rows` rows of the table read in one streamed query; thread
-keys and context members are compared in that query, with the mapped arrays registered
-as DuckDB views of NumPy columns, so no per-row Python runs over a million rows.
+`message_ids`; a reply's root row is the row of its `thread_root_id` (-1 for every other
+row) and each root's replies are exactly the rows naming it, ascending; and, for an evenly
+spread sample of rows, every display column equals the table's. Each batch is
+`chunk_rows` rows of the table read in one streamed query; thread keys, context members
+and reply roots are compared in that query, with the mapped arrays registered as DuckDB
+views of NumPy columns, so no per-row Python runs over a million rows.
 """
 
 import struct
@@ -33,6 +35,7 @@ ROW_CHECKS = (
     "columns_match",
     "thread_key_matches",
     "context_matches",
+    "root_matches",
     "display_matches",
 )
 
@@ -57,6 +60,8 @@ def build_suite() -> gx.ExpectationSuite:
         ),
         ("thread_key_matches", "thread keys are equal exactly when rows share a thread"),
         ("context_matches", "a thread context's members are the rows of its message_ids"),
+        ("root_matches", "a reply's root row is the row of its thread_root_id, else -1"),
+        ("replies_invert_roots", "each root's replies are the rows naming it, ascending"),
         ("display_matches", "sampled rows' display columns equal the table's"),
     ):
         suite.add_expectation(
@@ -126,6 +131,11 @@ expected_members as (
 mapped_members as (
     select row_index, list(member_row order by position) as member_rows
     from {contexts} group by row_index
+),
+roots as (
+    select documents.row_index, root_rows.row_index as root_row
+    from documents join {rows} as root_rows on root_rows.document_id = documents.thread_root_id
+    where documents.document_kind = 'message' and documents.is_thread_reply
 )
 select
     documents.row_index,
@@ -134,13 +144,15 @@ select
         and keys_of_group.key_count = 1
         and groups_of_key.group_count = 1 as thread_key_matches,
     coalesce(expected_members.member_rows, []::bigint[])
-        = coalesce(mapped_members.member_rows, []::bigint[]) as context_matches
+        = coalesce(mapped_members.member_rows, []::bigint[]) as context_matches,
+    coalesce(roots.root_row, -1) as expected_root
 from documents
 join groups using (row_index)
 join keys_of_group using (thread_group)
 left join groups_of_key using (thread_key)
 left join expected_members using (row_index)
 left join mapped_members using (row_index)
+left join roots using (row_index)
 order by documents.row_index
 """
 
@@ -193,6 +205,8 @@ class _Checker:
                 "columns_match": inside & self._columns_match(rows, batch),
                 "thread_key_matches": batch["thread_key_matches"].to_numpy(bool),
                 "context_matches": batch["context_matches"].to_numpy(bool),
+                "root_matches": inside
+                & (self.mapped.arrays["reply_roots"][rows] == batch["expected_root"].to_numpy()),
                 "display_matches": [self.display_matches.get(row) for row in rows.tolist()],
             }
         )
@@ -233,6 +247,24 @@ class _Checker:
         }
 
 
+def _replies_invert_roots(mapped: documents.DocumentArrays) -> bool:
+    """Whether `replies` lists, for each root row, exactly the rows whose `reply_roots` name
+    it, ascending."""
+    roots = np.asarray(mapped.arrays["reply_roots"])
+    offsets = np.asarray(mapped.arrays["replies.offsets"])
+    replies = np.asarray(mapped.arrays["replies.rows"])
+    expected = np.flatnonzero(roots >= 0)
+    if offsets[0] != 0 or offsets[-1] != replies.size or np.any(np.diff(offsets) < 0):
+        return False
+    owners = np.repeat(np.arange(roots.size), np.diff(offsets))
+    return bool(
+        replies.size == expected.size
+        and np.array_equal(np.sort(replies), expected)
+        and np.array_equal(roots[replies], owners)
+        and np.all((np.diff(replies) > 0) | (np.diff(owners) > 0))
+    )
+
+
 def check_frames(artifact: Artifact) -> Iterator[pd.DataFrame]:
     """Batches of `chunk_rows` documents, each carrying the whole-array facts."""
     try:
@@ -240,7 +272,7 @@ def check_frames(artifact: Artifact) -> Iterator[pd.DataFrame]:
     except SlackqueryError:
         # Only the unreadable folder fails: every other check is null, so GX skips it.
         yield pd.DataFrame({column: [None] for column in ("document_id", *ROW_CHECKS)}).assign(
-            arrays_readable=False, array_rows=None, ids_ascending=None
+            arrays_readable=False, array_rows=None, ids_ascending=None, replies_invert_roots=None
         )
         return
     checker = _Checker(artifact, mapped)
@@ -248,6 +280,7 @@ def check_frames(artifact: Artifact) -> Iterator[pd.DataFrame]:
         "arrays_readable": True,
         "array_rows": len(checker.ids),
         "ids_ascending": packed.is_strictly_ascending(checker.ids),
+        "replies_invert_roots": _replies_invert_roots(mapped),
     }
     _register_arrays(artifact, mapped)
     columns = dict.fromkeys(

@@ -8,6 +8,9 @@ Row i of every array is the i-th document in `document_id` order (the serving ro
   (one key per thread; rows outside threads get keys of their own);
 - thread-context members as CSR: context row i's members are the rows
   `context.rows[context.offsets[i]:context.offsets[i + 1]]` (empty for other rows);
+- `reply_roots`: for a reply, the row of the message its thread started with (-1 for
+  every other row, and for a reply whose root is not in the artifact), and its inverse as
+  CSR: root row i's replies are `replies.rows[replies.offsets[i]:replies.offsets[i + 1]]`;
 - the display columns, one record per row (`display.records`: `DisplayRecords`), so a
   result page is read from the maps, not from DuckDB, touching one place per hit rather
   than three arrays per column.
@@ -89,8 +92,11 @@ DTYPES: dict[str, np.dtype] = {
     "is_thread": np.dtype(np.bool_),
     "has_link": np.dtype(np.bool_),
     "thread_keys": np.dtype(np.int64),
+    "reply_roots": np.dtype(np.int64),
     "context.offsets": np.dtype(np.int64),
     "context.rows": np.dtype(np.int64),
+    "replies.offsets": np.dtype(np.int64),
+    "replies.rows": np.dtype(np.int64),
     "display.records.bytes": np.dtype(np.uint8),
     "display.records.offsets": np.dtype(np.int64),
 }
@@ -130,6 +136,15 @@ def _context_members(
     return {"context.offsets": offsets, "context.rows": np.array(members, dtype=np.int64)}
 
 
+def _replies(reply_roots: np.ndarray) -> dict[str, np.ndarray]:
+    """`reply_roots` and its inverse: each root row's replies as CSR, ascending."""
+    replies = np.flatnonzero(reply_roots >= 0)
+    by_root = replies[np.argsort(reply_roots[replies], kind="stable")]
+    offsets = np.zeros(len(reply_roots) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(reply_roots[replies], minlength=len(reply_roots)), out=offsets[1:])
+    return {"reply_roots": reply_roots, "replies.offsets": offsets, "replies.rows": by_root}
+
+
 def _display_records(conn: duckdb.DuckDBPyConnection, rows: int) -> dict[str, np.ndarray]:
     """`display.records`: per row, its stored display columns as one record."""
     encoded = [_ENCODINGS_SQL[_SQL_TYPES[column]].format(column) for column in _STORED_DISPLAY]
@@ -165,10 +180,21 @@ def document_arrays(conn: duckdb.DuckDBPyConnection) -> tuple[dict[str, np.ndarr
     coded = {column: _code_sql(column) for column in (*CODED_COLUMNS, "thread_id")}
     columns = conn.execute(
         f"""
+        with roots as (
+            select thread_root_id, root_row
+            from (
+                select document_id as thread_root_id, document_kind,
+                    row_number() over (order by document_id) - 1 as root_row
+                from search_documents
+            )
+            where document_kind = 'message'
+        )
         select document_id, document_kind, ts_us, message_ids, has_link,
             {_coded_value("thread_id")} <> '' as is_thread,
-            {", ".join(f"{code} as {column}_code" for column, code in coded.items())}
-        from search_documents
+            {", ".join(f"{code} as {column}_code" for column, code in coded.items())},
+            case when document_kind = 'message' and is_thread_reply
+                then coalesce(roots.root_row, -1) else -1 end as reply_root
+        from search_documents left join roots using (thread_root_id)
         order by document_id
         """
     ).fetchnumpy()
@@ -196,6 +222,7 @@ def document_arrays(conn: duckdb.DuckDBPyConnection) -> tuple[dict[str, np.ndarr
         thread_codes,
         thread_codes.max(initial=0) + 1 + np.arange(len(document_ids)),
     ).astype(np.int64)
+    result |= _replies(np.asarray(columns["reply_root"], dtype=np.int64))
     row_of = {doc: row for row, doc in enumerate(document_ids)}
     result |= _context_members(columns["message_ids"], result["is_context"], row_of)
     result |= _display_records(conn, len(document_ids))
@@ -227,9 +254,13 @@ class DisplayRecords:
         return values
 
 
+# Arrays of any length: the members that CSR offsets index.
+CSR_MEMBERS = ("context.rows", "replies.rows")
+
+
 def _expected_length(name: str, rows: int) -> int | None:
     """Entries the array `name` has for `rows` documents (None: any number)."""
-    if name.endswith(".bytes") or ".vocabulary." in name or name == "context.rows":
+    if name.endswith(".bytes") or ".vocabulary." in name or name in CSR_MEMBERS:
         return None
     return rows + 1 if name.endswith(".offsets") else rows
 
@@ -267,6 +298,14 @@ class DocumentArrays:
     def display(self) -> DisplayRecords:
         """The display columns of each row (`DisplayRecords.row`)."""
         return DisplayRecords(self.arrays, self.document_ids)
+
+    def replies_of(self, roots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The replies of these root rows, and for each reply its root's index in `roots`."""
+        offsets = self.arrays["replies.offsets"]
+        starts, counts = offsets[roots], offsets[roots + 1] - offsets[roots]
+        owners = np.repeat(np.arange(roots.size), counts)
+        within = np.arange(owners.size) - np.repeat(np.cumsum(counts) - counts, counts)
+        return self.arrays["replies.rows"][starts[owners] + within], owners
 
     def context_members(self, row: int) -> np.ndarray:
         """Member rows of a thread-context row (empty for other rows)."""

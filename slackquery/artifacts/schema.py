@@ -1,4 +1,4 @@
-"""The artifact schema (version 7): one ordered column list per published table.
+"""The artifact schema (version 8): one ordered column list per published table.
 
 Version 3 added the vector arrays beside the DuckDB file (arrays.py); serving maps them
 instead of reading `document_vectors`, so a version 2 artifact (no arrays) is refused
@@ -12,7 +12,9 @@ instead of the vector, so a build writes and checksums the vectors once instead 
 Version 6 adds the int4 nibbles of the vector codes to the arrays (arrays.py), which a
 semantic pass over every vector reads; its tables are version 5's. Version 7 stores each
 row's display columns as one record (`documents.DisplayRecords`) instead of three arrays
-per column; its tables are version 6's.
+per column; its tables are version 6's. Version 8 adds each reply's root row and each
+root's replies (`documents.DTYPES`), which the lexical arm's root field reads; its tables
+are version 7's.
 
 This module is the single Python statement of the artifact contract in
 docs/architecture.md. The build creates tables from it and the Great Expectations suites
@@ -25,7 +27,7 @@ import numpy as np
 
 from slackquery.projection import project_vars
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 # The FTS index the dbt macro builds over the artifact's documents.
 FTS_RELATION = "search_documents"

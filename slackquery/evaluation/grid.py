@@ -12,8 +12,9 @@ either inline or a YAML file:
 - `standard`: the built-in sweep documented in docs/evaluation.md (`STANDARD_GRID`).
 
 Axes: `rrf_k`, `candidate_window`, `max_per_thread` (integers >= 1), `answer_cue_boost`
-(a number >= 0; 0 is off), `route_aware` (on/off, true/false), `context_target` (best, root,
-thread), `rerank` (none, scores: serving/stages.py), and, for every arm of the registry
+and `root_field_weight` (numbers >= 0; 0 is off), `route_aware` (on/off, true/false),
+`context_target` (best, root, thread), `rerank` (none, scores: serving/stages.py), and,
+for every arm of the registry
 (serving/arms.py), by its name: `arm.<arm>` (on/off: whether it runs), `weight.<arm>` (its
 weight for every route) and `weight.<route>.<arm>` (its weight for one route: exact,
 conceptual or mixed).
@@ -34,7 +35,7 @@ from serving.fusion import RERANKERS
 from slackquery.errors import SlackqueryError
 
 INT_AXES = ("rrf_k", "candidate_window", "max_per_thread")
-FLOAT_AXES = ("answer_cue_boost",)
+FLOAT_AXES = ("answer_cue_boost", "root_field_weight")
 BOOL_AXES = ("route_aware",)
 CHOICE_AXES = {"context_target": CONTEXT_TARGETS, "rerank": RERANKERS}
 FIXED_AXES = (*INT_AXES, *FLOAT_AXES, *BOOL_AXES, *CHOICE_AXES)

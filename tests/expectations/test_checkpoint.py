@@ -293,6 +293,17 @@ ARRAY_DAMAGE: dict[str, tuple[Callable[[Path], None], set[tuple[str, str]]]] = {
         lambda folder: _rewrite(folder, "context.rows", np.zeros_like),
         {("document_arrays", "a thread context's members are the rows of its message_ids")},
     ),
+    "reply_roots_dropped": (
+        lambda folder: _rewrite(folder, "reply_roots", lambda roots: np.full_like(roots, -1)),
+        {
+            ("document_arrays", "a reply's root row is the row of its thread_root_id, else -1"),
+            ("document_arrays", "each root's replies are the rows naming it, ascending"),
+        },
+    ),
+    "replies_reversed": (
+        lambda folder: _rewrite(folder, "replies.rows", lambda rows: rows[::-1].copy()),
+        {("document_arrays", "each root's replies are the rows naming it, ascending")},
+    ),
     "display_text_changed": (
         lambda folder: _rewrite(folder, "display.records.bytes", _first_byte_changed),
         {("document_arrays", "sampled rows' display columns equal the table's")},

@@ -5,6 +5,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
+from serving.access import Requester
 from serving.arms import ARMS, Arm
 from serving.context import QueryContext
 from serving.engine import SearchEngine
@@ -15,7 +16,7 @@ from serving.stages import STAGES, Stage
 from slackquery.evaluation.grid import ARM_AXES, WEIGHT_AXES
 from slackquery.settings import Settings
 
-from .slack_export import message_id
+from .slack_export import ACME, message_id
 
 PINNED = message_id(34)  # Zoë's 429 message
 
@@ -86,3 +87,41 @@ def test_a_stage_after_fusion_sees_every_hit(published: Settings) -> None:
         plain.close()
         reversed_engine.close()
     assert seen == [len(forward)] and backward == forward[::-1]
+
+
+def lexical_scores(engine: SearchEngine, request: SearchRequest, **kwargs: object) -> dict:
+    return {hit.document_id: hit.lexical.score for hit in engine.search(request, **kwargs).results}
+
+
+def test_a_reply_is_found_by_its_roots_words_at_the_root_field_weight(
+    engine: SearchEngine,
+) -> None:
+    # Only the thread's root says "payments"; its four replies answer it in other words.
+    payments = SearchRequest(query="payments", mode="lexical", limit=20)
+    whole_threads = FusionConfig(max_per_thread=10)
+    scores = lexical_scores(engine, payments, fusion=whole_threads)
+    root, replies = message_id(0), [message_id(index) for index in range(1, 5)]
+    assert list(scores) == [root, *replies]
+    weight = FusionConfig().root_field_weight
+    assert 0 < weight < 1
+    for reply in replies:
+        assert scores[reply] == pytest.approx(weight * scores[root], rel=1e-6)
+    off = FusionConfig(max_per_thread=10, root_field_weight=0)
+    assert list(lexical_scores(engine, payments, fusion=off)) == [root]
+    # A reply's own words and its root's add up: "pool" is in reply 1 only.
+    both = lexical_scores(engine, SearchRequest(query="payments pool", mode="lexical"))
+    alone = lexical_scores(engine, SearchRequest(query="pool", mode="lexical"))
+    assert both[message_id(1)] == pytest.approx(
+        alone[message_id(1)] + weight * scores[root], rel=1e-6
+    )
+
+
+def test_a_root_lends_its_words_only_to_replies_the_query_may_rank(engine: SearchEngine) -> None:
+    narwhal = SearchRequest(query="narwhal", mode="lexical")
+    root, reply = message_id(41, "G1"), message_id(42, "G1")
+    bob, chen = Requester("U2", ACME), Requester("U3", ACME)  # Bob is in the private channel
+    assert list(lexical_scores(engine, narwhal, requester=bob)) == [root, reply]
+    assert lexical_scores(engine, narwhal, requester=chen) == {}
+    # A filter that excludes the root (Bob wrote the reply, not the root) keeps the reply.
+    by_bob = SearchRequest(query="narwhal", mode="lexical", author_ids=["U2"])
+    assert list(lexical_scores(engine, by_bob)) == [reply]

@@ -429,7 +429,10 @@ def test_question_naming_a_channel_or_day_adds_its_messages(engine: SearchEngine
     assert "scope" not in search(engine, question, channel_ids=["#support"]).weights
 
     # Messages are posted hourly from 2024-03-01 08:00Z; "Mar 2" is that day in any time zone.
-    dated = search(engine, "deploy failed with ERR-42 on Mar 2", limit=50)
+    # The thread's cap lifted: its root, posted before that day, still ranks below the
+    # replies posted on it, which match the root's words and the named day.
+    whole_threads = FusionConfig(max_per_thread=10)
+    dated = search(engine, "deploy failed with ERR-42 on Mar 2", whole_threads, limit=50)
     start, end = BASE_TS + 2 * 3600, BASE_TS + 52 * 3600  # Mar 1 10:00Z, Mar 3 12:00Z
     on_day = [hit.ts_us for hit in dated.results if hit.scope is not None]
     assert on_day and all(start * 10**6 <= ts < end * 10**6 for ts in on_day)

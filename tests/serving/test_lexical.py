@@ -108,6 +108,16 @@ def test_sparse_and_dense_matches_agree_on_generated_postings(
             np.testing.assert_array_equal(scores, dense[rows])
 
 
+def test_scores_of_some_rows_equal_a_full_scoring() -> None:
+    index = generated_index(4)
+    terms = ["t1", "t2", "t30"]
+    rows = np.sort(np.random.default_rng(4).choice(ROWS, 500, replace=False))
+    for scale in (None, [0.5, 1.25, 0.9]):
+        np.testing.assert_array_equal(
+            index.scores_of(terms, rows, scale), index.score(terms, scale)[rows]
+        )
+
+
 @NEEDS_C
 @pytest.mark.parametrize("by_sums", [False, True])
 def test_the_walk_and_the_sums_refuse_spans_and_rows_outside_their_arrays(by_sums: bool) -> None:
