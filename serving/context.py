@@ -124,20 +124,6 @@ class QueryContext:
         )
 
     @computed_once
-    def answered_roots(self) -> np.ndarray:
-        """Flags of the root rows with a reply the query may rank: where the lexical arm
-        looks for replies by their root's words. A root shares its replies' channel, so a
-        requester who may see a reply may see its root; filters on the root itself (its
-        day, its author) do not apply, as the reply is what is ranked."""
-        artifact = self.artifact
-        if self.mask is None:
-            return artifact.is_answered_root
-        replies = artifact.reply_rows
-        answered = np.zeros(artifact.row_count, dtype=bool)
-        answered[artifact.reply_roots[replies[self.mask[replies]]]] = True
-        return answered
-
-    @computed_once
     def aspects(self) -> list[str]:
         """The parts of a multi-part question (at most `max_query_parts`, a note says when
         more were dropped), when the question-part arm runs."""

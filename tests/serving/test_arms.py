@@ -122,6 +122,13 @@ def test_a_root_lends_its_words_only_to_replies_the_query_may_rank(engine: Searc
     bob, chen = Requester("U2", ACME), Requester("U3", ACME)  # Bob is in the private channel
     assert list(lexical_scores(engine, narwhal, requester=bob)) == [root, reply]
     assert lexical_scores(engine, narwhal, requester=chen) == {}
-    # A filter that excludes the root (Bob wrote the reply, not the root) keeps the reply.
-    by_bob = SearchRequest(query="narwhal", mode="lexical", author_ids=["U2"])
-    assert list(lexical_scores(engine, by_bob)) == [reply]
+    # Filters apply to the reply: a root they exclude (Bob wrote the reply, not the root)
+    # still lends its words to a reply that matches on its own.
+    by_bob = lexical_scores(
+        engine, SearchRequest(query="narwhal launch", mode="lexical", author_ids=["U2"])
+    )
+    launch = lexical_scores(engine, SearchRequest(query="launch", mode="lexical"))
+    root_alone = lexical_scores(engine, narwhal)[root]  # the operator's idf, as above
+    weight = FusionConfig().root_field_weight
+    assert list(by_bob) == [reply]
+    assert by_bob[reply] == pytest.approx(launch[reply] + weight * root_alone, rel=1e-6)
