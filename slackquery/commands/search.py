@@ -142,7 +142,7 @@ def snippet(text: str, query: str) -> str:
     terms = sorted(set(content_tokens(parsed.text, parsed.phrases)), key=len, reverse=True)
     flat = " ".join(text.split())
     if not terms:
-        return flat[:SNIPPET_CHARS]
+        return flat[:SNIPPET_CHARS] + ("…" if len(flat) > SNIPPET_CHARS else "")
     pattern = re.compile(
         r"(?<![\w])(" + "|".join(re.escape(term) for term in terms) + r")(?![\w])", re.IGNORECASE
     )
@@ -154,11 +154,10 @@ def snippet(text: str, query: str) -> str:
     return pattern.sub(lambda m: f"{opening}{m.group(0)}{closing}", window)
 
 
-def in_reply_to_line(author_name: str | None, text: str) -> str:
-    """The indented line that shows, under a reply, the message that started its thread."""
-    asked = " ".join(text.split())
-    cut = asked[:SNIPPET_CHARS] + ("…" if len(asked) > SNIPPET_CHARS else "")
-    return f"    in reply to {author_name}: {cut}"
+def in_reply_to_line(author_name: str | None, text: str, query: str = "") -> str:
+    """The indented line that shows, under a reply, the message that started its thread,
+    with the query's terms highlighted: a reply's BM25 score counts its root's words too."""
+    return f"    in reply to {author_name}: {snippet(text, query)}"
 
 
 def render(response: SearchResponse, starts: dict[str, MessageRecord] | None = None) -> str:
@@ -184,7 +183,7 @@ def render(response: SearchResponse, starts: dict[str, MessageRecord] | None = N
         lines.append(f"    {snippet(hit.text, response.query)}")
         start = (starts or {}).get(hit.document_id)
         if start is not None:
-            lines.append(in_reply_to_line(start.author_name, start.text))
+            lines.append(in_reply_to_line(start.author_name, start.text, response.query))
         lines.append(f"    {hit.permalink}")
     lines.extend(f"note: {note}" for note in response.notes)
     if response.next_cursor:

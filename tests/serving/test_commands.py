@@ -36,6 +36,13 @@ def test_search_command_shows_what_a_reply_answers(
     # the reply, then the first message of its thread, then the reply's permalink
     assert "40% free now" in lines[2]
     assert lines[3] == "    in reply to Zoë Müller: The staging cluster is out of disk space again"
+    # The query's terms in the thread's first message are highlighted: they count toward
+    # the reply's lexical score.
+    assert main(["search", "docker images on staging", "--mode", "lexical", "--limit", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "40% free now" in lines[2]
+    highlighted = "The **staging** cluster is out of disk space again"
+    assert lines[3] == f"    in reply to Zoë Müller: {highlighted}"
     assert main(["search", "staging cluster out of disk", "--mode", "lexical", "--limit", "1"]) == 0
     assert "in reply to" not in capsys.readouterr().out  # a thread's first message
 
