@@ -54,7 +54,8 @@ STANDARD_GRID = (
     "arm.latest=on,off;"
     "context_target=best,root,thread;route_aware=on,off;"
     "weight.conceptual.lexical=0.5,1;weight.conceptual.context=0.5,0.65;"
-    "weight.conceptual.aspects=1,1.5;weight.conceptual.authors=0.5"
+    "weight.conceptual.aspects=1,1.5;weight.conceptual.authors=0.5;"
+    "root_field_weight=0,0.5"
 )
 
 _TRUE = {"on", "true", "yes", "1"}

@@ -78,7 +78,7 @@ def test_rerank_axis_names_a_registered_reranker() -> None:
 def test_standard_grid_is_a_sweep() -> None:
     points = parse_grid("standard")
     assert points == parse_grid(STANDARD_GRID)
-    assert len(points) == 1 + 4 + 4 + 2 + 4 + 2 + 2 + 2 + 2 + 3 + 2 + 2 + 2 + 2 + 1
+    assert len(points) == 1 + 4 + 4 + 2 + 4 + 2 + 2 + 2 + 2 + 3 + 2 + 2 + 2 + 2 + 1 + 2
 
 
 @pytest.mark.parametrize(
@@ -92,6 +92,7 @@ def test_standard_grid_is_a_sweep() -> None:
         ("route_aware=maybe", "on or off"),
         ("answer_cue_boost=-0.5", "numbers >= 0"),
         ("answer_cue_boost=lots", "numbers >= 0"),
+        ("root_field_weight=-1", "numbers >= 0"),
         ("context_target=middle", "one of best, root, thread"),
         ("weights=1:1:0", "unknown axis 'weights'"),
         ("weight.lexical=-1", "numbers >= 0"),
