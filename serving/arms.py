@@ -66,7 +66,7 @@ def with_root_field(ctx: QueryContext, best: ArmRanking) -> tuple[np.ndarray, np
     is among `best`. A root lends its words to every reply the query may rank, whatever
     the filters say of the root, but a reply without words of its own is found only
     through a root the query may rank too (the cost of finding it otherwise: a second pass
-    over the postings, which doubled the lexical arm's time at 1M messages).
+    over the postings, which more than doubled the lexical arm's time at 1M messages).
     """
     artifact, terms = ctx.artifact, ctx.terms
     roots = best.rows[artifact.is_answered_root[best.rows]]
