@@ -9,7 +9,8 @@ Reads the canonical store (through dbt, attached read-only). Writes the state da
   work items);
 - the build is skipped when the source watermark and embedding generation equal those of
   the published artifact; a build that was validated but never published (a run killed
-  between the two) is published instead of rebuilt;
+  between the two) is published instead of rebuilt; a build of another artifact schema
+  version counts for neither, so an upgrade that changes the schema rebuilds on its own;
 - build and publish only ever add files and swap the pointer atomically.
 
 Embedding runs as the `embed` flow (a subflow, on Dask when `dask_workers` or
@@ -33,7 +34,7 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from flows.embed import with_dask
-from slackquery.artifacts import files, history, inputs
+from slackquery.artifacts import files, history, inputs, schema
 from slackquery.artifacts.build import build_artifact
 from slackquery.artifacts.pointer import current_artifact
 from slackquery.artifacts.publish import publish
@@ -80,6 +81,7 @@ def plan_build(force: bool) -> dict[str, Any]:
         for build in builds
         if build["source_watermark"] == watermark
         and build["generation_id"] == generation.generation_id
+        and _of_this_schema(settings, build["build_id"])
     ]
     if force:
         return plan
@@ -90,6 +92,16 @@ def plan_build(force: bool) -> dict[str, Any]:
         if build["status"] in ("validated", "superseded") and path.is_file():
             return {**plan, "action": "publish", "build_id": build["build_id"]}
     return plan
+
+
+def _of_this_schema(settings: Settings, build_id: str) -> bool:
+    """Whether the build's manifest records the artifact schema this code serves: serving
+    refuses any other, so such a build is never kept or published again."""
+    try:
+        manifest = files.read_json(files.manifest_file(settings.artifact_path, build_id))
+    except (OSError, ValueError):
+        return False
+    return isinstance(manifest, dict) and manifest.get("schema_version") == schema.SCHEMA_VERSION
 
 
 @task(cache_policy=NO_CACHE, persist_result=False)

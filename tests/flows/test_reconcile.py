@@ -80,6 +80,19 @@ def test_reconcile_publishes_then_skips_when_unchanged(pipeline: Settings) -> No
         assert reconcile()["status"] == "skipped"
 
 
+def test_a_build_of_another_schema_version_is_rebuilt(pipeline: Settings) -> None:
+    first = reconcile_plain()
+    manifest_path = files.manifest_file(pipeline.artifact_path, first["build_id"])
+    manifest = files.read_json(manifest_path)
+    manifest_path.chmod(0o644)
+    # What an upgrade looks like: the published build's schema is one serving refuses now.
+    manifest_path.write_text(json.dumps({**manifest, "schema_version": 0}), encoding="utf-8")
+    plan = plan_build.fn(False)
+    assert plan["action"] == "build"
+    manifest_path.unlink()  # no manifest at all: nothing says it can be served
+    assert plan_build.fn(False)["action"] == "build"
+
+
 def test_plan_publishes_a_validated_build_instead_of_rebuilding(pipeline: Settings) -> None:
     synthesize_state(pipeline.state_path, identity_for(pipeline), messages=40)
     build_id = build_artifact(pipeline)  # validated, never published (a killed run)
