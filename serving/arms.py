@@ -61,12 +61,13 @@ def with_root_field(ctx: QueryContext, best: ArmRanking) -> tuple[np.ndarray, np
     the replies of a thread that only names the topic do not outrank a message that says
     the answer (docs/evaluation.md).
 
-    Exact for a reply without words of its own in the query: it can only reach the window
-    through a root scoring above the window's last (the weight is below 1), and such a root
-    is among `best`. A root lends its words to every reply the query may rank, whatever
-    the filters say of the root, but a reply without words of its own is found only
-    through a root the query may rank too (the cost of finding it otherwise: a second pass
-    over the postings, which more than doubled the lexical arm's time at 1M messages).
+    Exact, for a weight below 1 (the default 0.25), for a reply without words of its own in
+    the query: it can only reach the window through a root scoring above the window's last,
+    and such a root is among `best`. A root lends its words to every reply the query may
+    rank, whatever the filters say of the root, but a reply without words of its own is
+    found only through a root the query may rank too (the cost of finding it otherwise: a
+    second pass over the postings, which more than doubled the lexical arm's time at 1M
+    messages).
     """
     artifact, terms = ctx.artifact, ctx.terms
     roots = best.rows[artifact.is_answered_root[best.rows]]

@@ -61,7 +61,10 @@ def build_suite() -> gx.ExpectationSuite:
         ("thread_key_matches", "thread keys are equal exactly when rows share a thread"),
         ("context_matches", "a thread context's members are the rows of its message_ids"),
         ("root_matches", "a reply's root row is the row of its thread_root_id, else -1"),
-        ("replies_invert_roots", "each root's replies are the rows naming it, ascending"),
+        (
+            "replies_invert_roots",
+            "each root's replies are the rows naming it, ascending, in the root's channel",
+        ),
         ("display_matches", "sampled rows' display columns equal the table's"),
     ):
         suite.add_expectation(
@@ -136,6 +139,7 @@ roots as (
     select documents.row_index, root_rows.row_index as root_row
     from documents join {rows} as root_rows on root_rows.document_id = documents.thread_root_id
     where documents.document_kind = 'message' and documents.is_thread_reply
+        and documents.thread_root_id <> documents.document_id
 )
 select
     documents.row_index,
@@ -249,7 +253,8 @@ class _Checker:
 
 def _replies_invert_roots(mapped: documents.DocumentArrays) -> bool:
     """Whether `replies` lists, for each root row, exactly the rows whose `reply_roots` name
-    it, ascending."""
+    it, ascending, none of them itself, each in its root's workspace and channel (what lets
+    a root lend its words to the replies a requester may see: serving/arms.py)."""
     roots = np.asarray(mapped.arrays["reply_roots"])
     offsets = np.asarray(mapped.arrays["replies.offsets"])
     replies = np.asarray(mapped.arrays["replies.rows"])
@@ -257,11 +262,17 @@ def _replies_invert_roots(mapped: documents.DocumentArrays) -> bool:
     if offsets[0] != 0 or offsets[-1] != replies.size or np.any(np.diff(offsets) < 0):
         return False
     owners = np.repeat(np.arange(roots.size), np.diff(offsets))
+    same_place = all(
+        np.array_equal(mapped.codes(column)[replies], mapped.codes(column)[owners])
+        for column in ("workspace_id", "channel_id")
+    )
     return bool(
         replies.size == expected.size
         and np.array_equal(np.sort(replies), expected)
         and np.array_equal(roots[replies], owners)
         and np.all((np.diff(replies) > 0) | (np.diff(owners) > 0))
+        and not np.any(replies == owners)
+        and same_place
     )
 
 

@@ -9,7 +9,8 @@ Row i of every array is the i-th document in `document_id` order (the serving ro
 - thread-context members as CSR: context row i's members are the rows
   `context.rows[context.offsets[i]:context.offsets[i + 1]]` (empty for other rows);
 - `reply_roots`: for a reply, the row of the message its thread started with (-1 for
-  every other row, and for a reply whose root is not in the artifact), and its inverse as
+  every other row, and for a reply whose root is not in the artifact or was never
+  exported, whose `thread_root_id` is then its own id), and its inverse as
   CSR: root row i's replies are `replies.rows[replies.offsets[i]:replies.offsets[i + 1]]`;
 - the display columns, one record per row (`display.records`: `DisplayRecords`), so a
   result page is read from the maps, not from DuckDB, touching one place per hit rather
@@ -193,6 +194,7 @@ def document_arrays(conn: duckdb.DuckDBPyConnection) -> tuple[dict[str, np.ndarr
             {_coded_value("thread_id")} <> '' as is_thread,
             {", ".join(f"{code} as {column}_code" for column, code in coded.items())},
             case when document_kind = 'message' and is_thread_reply
+                    and thread_root_id <> document_id
                 then coalesce(roots.root_row, -1) else -1 end as reply_root
         from search_documents left join roots using (thread_root_id)
         order by document_id

@@ -116,6 +116,36 @@ def test_postings_and_document_arrays_are_what_the_artifact_computes(
     assert ids == sorted(ids) == _table(path)
 
 
+def test_a_reply_points_at_its_root_and_one_whose_root_was_never_exported_at_none(
+    state_settings: Settings,
+) -> None:
+    conn = connect(str(state_settings.state_path))
+    try:
+        replies = conn.execute(
+            "select document_id, thread_root_id from search_documents "
+            "where is_thread_reply and is_active order by document_id"
+        ).fetchall()
+        orphan = replies[0][0]
+        # What int_messages__threaded gives a reply whose root left no message behind.
+        conn.execute(
+            "update search_documents set thread_root_id = document_id where document_id = ?",
+            [orphan],
+        )
+    finally:
+        conn.close()
+    path = files.artifact_file(state_settings.artifact_path, build_artifact(state_settings))
+    opened = arrays.open_arrays(files.arrays_dir_of(path)).documents
+    row_of = {doc: row for row, doc in enumerate(opened.document_ids)}
+    reply_roots = opened.arrays["reply_roots"]
+    assert reply_roots[row_of[orphan]] == -1
+    for reply, root in replies[1:]:
+        assert reply_roots[row_of[reply]] == row_of[root]
+    root = row_of[replies[1][1]]
+    answers, owners = opened.replies_of(np.array([root]))
+    expected = sorted(row_of[reply] for reply, of in replies[1:] if of == replies[1][1])
+    assert answers.tolist() == expected and owners.tolist() == [0] * len(expected)
+
+
 def test_every_display_record_decodes_to_its_row_of_the_table(state_settings: Settings) -> None:
     conn = connect(str(state_settings.state_path))
     conn.execute(

@@ -177,6 +177,9 @@ def _first_byte_changed(data: np.ndarray) -> np.ndarray:
 
 
 UNREADABLE = "the arrays folder beside the artifact opens, shapes agreeing"
+REPLIES_INVERT_ROOTS = (
+    "each root's replies are the rows naming it, ascending, in the root's channel"
+)
 
 
 def _first_vector_scaled(vectors: np.ndarray) -> np.ndarray:
@@ -297,12 +300,12 @@ ARRAY_DAMAGE: dict[str, tuple[Callable[[Path], None], set[tuple[str, str]]]] = {
         lambda folder: _rewrite(folder, "reply_roots", lambda roots: np.full_like(roots, -1)),
         {
             ("document_arrays", "a reply's root row is the row of its thread_root_id, else -1"),
-            ("document_arrays", "each root's replies are the rows naming it, ascending"),
+            ("document_arrays", REPLIES_INVERT_ROOTS),
         },
     ),
     "replies_reversed": (
         lambda folder: _rewrite(folder, "replies.rows", lambda rows: rows[::-1].copy()),
-        {("document_arrays", "each root's replies are the rows naming it, ascending")},
+        {("document_arrays", REPLIES_INVERT_ROOTS)},
     ),
     "display_text_changed": (
         lambda folder: _rewrite(folder, "display.records.bytes", _first_byte_changed),
