@@ -70,8 +70,7 @@ def with_root_field(ctx: QueryContext, best: ArmRanking) -> tuple[np.ndarray, np
     messages).
     """
     artifact, terms = ctx.artifact, ctx.terms
-    roots = best.rows[artifact.is_answered_root[best.rows]]
-    replies = artifact.replies_of(roots)[0]
+    replies = artifact.replies_of(best.rows)[0]  # a row that is no root has none
     replies = replies[ctx.eligible(replies, kind=artifact.is_message)]
     added = np.setdiff1d(replies, best.rows)
     rows = np.concatenate([best.rows.astype(np.int64), added])

@@ -222,7 +222,6 @@ class LoadedArtifact:
         self.context_members = documents.context_members
         self.reply_roots = documents.arrays["reply_roots"]
         self.replies_of = documents.replies_of
-        self.is_answered_root = np.diff(documents.arrays["replies.offsets"]) > 0
         self._display = documents.display()
 
     def _load_vectors(self, mapped: arrays.VectorArrays) -> None:
