@@ -25,7 +25,7 @@ from pathlib import Path
 
 import duckdb
 
-from serving.access import Requester
+from serving.access import Requester, Visibility
 from serving.answer_models import (
     AnswerPart,
     AnswerResponse,
@@ -451,11 +451,15 @@ class Cited:
     document_id: str | None
 
 
-def find_citations(artifact: LoadedArtifact, engine: SearchEngine, text: str) -> list[Cited]:
+def find_citations(
+    artifact: LoadedArtifact, engine: SearchEngine, text: str, visible: Visibility | None
+) -> list[Cited]:
     """Every `[document_id]`, Slack permalink and bare message id in `text`, in order.
 
     A bracketed id is always a citation (a made-up one fails); a bare token counts when it
     is a document or source message id of the artifact, or has the `a:b:c` shape of one.
+    A message outside `visible` resolves exactly as one that does not exist (same kind, no
+    document id), so what the requester gets back cannot tell the two apart.
     """
     found: list[tuple[int, str, str]] = []
     for match in _BRACKETED.finditer(text):
@@ -464,21 +468,30 @@ def find_citations(artifact: LoadedArtifact, engine: SearchEngine, text: str) ->
         found.append((match.start(), match.group(0), "permalink"))
     rest = _PERMALINK.sub(" ", _BRACKETED.sub(" ", text))
     bare = [match.group(0) for match in _BARE_ID.finditer(rest)]
-    sources = _source_documents(artifact, [value for _, value, _ in found] + bare)
+
+    def shown(document_id: str) -> bool:
+        row = artifact.row_of.get(document_id)
+        return row is not None and (visible is None or bool(visible.rows[row]))
+
+    values = [value for _, value, _ in found] + bare
+    documents = {value for value in values if shown(value)}
+    sources = {
+        source: document
+        for source, document in _source_documents(artifact, values).items()
+        if shown(document)
+    }
     citations: list[Cited] = []
     for _, value, how in sorted(found):
         if how == "permalink":
             citations.append(
-                Cited(value, "permalink", _permalink_document(engine, artifact, value))
+                Cited(value, "permalink", _permalink_document(engine, artifact, value, visible))
             )
-        elif value in artifact.row_of or value not in sources:
-            citations.append(
-                Cited(value, "document_id", value if value in artifact.row_of else None)
-            )
+        elif value in documents or value not in sources:
+            citations.append(Cited(value, "document_id", value if value in documents else None))
         else:
             citations.append(Cited(value, "source_message_id", sources[value]))
     for value in bare:
-        if value in artifact.row_of:
+        if value in documents:
             citations.append(Cited(value, "document_id", value))
         elif value in sources:
             citations.append(Cited(value, "source_message_id", sources[value]))
@@ -504,9 +517,11 @@ def _source_documents(artifact: LoadedArtifact, values: list[str]) -> dict[str, 
     return {str(source): str(document) for source, document in rows}
 
 
-def _permalink_document(engine: SearchEngine, artifact: LoadedArtifact, url: str) -> str | None:
+def _permalink_document(
+    engine: SearchEngine, artifact: LoadedArtifact, url: str, visible: Visibility | None
+) -> str | None:
     try:
-        return engine._document_id_from(artifact, url)  # the engine's own permalink parser
+        return engine._document_id_from(artifact, url, visible)  # the engine's own parser
     except SlackqueryError:
         return None
 
@@ -550,16 +565,9 @@ def verify_citations(
         raise SlackqueryError("text is too long to verify")
     problems: list[str] = []
     with engine.artifact() as artifact:
-        found = find_citations(artifact, engine, text)
         visibility = artifact.visibility(requester)
-        documents = sorted(
-            {
-                item.document_id
-                for item in found
-                if item.document_id
-                and (visibility is None or visibility.rows[artifact.row_of[item.document_id]])
-            }
-        )
+        found = find_citations(artifact, engine, text, visibility)
+        documents = sorted({item.document_id for item in found if item.document_id})
         current = {
             document: str(artifact.display_row(artifact.row_of[document])["text_display"] or "")
             for document in documents

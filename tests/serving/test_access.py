@@ -130,6 +130,10 @@ def _channels(response: dict[str, Any]) -> set[str]:
     return {hit["channel_id"] for hit in response["results"]}
 
 
+def _without_cited(checked: dict) -> list[dict]:
+    return [{k: v for k, v in c.items() if k != "cited"} for c in checked["citations"]]
+
+
 def _same_error(forbidden: str, absent: str, forbidden_value: str, absent_value: str) -> None:
     """A forbidden object's error is the nonexistent one's, but for the value asked for."""
     assert forbidden.startswith("ERROR: ")
@@ -192,10 +196,17 @@ def test_a_non_member_sees_nothing_restricted_over_http(
             _same_error(by_link, no_link, hit["permalink"], bad_link)
             answer = await call(client, "answer_slack_question", question=f"what about {word}?")
             assert answer["verdict"] == "insufficient_evidence" and answer["citations"] == []
-            cited = await call(client, "verify_citations", text=f"x [{hit['document_id']}]")
-            made_up = await call(client, "verify_citations", text=f"x [{missing}]")
-            assert cited["verdict"] == made_up["verdict"] == "unverified"
-            assert cited["citations"][0]["problems"] == made_up["citations"][0]["problems"]
+            for seen, unseen in (
+                (f"[{hit['document_id']}]", f"[{missing}]"),
+                (hit["document_id"], missing),
+                (hit["permalink"], bad_link),
+            ):
+                cited = await call(client, "verify_citations", text=f"x {seen}")
+                made_up = await call(client, "verify_citations", text=f"x {unseen}")
+                assert cited["verdict"] == made_up["verdict"] == "unverified"
+                # Every field but the cited text itself is the same: no resolved id, no kind
+                # of its own, tells the requester that the hidden message exists.
+                assert _without_cited(cited) == _without_cited(made_up), seen
         by_name = await call(client, "search_slack", query="in:#secret-plans the")
         no_name = await call(client, "search_slack", query="in:#secret-plane the")
         _same_error(by_name, no_name, "secret-plans", "secret-plane")
