@@ -232,6 +232,19 @@ def correction_of(
     return next((pair for pair in pairs if ranked[0] in pair), None)
 
 
+def unanswered_part(part: str, answer: str, threshold: float, strength: float = 0.0) -> AnswerPart:
+    """A part the answer does not support, and the line that says why."""
+    return AnswerPart(
+        part=part,
+        supported=False,
+        strength=round(strength, 4),
+        threshold=threshold,
+        answer=answer,
+        conflict=None,
+        evidence=[],
+    )
+
+
 def answer_part(
     part: str,
     hits: Sequence[SearchHitBase],
@@ -251,15 +264,8 @@ def answer_part(
     ranked = list(hits)
     strength = max((terms.coverage(hit.text) for hit in hits), default=0.0)
     if strength < threshold or not ranked:
-        return AnswerPart(
-            part=part,
-            supported=False,
-            strength=round(strength, 4),
-            threshold=threshold,
-            answer=f"{label}the archive does not answer this (no retrieved message covers it).",
-            conflict=None,
-            evidence=[],
-        )
+        why = "the archive does not answer this (no retrieved message covers it)."
+        return unanswered_part(part, f"{label}{why}", threshold, strength)
     correction = correction_of(ranked, terms, threshold)
     conflict = None
     if correction is None:
@@ -350,6 +356,9 @@ def answer_question(
         answer_part(name, hits, part, threshold, room, len(names) > 1, asks_first=asks_first)
         for name, part in zip(names, terms, strict=True)
     ]
+    # Parts beyond the cap are named as unanswered, so the verdict is at most `partial`.
+    cap = f"not answered (a question is answered in at most {len(names)} parts)."
+    parts += [unanswered_part(name, f"{name}: {cap}", threshold) for name in aspects.dropped]
     start_of = cache(lambda root_id: thread_start(engine, root_id, requester))
     parts = with_thread_starts(parts, hits, start_of)
     return _assemble(question, parts, response.artifact_id, response, started)

@@ -301,13 +301,13 @@ _ASPECT_SEPARATORS = re.compile(
 
 @dataclass(frozen=True)
 class Aspects:
-    """The parts of a multi-part question that are ranked on their own, how many more
-    parts the question had beyond the cap, and what the question asks without its context
+    """The parts of a multi-part question that are ranked on their own, the parts beyond
+    the cap (left out), and what the question asks without its context
     (a lead-in before `:`, a time frame set apart by commas): the one part of a question
     that asks one thing."""
 
     parts: list[str]
-    dropped: int = 0
+    dropped: tuple[str, ...] = ()
     asked: str = ""
 
     def note(self) -> str | None:
@@ -316,7 +316,7 @@ class Aspects:
             return None
         return (
             f"only the first {len(self.parts)} question parts were searched on their own "
-            f"({self.dropped} dropped)"
+            f"({len(self.dropped)} dropped)"
         )
 
 
@@ -338,7 +338,7 @@ def query_aspects(text: str, max_parts: int) -> Aspects:
     parts = [part for part in parts if _has_content(_without_frames(part))]
     if len(parts) < 2:
         return Aspects([], asked=parts[0] if parts else text)
-    return Aspects(parts[:max_parts], max(0, len(parts) - max_parts), asked=text)
+    return Aspects(parts[:max_parts], tuple(parts[max_parts:]), asked=text)
 
 
 def _has_content(text: str) -> bool:

@@ -297,7 +297,8 @@ class Settings(BaseSettings):
         default=8,
         ge=2,
         description="Most parts of a multi-part question that `ask` (and hybrid search with "
-        "the question-part arm on) handles on their own; later parts are dropped, with a note.",
+        "the question-part arm on) handles on their own; later parts are dropped, with a note "
+        "(`ask` names each as not answered, so its verdict is at most `partial`).",
     )
 
     @field_validator("slack_requests_per_minute")

@@ -63,6 +63,17 @@ def test_unanswerable_abstains_and_a_partial_names_the_missing_part(engine: Sear
     assert partial.unsupported_parts == [UNANSWERABLE.removesuffix("?")]
 
 
+def test_parts_beyond_the_cap_are_named_as_not_answered(engine: SearchEngine) -> None:
+    cap = engine.settings.search_max_query_parts
+    extra = ["what about the zebra", "what about the narwhal"]
+    asked = [QUESTION.removesuffix("?")] + [f"what about topic{n}" for n in range(cap - 1)]
+    answer = answer_question(engine, ", ".join(asked + extra) + "?")
+    assert [part.part for part in answer.parts][cap:] == extra
+    assert answer.verdict == "partial"
+    assert set(extra) <= set(answer.unsupported_parts)
+    assert f"answered in at most {cap} parts" in answer.answer
+
+
 def test_a_question_of_operators_alone_is_refused(engine: SearchEngine) -> None:
     # search lists such a query's messages newest first; as a question it asks nothing
     for question in ("in:#eng", "from:@bob.smith on:2024-03-01", "?"):
