@@ -68,6 +68,10 @@ _OPERATOR = re.compile(
     r'(?<!\S)(in|from|before|after|on|during|is|has):("[^"]*"|\S+)', re.IGNORECASE
 )
 _PHRASE = re.compile(r'"([^"]+)"')
+# Slack's `-in:#eng` excludes; searched as text it would rank #eng *up* (the named-scope arm).
+_EXCLUDING_OPERATOR = re.compile(
+    r"(?<!\S)-(?:in|from|before|after|on|during|is|has):\S*", re.IGNORECASE
+)
 _MONTHS = {
     name: index
     for index, name in enumerate(
@@ -225,8 +229,15 @@ def parse_query(raw: str) -> ParsedQuery:
     has:link "phrase"`) out of the query text.
 
     Dates are UTC days; `before:` and `after:` exclude the named day, as in Slack. An
-    unknown operator value is an error rather than silently searched as text.
+    unknown operator value, or an excluding operator (`-in:`), is an error rather than
+    silently searched as text.
     """
+    excluding = _EXCLUDING_OPERATOR.search(raw)
+    if excluding:
+        raise SlackqueryError(
+            f"{excluding.group(0)[:60]}: excluding with '-' is not supported; operators only "
+            "narrow a search (in:, from:, before:, after:, on:, during:, is:thread, has:link)"
+        )
     parsed = ParsedQuery(text="")
 
     def take(match: re.Match[str]) -> str:

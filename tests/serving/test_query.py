@@ -159,9 +159,11 @@ def test_today_and_yesterday_are_utc_days() -> None:
         ("x on:0000-01-01", "not a date"),
         ("x during:2024-13", "not a month"),
         ("x after:10000-01-01", "not a date"),
+        ("budget -in:#eng", "-in:#eng: excluding with '-' is not supported"),
+        ("-FROM:@bob budget", "-FROM:@bob: excluding"),
     ],
 )
-def test_dates_outside_the_calendar_are_clear_errors(query: str, message: str) -> None:
+def test_bad_dates_and_exclusions_are_clear_errors(query: str, message: str) -> None:
     with pytest.raises(SlackqueryError, match=message):
         parse_query(query)
 
