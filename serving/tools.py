@@ -19,7 +19,6 @@ Cost is bounded here too: at most `serve_max_in_flight` calls run at once (more 
 import inspect
 import logging
 import time
-import unicodedata
 import uuid
 from collections.abc import Callable
 from functools import partial
@@ -51,6 +50,7 @@ from serving.models import (
 from serving.query import is_unicode_text
 from slackquery.artifacts.schema import CONVERSATION_TYPES
 from slackquery.errors import SlackqueryError
+from slackquery.escaping import escape_controls
 from slackquery.settings import Settings
 
 T = TypeVar("T")
@@ -59,7 +59,6 @@ logger = logging.getLogger(__name__)
 MAX_ERROR_CHARS = 300
 # Where a long message is cut: its start says what failed, its end what to do about it.
 _HEAD, _TAIL = 170, 100
-_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
 def _keep_none(value: object, handler: Callable[[object], str]) -> str | None:
@@ -78,17 +77,10 @@ OptionalText = Annotated[
 TimestampUs = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
 
 
-def _escape(char: str) -> str:
-    if unicodedata.category(char) in ("Cc", "Cs", "Zl", "Zp") or char in _BIDI:
-        code = ord(char)
-        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-    return char
-
-
 def one_line(message: str) -> str:
     """The message on one line (control characters escaped), cut in the middle to
     `MAX_ERROR_CHARS`."""
-    text = "".join(_escape(char) for char in message)
+    text = escape_controls(message)
     if len(text) <= MAX_ERROR_CHARS:
         return text
     cut = len(text) - _HEAD - _TAIL

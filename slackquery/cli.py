@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from slackquery import __version__
 from slackquery.errors import SlackqueryError
+from slackquery.escaping import terminal_line
 from slackquery.settings import Settings, get_settings
 
 # Command -> its module; the order is the order `--help` lists them: the pipeline from
@@ -85,7 +86,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.handler(args, settings_from_environment()) or 0
     except SlackqueryError as error:
-        print(f"error: {error}", file=sys.stderr)
+        # Errors quote input and archive names back: escaped, and so one line.
+        print(f"error: {terminal_line(str(error))}", file=sys.stderr)
         return 1
     except BrokenPipeError:
         # The reader went away (`slackquery search … | head`): not a failure of ours.

@@ -75,3 +75,11 @@ def test_malformed_setting_is_one_line_naming_the_variable(
     assert error.startswith("error: invalid setting: ")
     assert "SLACKQUERY_SERVE_PORT='abc': Input should be a valid integer" in error
     assert "SLACKQUERY_SLACK_REQUESTS_PER_MINUTE='fast': expected `tiers`" in error
+
+
+def test_an_error_quoting_input_is_escaped_onto_one_line(
+    home: object, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["import", "/no-such\x1b[31m\nexport\u202e"]) == 1
+    error = capsys.readouterr().err
+    assert error == "error: /no-such\\x1b[31m\\x0aexport\\u202e: no such file or folder\n"

@@ -137,6 +137,12 @@ class GrantStore:
             revoked_at=None,
             token_sha256=token_hash(token),
         )
+        # Only a past expiry leaves a new grant inactive: its token could never work.
+        if not grant.is_active(now):
+            raise SlackqueryError(
+                f"--expires {expires} is past: it is the last UTC day the token works, so "
+                f"it must be {now.astimezone(UTC).date()} or later"
+            )
         self._write([*grants, grant])
         return grant, token
 

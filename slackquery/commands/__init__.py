@@ -47,11 +47,20 @@ def add_requester_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--as-no-dms", action="store_true", help="with --as: as a grant made with --no-dms"
     )
+    # argparse has no option that requires another, so `requester_from` checks once every
+    # word is parsed, and needs this parser's usage line for the exit-2 error.
+    parser.set_defaults(requester_usage_error=parser.error)
 
 
 def requester_from(args: argparse.Namespace, settings: Any) -> Any:
     """The `Requester` that `--as` names, or None for the local operator."""
     if not args.as_user:
+        # Ignoring them would act as the local operator, who sees every DM: the opposite
+        # of what `--as-no-dms` asks for.
+        if args.as_workspace is not None:
+            args.requester_usage_error("--as-workspace applies to --as")
+        if args.as_no_dms:
+            args.requester_usage_error("--as-no-dms applies to --as")
         return None
     from serving.access import published_requester
 

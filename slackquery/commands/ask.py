@@ -7,7 +7,8 @@ from serving.answer_models import AnswerResponse
 from serving.answers import answer_question
 from serving.engine import SearchEngine
 from slackquery.commands import add_json_flag, add_requester_flags, emit, requester_from
-from slackquery.commands.search import add_filter_flags, filtered_query, in_reply_to_line
+from slackquery.commands.search import add_filter_flags, byline, filtered_query, in_reply_to_line
+from slackquery.escaping import terminal_line, terminal_text
 from slackquery.settings import Settings
 
 
@@ -52,14 +53,22 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def render(response: AnswerResponse) -> str:
-    """The answer, then each cited message with its answering sentence highlighted."""
+    """The answer, then each cited message with its answering sentence highlighted.
+
+    Everything from the archive or the question is escaped for the terminal; only the
+    answer keeps its newlines (one line per part), and the bold goes in after escaping."""
     bold, plain = ("\033[1m", "\033[0m") if sys.stdout.isatty() else ("**", "**")
-    lines = [f"{response.verdict}: {response.question}", "", response.answer]
+    lines = [
+        terminal_line(f"{response.verdict}: {response.question}"),
+        "",
+        terminal_text(response.answer),
+    ]
     if response.unsupported_parts:
-        lines += ["", "not answered by the archive: " + "; ".join(response.unsupported_parts)]
+        unsupported = "; ".join(response.unsupported_parts)
+        lines += ["", terminal_line(f"not answered by the archive: {unsupported}")]
     for part in response.parts:
         if part.conflict:
-            lines.append(f"conflict: {part.conflict}")
+            lines.append(terminal_line(f"conflict: {part.conflict}"))
     cited = {citation.document_id for citation in response.citations}
     shown = {
         item.document_id: item
@@ -71,16 +80,14 @@ def render(response: AnswerResponse) -> str:
         lines += ["", "sources:"]
     for document_id, item in shown.items():
         lines.append(
-            f"[{document_id}] #{item.channel_name} · {item.author_name} · "
-            f"{item.timestamp[:16].replace('T', ' ')} UTC"
+            terminal_line(f"[{document_id}] ")
+            + byline(item.channel_name, item.author_name, item.timestamp)
         )
-        lines.append(
-            "    "
-            + " ".join(item.highlighted.split()).replace("**", bold, 1).replace("**", plain, 1)
-        )
+        highlighted = terminal_line(" ".join(item.highlighted.split()))
+        lines.append("    " + highlighted.replace("**", bold, 1).replace("**", plain, 1))
         if item.in_reply_to is not None:
             lines.append(in_reply_to_line(item.in_reply_to.author_name, item.in_reply_to.text))
         if item.permalink:
-            lines.append(f"    {item.permalink}")
+            lines.append(terminal_line(f"    {item.permalink}"))
     lines.append(f"artifact {response.artifact_id}")
     return "\n".join(lines)

@@ -210,6 +210,13 @@ def query_sets(queries: Sequence[Path], corpora: Sequence[Path] | None) -> list[
     ]
 
 
+def require_input(sets: Sequence[tuple], pairs: Sequence[Any] | None) -> None:
+    """Refuse a run with neither a query set to evaluate nor a pair to compare: it would
+    do nothing and exit 0, which reads as success."""
+    if not sets and not pairs:
+        raise SlackqueryError("give a judged query file (QUERIES.yaml) or --compare")
+
+
 def comparisons_wanted(args: argparse.Namespace, grid: list[GridPoint]) -> list[tuple[Side, Side]]:
     """(A, B) pairs: the --compare pair, or every grid point against --baseline."""
     if args.baseline and not args.grid:
@@ -283,6 +290,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             modes.append(side.mode)
         if side.mode == "hybrid" and side.point.name not in {p.name for p in grid}:
             grid.append(side.point)
+    require_input(sets, pairs)
     if not sets and not all(side.rows_file for pair in pairs for side in pair):
         raise SlackqueryError("give a judged query file (QUERIES.yaml)")
     several = len(sets) > 1
@@ -427,8 +435,7 @@ def answer_sets(
             "--answers answers in hybrid mode with the default configuration and prints its "
             f"own tables: {', '.join(refused)} does not apply"
         )
-    if not sets and not args.compare:
-        raise SlackqueryError("give a judged query file (QUERIES.yaml) or --compare")
+    require_input(sets, args.compare)
     return [(name, judged_queries(args, path), corpus) for name, path, corpus in sets]
 
 

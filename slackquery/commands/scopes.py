@@ -6,6 +6,7 @@ from contextlib import closing
 from serving.engine import MAX_SCOPE_LIMIT, SearchEngine, iso_timestamp
 from serving.models import ScopesResponse
 from slackquery.commands import add_json_flag, add_requester_flags, emit, requester_from
+from slackquery.escaping import terminal_line
 from slackquery.settings import Settings
 
 
@@ -41,7 +42,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def render(response: ScopesResponse) -> str:
-    """One line per channel: workspace, #name (or id and kind), messages, date span."""
+    """One line per channel: workspace, #name (or id and kind), messages, date span;
+    escaped for the terminal, since the names come from the export."""
     lines = []
     for scope in response.scopes:
         channel = scope.conversation_type in ("public", "private") and scope.channel_name
@@ -57,4 +59,4 @@ def render(response: ScopesResponse) -> str:
         )
     more = "; more exist, narrow with --workspace or --channel" if response.truncated else ""
     lines.append(f"{len(response.scopes)} channel(s) in artifact {response.artifact_id}{more}")
-    return "\n".join(lines)
+    return "\n".join(map(terminal_line, lines))

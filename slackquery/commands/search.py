@@ -10,6 +10,7 @@ from serving.engine import SearchEngine
 from serving.models import MessageRecord, SearchRequest, SearchResponse
 from serving.query import NEWEST, content_tokens, parse_query
 from slackquery.commands import add_json_flag, add_requester_flags, emit, requester_from
+from slackquery.escaping import terminal_line
 from slackquery.settings import Settings
 
 SNIPPET_CHARS = 240
@@ -136,11 +137,12 @@ def snippet(text: str, query: str) -> str:
     """A window of the text around the first query term, matches highlighted.
 
     The terms are those BM25 searched for (no operators, stop words dropped). Bold on a
-    terminal; `**term**` when the output is piped, so logs stay free of escapes.
+    terminal; `**term**` when the output is piped, so logs stay free of escapes. The text
+    is escaped before the bold is added: the highlight is the only escape sequence printed.
     """
     parsed = parse_query(query)
     terms = sorted(set(content_tokens(parsed.text, parsed.phrases)), key=len, reverse=True)
-    flat = " ".join(text.split())
+    flat = terminal_line(" ".join(text.split()))
     if not terms:
         return flat[:SNIPPET_CHARS] + ("…" if len(flat) > SNIPPET_CHARS else "")
     pattern = re.compile(
@@ -154,15 +156,23 @@ def snippet(text: str, query: str) -> str:
     return pattern.sub(lambda m: f"{opening}{m.group(0)}{closing}", window)
 
 
+def byline(channel_name: str | None, author_name: str | None, timestamp: str) -> str:
+    """`#channel · author · YYYY-MM-DD HH:MM UTC`, the names escaped for the terminal."""
+    return terminal_line(
+        f"#{channel_name} · {author_name} · {timestamp[:16].replace('T', ' ')} UTC"
+    )
+
+
 def in_reply_to_line(author_name: str | None, text: str, query: str = "") -> str:
     """The indented line that shows, under a reply, the message that started its thread,
     with the query's terms highlighted: a reply's BM25 score counts its root's words too."""
-    return f"    in reply to {author_name}: {snippet(text, query)}"
+    return f"    in reply to {terminal_line(str(author_name))}: {snippet(text, query)}"
 
 
 def render(response: SearchResponse, starts: dict[str, MessageRecord] | None = None) -> str:
     """Readable results: channel, author, time, highlighted snippet, what a reply answers
-    (`starts`: thread starts by hit id), permalink."""
+    (`starts`: thread starts by hit id), permalink. Every value from the archive is escaped
+    for the terminal (`byline`, `snippet`, `in_reply_to_line` or here)."""
     coverage = (
         f", vector coverage {response.vector_coverage:.1%}"
         if response.vector_coverage is not None
@@ -177,15 +187,14 @@ def render(response: SearchResponse, starts: dict[str, MessageRecord] | None = N
     for number, hit in enumerate(response.results, start=1):
         score = "" if listing else f" · score {hit.fused_score:.4f}"
         lines.append(
-            f"{number:>2}. #{hit.channel_name} · {hit.author_name} · "
-            f"{hit.timestamp[:16].replace('T', ' ')} UTC{score}"
+            f"{number:>2}. {byline(hit.channel_name, hit.author_name, hit.timestamp)}{score}"
         )
         lines.append(f"    {snippet(hit.text, response.query)}")
         start = (starts or {}).get(hit.document_id)
         if start is not None:
             lines.append(in_reply_to_line(start.author_name, start.text, response.query))
-        lines.append(f"    {hit.permalink}")
-    lines.extend(f"note: {note}" for note in response.notes)
+        lines.append(terminal_line(f"    {hit.permalink}"))
+    lines.extend(terminal_line(f"note: {note}") for note in response.notes)
     if response.next_cursor:
         lines.append(f"more: --cursor {response.next_cursor}")
     return "\n".join(lines)

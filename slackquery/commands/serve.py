@@ -32,8 +32,11 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     # Imported here, not at the top: the MCP SDK would cost every CLI start ~0.3 s.
     from serving.server import run_http, run_stdio
 
-    if args.as_user and not args.stdio:
-        raise SlackqueryError("--as applies to --stdio; over HTTP each token names its requester")
+    if (args.as_user or args.as_workspace is not None or args.as_no_dms) and not args.stdio:
+        raise SlackqueryError(
+            "--as (and --as-workspace, --as-no-dms) applies to --stdio; over HTTP each token "
+            "names its requester"
+        )
     if args.stdio:
         run_stdio(settings, requester_from(args, settings))
     else:

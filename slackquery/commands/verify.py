@@ -7,6 +7,7 @@ from serving.answer_models import VerificationResponse
 from serving.answers import verify_citations
 from serving.engine import SearchEngine
 from slackquery.commands import add_json_flag, add_requester_flags, emit, requester_from
+from slackquery.escaping import terminal_line
 from slackquery.settings import Settings
 
 
@@ -44,11 +45,12 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def render(response: VerificationResponse) -> str:
-    """One line per citation, then the verdict."""
+    """One line per citation, then the verdict; escaped for the terminal, since a citation
+    is quoted as the drafted text wrote it."""
     lines = []
     for check in response.citations:
         status = "ok" if not check.problems else "; ".join(check.problems)
         lines.append(f"{check.cited} ({check.kind}): {status}")
     lines += [f"problem: {problem}" for problem in response.problems]
     lines.append(f"{response.verdict} against artifact {response.artifact_id}")
-    return "\n".join(lines)
+    return "\n".join(map(terminal_line, lines))

@@ -24,7 +24,7 @@ from serving.access import Requester, rows_with_codes
 from serving.engine import SearchEngine
 from serving.models import SearchRequest
 from serving.server import build_http_app
-from slackquery.access.grants import grants_path
+from slackquery.access.grants import GrantStore, grants_path
 from slackquery.artifacts.publish import publish
 from slackquery.cli import main
 from slackquery.errors import SlackqueryError
@@ -288,6 +288,23 @@ def test_expired_tokens_are_refused_from_the_day_after(
         headers = {"Authorization": f"Bearer {tokens['expiring']}"}
         assert httpx.post(f"{url}/mcp", json={}, headers=headers).status_code == 401
         assert run_client(url, scopes, tokens["bob"])["scopes"]
+
+
+def test_an_expiry_already_past_is_refused(
+    published: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["access", "grant", "--user", "U3", "--workspace", "acme", "--expires", "2020-01-01"]
+    error = cli_error(capsys, *argv)
+    assert error.startswith("error: --expires 2020-01-01 is past") and error.count("\n") == 1
+    assert not grants_path(published).exists()  # no token that could never work
+    # The expiry is the last UTC day the token works: on that day it may still be granted.
+    store = GrantStore(grants_path(published))
+    last_minute = datetime(2031, 1, 1, 23, 59, tzinfo=UTC)
+    made = {"user_id": "U3", "workspace_id": ACME, "no_dms": False, "now": last_minute}
+    grant, _ = store.add(label="today", expires="2031-01-01", **made)
+    assert grant.is_active(last_minute)
+    with pytest.raises(SlackqueryError, match="must be 2031-01-01 or later"):
+        store.add(label="yesterday", expires="2030-12-31", **made)
 
 
 def test_membership_change_applies_after_the_next_publish(

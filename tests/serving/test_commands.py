@@ -1,4 +1,5 @@
-"""`slackquery search` prints readable results and the tool's JSON structure."""
+"""`slackquery search` prints readable results and the tool's JSON structure; every
+readable output escapes the terminal controls archive text may hold."""
 
 import json
 import stat
@@ -6,8 +7,26 @@ from pathlib import Path
 
 import pytest
 
+from serving.answer_models import (
+    AnswerPart,
+    AnswerResponse,
+    Citation,
+    CitationCheck,
+    Evidence,
+    ThreadStart,
+    VerificationResponse,
+)
 from serving.cursor import home_secret
+from serving.models import (
+    MessageRecord,
+    ScopeRecord,
+    ScopesResponse,
+    SearchHit,
+    SearchHitBase,
+    SearchResponse,
+)
 from slackquery.cli import main
+from slackquery.commands import ask, scopes, search, verify
 from slackquery.settings import Settings
 
 
@@ -91,3 +110,190 @@ def test_scopes_command_lists_what_the_requester_may_search(
     assert "close matches: eng" in capsys.readouterr().err
     assert main(["scopes", "--limit", "1"]) == 0
     assert "more exist" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["search", "invoice"],
+        ["scopes"],
+        ["ask", "who sent the invoice?"],
+        ["verify", "sent [T0ACME:C1:1]"],
+        ["serve", "--stdio"],
+    ],
+)
+@pytest.mark.parametrize("option", [["--as-no-dms"], ["--as-workspace", "acme"]])
+def test_requester_options_without_as_are_a_usage_error(
+    home: Path, capsys: pytest.CaptureFixture[str], argv: list[str], option: list[str]
+) -> None:
+    # Ignored, they would act as the local operator: `--as-no-dms` would show every DM.
+    with pytest.raises(SystemExit) as exited:
+        main([*argv, *option])
+    assert exited.value.code == 2
+    assert f"error: {option[0]} applies to --as" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("option", [["--as-no-dms"], ["--as-workspace", "acme"], ["--as", "U3"]])
+def test_requester_options_over_http_are_refused(
+    home: Path, capsys: pytest.CaptureFixture[str], option: list[str]
+) -> None:
+    assert main(["serve", *option]) == 1  # refused before any server starts
+    assert "applies to --stdio; over HTTP each token names its requester" in (
+        capsys.readouterr().err
+    )
+
+
+# Archive text as an export can hold it: an ESC sequence that would recolour (or clear)
+# the operator's terminal, and a right-to-left override that reorders the line after it.
+HOSTILE_TEXT = "hello \x1b[31mRED\x1b[0m staging\ndone"
+HOSTILE_NAME = "Mallory \u202eevil\x07"
+ESCAPED_TEXT = "hello \\x1b[31mRED\\x1b[0m **staging** done"  # piped: `**` highlights
+ESCAPED_NAME = "Mallory \\u202eevil\\x07"
+
+
+def _hit(document_id: str, thread_root_id: str) -> SearchHitBase:
+    return SearchHit(
+        document_id=document_id,
+        source_message_id=None,
+        workspace_id="T1",
+        workspace_name="Acme",
+        channel_id="C1",
+        channel_name="eng\u202e",
+        conversation_type="public",
+        author_id="U9",
+        author_name=HOSTILE_NAME,
+        ts_us=1_700_000_000_000_000,
+        timestamp="2023-11-14T22:13:20Z",
+        thread_id=thread_root_id,
+        thread_root_id=thread_root_id,
+        text=HOSTILE_TEXT,
+        text_truncated=False,
+        permalink="https://acme.slack.com/archives/C1/p1700000000000000\x1b]8;;x\x07",
+        fused_score=0.5,
+    )
+
+
+def _assert_escaped(text: str) -> None:
+    assert "\x1b" not in text and "\u202e" not in text and "\x07" not in text
+    assert ESCAPED_NAME in text
+
+
+def test_search_render_escapes_archive_text() -> None:
+    hit = _hit("T1:C1:2.0", thread_root_id="T1:C1:1.0")
+    start = MessageRecord(
+        **(hit.model_dump() | {"document_id": "T1:C1:1.0", "author_name": HOSTILE_NAME}),
+        is_thread_parent=True,
+        is_thread_reply=False,
+    )
+    response = SearchResponse(
+        query="staging",
+        mode="lexical",
+        route="exact",
+        weights={},
+        filters={},
+        artifact_id="b1",
+        generation_id="g1",
+        results=[hit],
+        next_cursor=None,
+        notes=["terms found in no message: \x1b[2J"],
+        timings_ms={},
+    )
+    text = search.render(response, {hit.document_id: start})
+    _assert_escaped(text)
+    lines = text.splitlines()
+    assert lines[1] == f" 1. #eng\\u202e · {ESCAPED_NAME} · 2023-11-14 22:13 UTC · score 0.5000"
+    assert lines[2] == f"    {ESCAPED_TEXT}"  # the message's own newline folded, as before
+    assert lines[3] == f"    in reply to {ESCAPED_NAME}: {ESCAPED_TEXT}"
+    assert lines[4].endswith("p1700000000000000\\x1b]8;;x\\x07")
+    assert lines[5] == "note: terms found in no message: \\x1b[2J"
+
+
+def test_ask_render_escapes_archive_text() -> None:
+    hit = _hit("T1:C1:1.0", thread_root_id="T1:C1:1.0")
+    evidence = Evidence(
+        **hit.model_dump(),
+        sentence=HOSTILE_TEXT,
+        highlighted=f"**{HOSTILE_TEXT}**",
+        coverage=1.0,
+        is_correction=False,
+        in_reply_to=ThreadStart(
+            document_id="T1:C1:0.5",
+            author_name=HOSTILE_NAME,
+            timestamp=hit.timestamp,
+            text="why \x1b[5mblink",
+            permalink=None,
+        ),
+    )
+    answer = f"colour: {HOSTILE_TEXT} [{hit.document_id}]\nname: {HOSTILE_NAME} [{hit.document_id}]"
+    response = AnswerResponse(
+        question="what \u202edid they say?",
+        verdict="answered",
+        answer=answer,
+        unsupported_parts=[],
+        citations=[Citation(document_id=hit.document_id, source_message_id=None, permalink=None)],
+        parts=[
+            AnswerPart(
+                part="what did they say",
+                supported=True,
+                strength=1.0,
+                threshold=0.5,
+                answer=answer,
+                conflict=None,
+                evidence=[evidence],
+            )
+        ],
+        artifact_id="b1",
+        notes=[],
+        timings_ms={},
+    )
+    text = ask.render(response)
+    _assert_escaped(text)
+    lines = text.splitlines()
+    assert lines[0] == "answered: what \\u202edid they say?"
+    # The answer keeps its newlines (one line per part, and the message's own): only the
+    # terminal controls are written out.
+    assert lines[2:5] == [
+        "colour: hello \\x1b[31mRED\\x1b[0m staging",
+        "done [T1:C1:1.0]",
+        f"name: {ESCAPED_NAME} [T1:C1:1.0]",
+    ]
+    assert f"[T1:C1:1.0] #eng\\u202e · {ESCAPED_NAME} · 2023-11-14 22:13 UTC" in lines
+    assert "    **hello \\x1b[31mRED\\x1b[0m staging done**" in lines
+    assert f"    in reply to {ESCAPED_NAME}: why \\x1b[5mblink" in lines
+
+
+def test_scopes_and_verify_render_escape_archive_text() -> None:
+    scope = ScopeRecord(
+        workspace_id="T1",
+        workspace_slug="acme",
+        workspace_name="Acme",
+        channel_id="D1",
+        channel_name=f"{HOSTILE_NAME}\n 2. fake line",
+        conversation_type="im",
+        message_count=1,
+        first_ts_us=None,
+        last_ts_us=None,
+    )
+    text = scopes.render(ScopesResponse(scopes=[scope], truncated=False, artifact_id="b1"))
+    _assert_escaped(text)
+    assert len(text.splitlines()) == 2  # a name cannot start a line of its own
+    check = CitationCheck(
+        cited=f"[{HOSTILE_NAME}]",
+        kind="document_id",
+        document_id=None,
+        exists=False,
+        visible=False,
+        active=False,
+        unchanged=None,
+        problems=["not in the artifact"],
+    )
+    response = VerificationResponse(
+        verdict="unverified",
+        citations=[check],
+        problems=[],
+        artifact_id="b1",
+        cited_at_artifact=None,
+    )
+    text = verify.render(response)
+    _assert_escaped(text)
+    assert text.splitlines()[0] == f"[{ESCAPED_NAME}] (document_id): not in the artifact"
