@@ -672,6 +672,11 @@ class SearchEngine:
         For a requester, only the channels they may see (invisible ones not even by name)."""
         if not 1 <= limit <= MAX_SCOPE_LIMIT:
             raise SlackqueryError(f"limit must be between 1 and {MAX_SCOPE_LIMIT}")
+        # An empty name narrows to nothing; taken as "no filter" it would list everything.
+        if workspace_id is not None and not workspace_id.strip():
+            raise SlackqueryError("workspace_id must not be empty (leave it out for every one)")
+        if channel_name is not None and not channel_name.strip().lstrip("#"):
+            raise SlackqueryError("channel_name must not be empty (leave it out for every one)")
         with self.artifact() as artifact:
             visible = artifact.visibility(requester)
             workspaces = (

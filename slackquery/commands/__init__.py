@@ -54,6 +54,8 @@ def add_requester_flags(parser: argparse.ArgumentParser) -> None:
 
 def requester_from(args: argparse.Namespace, settings: Any) -> Any:
     """The `Requester` that `--as` names, or None for the local operator."""
+    if args.as_user is not None and not args.as_user.strip():
+        args.requester_usage_error("--as needs a user id or @name")
     if not args.as_user:
         # Ignoring them would act as the local operator, who sees every DM: the opposite
         # of what `--as-no-dms` asks for.

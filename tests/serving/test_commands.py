@@ -110,6 +110,9 @@ def test_scopes_command_lists_what_the_requester_may_search(
     assert "close matches: eng" in capsys.readouterr().err
     assert main(["scopes", "--limit", "1"]) == 0
     assert "more exist" in capsys.readouterr().out
+    for empty in (["--channel", "#"], ["--workspace", " "]):
+        assert main(["scopes", *empty]) == 1
+        assert "must not be empty" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
@@ -122,7 +125,7 @@ def test_scopes_command_lists_what_the_requester_may_search(
         ["serve", "--stdio"],
     ],
 )
-@pytest.mark.parametrize("option", [["--as-no-dms"], ["--as-workspace", "acme"]])
+@pytest.mark.parametrize("option", [["--as-no-dms"], ["--as-workspace", "acme"], ["--as", ""]])
 def test_requester_options_without_as_are_a_usage_error(
     home: Path, capsys: pytest.CaptureFixture[str], argv: list[str], option: list[str]
 ) -> None:
@@ -130,7 +133,8 @@ def test_requester_options_without_as_are_a_usage_error(
     with pytest.raises(SystemExit) as exited:
         main([*argv, *option])
     assert exited.value.code == 2
-    assert f"error: {option[0]} applies to --as" in capsys.readouterr().err
+    expected = "--as needs a user" if option == ["--as", ""] else f"{option[0]} applies to --as"
+    assert f"error: {expected}" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("option", [["--as-no-dms"], ["--as-workspace", "acme"], ["--as", "U3"]])
