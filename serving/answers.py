@@ -245,6 +245,25 @@ def unanswered_part(part: str, answer: str, threshold: float, strength: float = 
     )
 
 
+def part_ranking(
+    hits: Sequence[SearchHitBase], terms: PartTerms, threshold: float
+) -> list[SearchHitBase]:
+    """The question's hits as one part of a multi-part question ranks them.
+
+    The search ranks messages for the whole question, so its top hit may hold none of
+    this part's words: "what is ERR-42" would cite the Postgres upgrade message that answers
+    the question's other part. Then the first hit that covers the part at the threshold
+    leads instead, the rest in the question's order. A top hit that holds any of the
+    part's words keeps its place: choosing among covering messages by coverage lost to the
+    fused order (docs/evaluation.md, "Which message a part cites").
+    """
+    ranked = list(hits)
+    if not ranked or terms.coverage(ranked[0].text) > 0:
+        return ranked
+    lead = next((hit for hit in ranked if terms.coverage(hit.text) >= threshold), None)
+    return ranked if lead is None else [lead, *(hit for hit in ranked if hit is not lead)]
+
+
 def answer_part(
     part: str,
     hits: Sequence[SearchHitBase],
@@ -259,9 +278,10 @@ def answer_part(
     asks how things stood at first, so a correction's earlier message answers it."""
     label = f"{part}: " if multi else ""
     # Coverage decides *whether* the part is supported; the search's fused order decides
-    # which message supports it. Choosing among the messages that pass the coverage test
-    # instead did not earn its place (docs/evaluation.md, "Which message a part cites").
-    ranked = list(hits)
+    # which message supports it (for one part of several, `part_ranking`). Choosing among
+    # the messages that pass the coverage test instead did not earn its place
+    # (docs/evaluation.md, "Which message a part cites").
+    ranked = part_ranking(hits, terms, threshold) if multi else list(hits)
     strength = max((terms.coverage(hit.text) for hit in hits), default=0.0)
     if strength < threshold or not ranked:
         why = "the archive does not answer this (no retrieved message covers it)."

@@ -110,6 +110,25 @@ def test_a_part_cites_the_search_order_not_the_most_covering_message() -> None:
     assert [item.document_id for item in result.evidence] == ["a", "b"]
 
 
+def test_a_part_of_several_skips_a_top_hit_that_holds_none_of_its_words() -> None:
+    hits = [
+        hit("pg", "José drives the Postgres upgrade", 1),
+        hit("half", "ERR-42 again", 2),
+        hit("err", "ERR-42 is the body limit", 3),
+    ]
+    err = terms("err", "42", "body")
+    result = answer_part("what is ERR-42", hits, err, 0.75, room=4, multi=True)
+    assert result.answer == "what is ERR-42: ERR-42 is the body limit [err]"
+    assert [item.document_id for item in result.evidence] == ["err", "pg", "half"]
+    # The whole question's ranking is the part's own when the question asks one thing, and
+    # a top hit that holds any of the part's words keeps its place.
+    alone = answer_part("what is ERR-42", hits, err, 0.75, room=4, multi=False)
+    assert alone.answer.endswith("[pg]")
+    upgrade = terms("postgres", "owner")
+    kept = answer_part("who owns postgres", hits, upgrade, 0.5, room=4, multi=True)
+    assert kept.answer.endswith("[pg]")
+
+
 def test_a_later_correction_wins_and_the_conflict_is_named() -> None:
     part = terms("pilot", "sync")
     hits = [
