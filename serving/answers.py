@@ -37,7 +37,7 @@ from serving.answer_models import (
 )
 from serving.artifact import LoadedArtifact
 from serving.budget import Deadline
-from serving.engine import SearchEngine
+from serving.engine import SearchEngine, visible_message_row
 from serving.models import SearchHitBase, SearchRequest, SearchResponse
 from serving.query import (
     answer_types,
@@ -488,7 +488,8 @@ def find_citations(
     A bracketed id is always a citation (a made-up one fails); a bare token counts when it
     is a document or source message id of the artifact, or has the `a:b:c` shape of one.
     A message outside `visible` resolves exactly as one that does not exist (same kind, no
-    document id), so what the requester gets back cannot tell the two apart.
+    document id), so what the requester gets back cannot tell the two apart; so does a
+    document no reader can open (a thread's context document, `thread:…`).
     """
     found: list[tuple[int, str, str]] = []
     for match in _BRACKETED.finditer(text):
@@ -499,8 +500,7 @@ def find_citations(
     bare = [match.group(0) for match in _BARE_ID.finditer(rest)]
 
     def shown(document_id: str) -> bool:
-        row = artifact.row_of.get(document_id)
-        return row is not None and (visible is None or bool(visible.rows[row]))
+        return visible_message_row(artifact, document_id, visible) is not None
 
     values = [value for _, value, _ in found] + bare
     documents = {value for value in values if shown(value)}

@@ -594,7 +594,7 @@ class SearchEngine:
         with self.artifact() as artifact:
             visible = artifact.visibility(requester)
             doc = self._document_id_from(artifact, document_id, visible)
-            if _visible_message_row(artifact, doc, visible) is None:
+            if visible_message_row(artifact, doc, visible) is None:
                 raise SlackqueryError(
                     f"no message with document_id {doc!r} in the published artifact "
                     "(ids look like W:C:ts; search_slack returns them)"
@@ -618,7 +618,7 @@ class SearchEngine:
         memory without SQL (None when there is none): the answer path looks up the thread
         start of every reply it shows, and a query per reply doubled `ask`'s latency."""
         with self.artifact() as artifact:
-            row = _visible_message_row(artifact, document_id, artifact.visibility(requester))
+            row = visible_message_row(artifact, document_id, artifact.visibility(requester))
             return None if row is None else self._record(artifact.display_row(row))
 
     def get_thread(
@@ -713,7 +713,7 @@ class SearchEngine:
             )
 
 
-def _visible_message_row(
+def visible_message_row(
     artifact: LoadedArtifact, document_id: str, visible: Visibility | None
 ) -> int | None:
     """The artifact row of a message the requester may see (None: operator), or None

@@ -6,6 +6,7 @@ probes stay public; everything else can require a bearer token.
 """
 
 import hmac
+import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -29,6 +30,8 @@ from slackquery.access.grants import GrantStore, grants_path
 from slackquery.errors import SlackqueryError
 from slackquery.http_guard import HttpGuard
 from slackquery.settings import Settings
+
+logger = logging.getLogger(__name__)
 
 GUIDE = """\
 Slackquery searches an offline copy of Slack history (messages and threads).
@@ -89,7 +92,10 @@ def build_server(engine: SearchEngine, metrics: Metrics) -> MCPServer:
         try:
             status = await anyio.to_thread.run_sync(engine.status)
         except SlackqueryError as error:
-            return JSONResponse({"ready": False, "error": str(error)}, status_code=503)
+            # Public and unauthenticated: the reason (a path, a build id) goes to the log.
+            logger.warning("not ready: %s", error)
+            unready = {"ready": False, "error": "no servable artifact; see the server log"}
+            return JSONResponse(unready, status_code=503)
         # Public and unauthenticated: no counts, which would include private conversations.
         return JSONResponse({key: status[key] for key in READY_FIELDS})
 

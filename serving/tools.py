@@ -164,7 +164,7 @@ class ToolRunner:
         if self.in_flight >= self.max_in_flight:
             self.metrics.observe(tool, mode, 0.0, error=True)
             raise ToolError(
-                f"server busy: {self.max_in_flight} calls are running already; retry shortly"
+                f"server busy: {self.max_in_flight} call(s) running already; retry shortly"
             )
         self.in_flight += 1
         deadline = Deadline(self.budget_s, self.clock)

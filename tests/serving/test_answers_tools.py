@@ -97,6 +97,14 @@ def test_verify_finds_every_kind_of_citation(engine: SearchEngine) -> None:
     }
     assert result.verdict == "unverified"
     assert verify_citations(engine, "Rotate the credentials.").verdict == "unverified"
+    # A thread's context document exists in the artifact, but no reader can open it.
+    with engine.artifact() as artifact:
+        context = next(doc for doc in artifact.document_ids if doc.startswith("thread:"))
+    cited, made_up = (verify_citations(engine, f"x [{doc}]") for doc in (context, "thread:W:C:1"))
+    assert cited.verdict == "unverified"
+    assert cited.citations[0].model_dump(exclude={"cited"}) == made_up.citations[0].model_dump(
+        exclude={"cited"}
+    )
 
 
 def test_verify_against_the_artifact_it_was_cited_from(

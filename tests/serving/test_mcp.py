@@ -231,6 +231,7 @@ def test_health_readiness_auth_and_body_cap(settings: Settings, pipeline: Pipeli
         assert httpx.get(f"{url}/healthz").json() == {"healthy": True}
         unready = httpx.get(f"{url}/readyz")
         assert unready.status_code == 503 and unready.json()["ready"] is False
+        assert str(settings.home) not in unready.text  # public: no paths
         denied = httpx.post(f"{url}/mcp", json={})
         assert denied.status_code == 401
         assert denied.headers["www-authenticate"].startswith("Bearer")
@@ -404,7 +405,7 @@ def test_calls_over_the_in_flight_cap_are_busy_at_once(
         slow, busy, later = run_client(url, body)
     engine.close()
     assert len(slow["messages"]) == 5
-    assert busy.startswith("ERROR: server busy: 1 calls are running already")
+    assert busy.startswith("ERROR: server busy: 1 call(s) running already")
     assert later["scopes"]
 
 
