@@ -6,6 +6,7 @@ set-based SQL, all inside one transaction: any failure rolls back (and a store f
 the failed import created is removed), so the store is exactly as before.
 """
 
+import contextlib
 import re
 import time
 import uuid
@@ -20,7 +21,7 @@ from slackquery.canonical import store
 from slackquery.canonical.formats import LOADERS
 from slackquery.canonical.rows import MESSAGE_COLUMNS
 from slackquery.canonical.sources import SOURCE_FORMATS, detect_format
-from slackquery.canonical.staging import Staged, Warnings
+from slackquery.canonical.staging import CopyEvidence, Staged, Warnings
 from slackquery.crash import crash_point
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
@@ -117,15 +118,42 @@ def _import_in_one_transaction(
         )
         store.drop_stage_tables(connection)
         crash_point("import_before_commit")
-        connection.commit()
-    except BaseException:
-        connection.rollback()
-        connection.close()
+        _commit(connection)
+    except BaseException as error:
+        _abandon(connection)
         if created:
             _remove_store_files(db_path)
+        if isinstance(error, duckdb.IOException):
+            detail = " ".join(str(error).split())
+            raise SlackqueryError(
+                f"{db_path}: could not write the canonical store, nothing was imported ({detail})"
+            ) from error
         raise
     connection.close()
     return {**report, "messages_staged": staged.messages_staged}
+
+
+def _commit(connection: duckdb.DuckDBPyConnection) -> None:
+    """Commit; a commit that fails is a failed write (disk full, file too large, I/O error).
+
+    DuckDB reports it as a TransactionException ("Failed to commit: Could not write
+    file ..."); with one writer at a time (the lock) nothing else makes a commit fail.
+    """
+    try:
+        connection.commit()
+    except duckdb.TransactionException as error:
+        raise duckdb.IOException(str(error)) from error
+
+
+def _abandon(connection: duckdb.DuckDBPyConnection) -> None:
+    """Roll back and close after a failure without hiding it under a second error.
+
+    A failed commit has already ended the transaction; rolling back then raises "no
+    transaction is active", which would replace the error that says what went wrong.
+    """
+    with contextlib.suppress(duckdb.TransactionException):
+        connection.rollback()
+    connection.close()
 
 
 def slug_from_path(path: Path) -> str:
@@ -136,15 +164,28 @@ def slug_from_path(path: Path) -> str:
     return slug or "workspace"
 
 
+# What, found in another stored workspace, shows that an input without a team id copies
+# it. Slack channel ids are unique, so one shared channel does; Beacon's are hashes of
+# channel names that any two corpora may share (`general`), so only the same messages
+# (channel, ts and payload) do.
+_SHARED_ROWS: dict[CopyEvidence, str] = {
+    "channels": "select channels.workspace_id, channels.channel_id as example "
+    "from channels inner join stage_covered using (channel_id)",
+    "messages": "select messages.workspace_id, messages.source_message_id as example "
+    "from messages inner join stage_messages as stage on messages.channel_id = stage.channel_id "
+    "and messages.ts = stage.ts and messages.payload_hash = stage.payload_hash",
+}
+
+
 def _refuse_second_copy(connection: duckdb.DuckDBPyConnection, staged: Staged, path: Path) -> None:
-    """Refuse an export that names no team and would duplicate a stored workspace.
+    """Refuse an input that names no team and would duplicate a stored workspace.
 
     Without a team id the workspace id is the slug taken from the file name, which
     matches successive exports as Slack names them ("Acme Slack export <dates>.zip") but
     not renamed files (`v1.zip`, `v2.zip`): those would become a second workspace holding
-    a copy of every message. Slack channel ids are unique, so shared ones give it away.
+    a copy of every message. Rows it shares with a stored workspace give it away.
     """
-    if not staged.workspace_id_derived:
+    if staged.copy_evidence is None:
         return
     row = connection.execute(
         "select count(*) from workspaces where workspace_id = ?", [staged.workspace_id]
@@ -152,19 +193,19 @@ def _refuse_second_copy(connection: duckdb.DuckDBPyConnection, staged: Staged, p
     if row and row[0]:
         return
     matches = connection.execute(
-        "select channels.workspace_id, count(*) as shared, min(channels.channel_id) "
-        "from channels inner join stage_covered using (channel_id) "
+        "select workspace_id, count(*) as shared, min(example) "
+        f"from ({_SHARED_ROWS[staged.copy_evidence]}) "
         "group by 1 order by shared desc, 1 limit 1"
     ).fetchone()
     if matches is None:
         return
     existing, shared, example = matches
     raise SlackqueryError(
-        f"{path.name}: the export names no team id, and the workspace slug "
+        f"{path.name}: the input names no team id, and the workspace slug "
         f"{staged.workspace_id!r} derived from its file name is new, but {shared} of its "
-        f"channels (e.g. {example}) belong to workspace {existing!r} already in the store; "
-        f"pass --workspace-slug {existing} to update that workspace, or --workspace-slug "
-        f"{staged.workspace_id} to import it as a separate one"
+        f"{staged.copy_evidence} (e.g. {example}) belong to workspace {existing!r} already in "
+        f"the store; pass --workspace-slug {existing} to update that workspace, or "
+        f"--workspace-slug {staged.workspace_id} to import it as a separate one"
     )
 
 
@@ -188,6 +229,10 @@ def _merge(
     """Merge every stage table, tombstone, upsert the workspace row and record the run."""
     store.mark_thread_parents(connection)
     store.dedupe_stage_files(connection)
+    observed_at = store.input_observed_at(connection, started_at)
+    _warn_stale(
+        warnings, source_path, observed_at, store.stale_rows(connection, "messages", observed_at)
+    )
     counts: dict[str, dict[str, int]] = {}
     for table, columns in (
         ("users", store.USER_COLUMNS),
@@ -195,13 +240,16 @@ def _merge(
         ("messages", MESSAGE_COLUMNS),
         ("files", store.FILE_COLUMNS),
     ):
-        counts[table] = store.merge_table(connection, table, columns, run_id=run_id, now=started_at)
+        counts[table] = store.merge_table(
+            connection, table, columns, run_id=run_id, now=started_at, observed_at=observed_at
+        )
     if staged.first_day is not None and staged.last_day is not None:
         counts["messages"]["tombstoned"] = store.tombstone_messages(
             connection,
             workspace_id=staged.workspace_id,
             first_day=staged.first_day,
             last_day=staged.last_day,
+            observed_at=observed_at,
             run_id=run_id,
             now=started_at,
         )
@@ -249,6 +297,23 @@ def _merge(
         "warning_count": warnings.count,
         "warnings": warnings.items,
     }
+
+
+def _warn_stale(
+    warnings: Warnings,
+    path: Path,
+    observed_at: datetime,
+    stale: dict[str, tuple[int, str | None]],
+) -> None:
+    """Name the input's messages that are older than their stored copy (kept as stored)."""
+    reasons = {
+        "edited": "not updated: the store holds a later edit of them",
+        "deleted": "kept deleted: the deletion was recorded after this input's newest message "
+        f"or edit ({observed_at:%Y-%m-%d %H:%M:%S} UTC), so the input may be older than the "
+        "deletion; an input holding a later message would restore them",
+    }
+    for reason, (count, example) in stale.items():
+        warnings.add(path.name, f"{count} message(s) (e.g. {example}) {reasons[reason]}")
 
 
 def upsert_workspace(

@@ -8,6 +8,7 @@ read and parsed on its own, so memory holds one day file at a time.
 import os
 import re
 import zipfile
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
@@ -46,7 +47,8 @@ class ExportReader:
     """A Slack export seen as a list of relative POSIX member paths with a `read` method.
 
     The export may sit under one wrapping folder (`acme-export/channels.json`); `root`
-    strips it so members are addressed as Slack documents them.
+    strips it so members are addressed as Slack documents them, and `outside` counts the
+    files beside it (per top-level name), which are not read.
     """
 
     def __init__(self, path: Path) -> None:
@@ -58,12 +60,19 @@ class ExportReader:
             names = self._open_zip(path)
         else:
             raise SlackqueryError(f"{path}: no such file or folder")
-        if not names:
-            raise SlackqueryError(f"{path}: the export is empty (no files in it)")
-        self.root = self._find_root(names)
+        try:
+            if not names:
+                raise SlackqueryError(f"{path}: the export is empty (no files in it)")
+            self.root = self._find_root(names)
+        except BaseException:
+            self.close()
+            raise
         prefix_len = len(self.root)
         self.members: list[str] = sorted(
             name[prefix_len:] for name in names if name.startswith(self.root)
+        )
+        self.outside = Counter(
+            name.split("/", 1)[0] for name in names if not name.startswith(self.root)
         )
 
     def _walk_folder(self, path: Path) -> list[str]:
@@ -85,27 +94,45 @@ class ExportReader:
         except (zipfile.BadZipFile, OSError) as error:
             raise SlackqueryError(f"{path}: unreadable ZIP file ({error})") from error
         infos = archive.infolist()
+        seen: set[str] = set()
         for info in infos:
-            if unsafe_member_name(info.filename):
+            # A repeated name is ambiguous: reading by name would see the last entry only.
+            problem = (
+                "absolute or `..` path"
+                if unsafe_member_name(info.filename)
+                else "the name appears twice"
+                if info.filename in seen
+                else None
+            )
+            if problem is not None:
                 archive.close()
-                raise SlackqueryError(
-                    f"{path}: refusing ZIP entry {info.filename!r}: absolute or `..` path"
-                )
+                raise SlackqueryError(f"{path}: refusing ZIP entry {info.filename!r}: {problem}")
+            seen.add(info.filename)
         self._zip = archive
         return [info.filename for info in infos if not info.is_dir()]
 
-    @staticmethod
-    def _find_root(names: list[str]) -> str:
-        """'' when the export lists sit at the top, else the one wrapping folder holding them."""
-        top = {name for name in names if "/" not in name}
-        if top & set(USER_LISTS + CONVERSATION_LISTS):
+    def _find_root(self, names: list[str]) -> str:
+        """'' when the export lists sit at the top, else the one wrapping folder holding them.
+
+        Two wrapping folders with lists are two exports: refused, as importing one of them
+        would silently leave the other out.
+        """
+        lists = set(USER_LISTS + CONVERSATION_LISTS)
+        if any(name in lists for name in names):
             return ""
-        roots = {name.split("/", 1)[0] for name in names if "/" in name}
-        for root in sorted(roots):
-            for list_name in USER_LISTS + CONVERSATION_LISTS:
-                if f"{root}/{list_name}" in names:
-                    return f"{root}/"
-        return ""
+        roots = sorted(
+            {
+                f"{root}/"
+                for root, _, member in (name.partition("/") for name in names)
+                if member in lists
+            }
+        )
+        if len(roots) > 1:
+            raise SlackqueryError(
+                f"{self.path}: holds {len(roots)} exports ({', '.join(roots)}); "
+                "unpack it and import each folder on its own"
+            )
+        return roots[0] if roots else ""
 
     def read(self, member: str) -> bytes:
         """The bytes of one member (path relative to the export root)."""
@@ -152,6 +179,8 @@ def parse_json(data: bytes, where: str) -> Any:
 
 def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) for each non-blank line of a JSON-lines file."""
+    if path.is_dir():
+        raise SlackqueryError(f"{path}: is a folder; a Beacon JSON-lines input is one .jsonl file")
     if not path.is_file():
         raise SlackqueryError(f"{path}: no such file")
     with path.open("rb") as handle:

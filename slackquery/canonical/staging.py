@@ -7,7 +7,7 @@ turns it into canonical rows with the builders in `rows`, and hands them to a `S
 
 from dataclasses import dataclass, field
 from datetime import date
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import duckdb
 import orjson
@@ -47,13 +47,17 @@ class Warnings:
             self.items.append({"file": where, "problem": problem})
 
 
+# Which of an input's rows, found in another stored workspace, show it is a copy of it.
+CopyEvidence = Literal["channels", "messages"]
+
+
 @dataclass
 class Staged:
     """What a loader produced for the merge: identity, coverage and row counts.
 
-    `workspace_id_derived` is true when the workspace id is the slug taken from the file
-    name because the input carries no Slack team id (the merge then checks that the
-    slug does not silently start a second copy of a stored workspace).
+    `copy_evidence` is set when the input carries no Slack team id, so that its workspace id
+    is a slug (`--workspace-slug`, else taken from the file name): unless the slug was given,
+    the merge checks by these rows that it does not start a second copy of a stored workspace.
     """
 
     workspace_id: str
@@ -64,7 +68,7 @@ class Staged:
     last_day: date | None
     messages_staged: int = 0
     messages_skipped: int = 0
-    workspace_id_derived: bool = False
+    copy_evidence: CopyEvidence | None = None
 
 
 class StageBuffer:
@@ -231,7 +235,7 @@ class Staging:
         users: list[UserRow],
         channels: list[ChannelRow],
         team_name_hint: str | None = None,
-        workspace_id_derived: bool = False,
+        copy_evidence: CopyEvidence | None = None,
     ) -> Staged:
         """Write every remaining stage table and describe what was staged."""
         self.flush()
@@ -249,5 +253,5 @@ class Staging:
             last_day=date.fromisoformat(max(self.days)) if self.days else None,
             messages_staged=self.messages.total,
             messages_skipped=self.skipped,
-            workspace_id_derived=workspace_id_derived,
+            copy_evidence=copy_evidence,
         )

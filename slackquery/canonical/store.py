@@ -7,7 +7,7 @@ runs inside the caller's single transaction, so a failed import leaves no trace.
 
 import contextlib
 from collections.abc import Iterator
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -16,7 +16,14 @@ import duckdb
 import pandas as pd
 
 from slackquery.artifacts.files import exclusive_lock
-from slackquery.canonical.rows import MESSAGE_COLUMNS, ChannelRow, FileRow, UserRow
+from slackquery.canonical.rows import (
+    EPOCH,
+    MESSAGE_COLUMNS,
+    ChannelRow,
+    FileRow,
+    UserRow,
+    datetime_to_us,
+)
 from slackquery.errors import SlackqueryError
 from slackquery.projection import CANONICAL_SCHEMA_VERSION
 from slackquery.settings import Settings
@@ -37,6 +44,38 @@ MERGE_RULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("message_key",),
         ("is_deleted", "is_thread_parent", "thread_ts", "reply_count", "conversation_day"),
     ),
+}
+
+
+def _ts_us(column: str) -> str:
+    """SQL for a Slack ts string column in microseconds (null when it is not a number)."""
+    return f"try_cast(try_cast({column} as decimal(38, 6)) * 1000000 as bigint)"
+
+
+def _edit_order(alias: str) -> str:
+    """SQL ordering a message's versions: unedited, edited at an unknown time, by `edited.ts`."""
+    return (
+        f"case when {alias}.is_edited then coalesce({_ts_us(f'{alias}.edited_ts')}, 0) else -1 end"
+    )
+
+
+# Per table and reason: when a staged copy is provably older than the stored row, which then
+# stays as it is (inputs may arrive in any order; the last one must not simply win).
+# - deleted: the row was tombstoned after the input was observed (`$observed_at`, see
+#   `merge_table`). Slack deletions are final, so only an input observed after the
+#   tombstone was recorded shows that the message still exists.
+# - edited: the stored copy carries a later edit. Slack edits only move forward, and an
+#   export keeps only the final text, so an earlier `edited.ts` (or none) is a stale copy.
+# Other changes (reactions, reply counts) carry no time, so for them the last input wins.
+_DELETED_SINCE_OBSERVED = (
+    "target.is_deleted and not stage.is_deleted and target.last_changed_at > $observed_at"
+)
+STALE_RULES: dict[str, dict[str, str]] = {
+    "messages": {
+        "deleted": _DELETED_SINCE_OBSERVED,
+        "edited": f"{_edit_order('target')} > {_edit_order('stage')}",
+    },
+    "files": {"deleted": _DELETED_SINCE_OBSERVED},
 }
 
 # Typed conversion from the pandas frame (JSON as text, dates as ISO strings) to stage rows.
@@ -161,32 +200,33 @@ def merge_table(
     *,
     run_id: str,
     now: datetime,
+    observed_at: datetime,
 ) -> dict[str, int]:
     """Merge `stage_<table>` into `table`: update changed rows, insert new ones; count all.
 
     This is the one rule for how a stored row changes, for every writer (import and sync):
-    a row changes when its payload hash or a derived column differs. `now` is when the
-    staged rows were observed (an import's start, a sync page's request); a message
-    tombstoned after that moment is never brought back by them, so a stale page cannot
-    resurrect a deletion that a newer read recorded.
+    a row changes when its payload hash or a derived column differs, unless the staged copy
+    is provably older than the stored row (`STALE_RULES`; it then counts as unchanged).
+    `now` stamps the rows this run changes. `observed_at` is the earliest moment the staged
+    rows can have been read: a sync page's request time; for an import, the input's newest
+    message or edit (`input_observed_at`).
     """
     keys, extra_compare = MERGE_RULES[table]
-    join = " and ".join(f"target.{key} = stage.{key}" for key in keys)
+    join = _join(keys)
     changed = " or ".join(
         f"target.{column} is distinct from stage.{column}"
         for column in ("payload_hash", *extra_compare)
     )
-    if table == "messages":
-        changed = (
-            f"({changed}) and not (target.is_deleted and not stage.is_deleted "
-            "and target.last_changed_at > $now)"
-        )
+    stale = STALE_RULES.get(table, {})
+    if stale:
+        changed = f"({changed}) and not ({' or '.join(f'({rule})' for rule in stale.values())})"
+    observed = {"observed_at": observed_at} if stale else {}
     staged = _scalar(connection, f"select count(*) from stage_{table}")
     updated = _scalar(
         connection,
         f"select count(*) from stage_{table} as stage inner join {table} as target "
         f"on {join} where {changed}",
-        {"now": now} if table == "messages" else None,
+        observed,
     )
     existing = _scalar(
         connection,
@@ -199,7 +239,7 @@ def merge_table(
         connection.execute(
             f"update {table} as target set {assignments}, latest_run_id = $run_id, "
             f"last_changed_at = $now from stage_{table} as stage where {join} and ({changed})",
-            {"run_id": run_id, "now": now},
+            {"run_id": run_id, "now": now, **observed},
         )
     inserted = staged - existing
     if inserted:
@@ -208,13 +248,12 @@ def merge_table(
         if table == "messages":
             bookkeeping.append("first_seen_run_id")
             values.append("$run_id")
-        anti_join = " and ".join(f"target.{key} = stage.{key}" for key in keys)
         connection.execute(
             f"insert into {table} ({', '.join(columns)}, {', '.join(bookkeeping)}) "
             f"select {', '.join(_stage_value(table, column) for column in columns)}, "
             f"{', '.join(values)} "
             f"from stage_{table} as stage where not exists "
-            f"(select 1 from {table} as target where {anti_join})",
+            f"(select 1 from {table} as target where {join})",
             {"run_id": run_id, "now": now},
         )
     return {
@@ -223,6 +262,48 @@ def merge_table(
         "unchanged": existing - updated,
         "tombstoned": 0,
     }
+
+
+def _join(keys: tuple[str, ...]) -> str:
+    return " and ".join(f"target.{key} = stage.{key}" for key in keys)
+
+
+def stale_rows(
+    connection: duckdb.DuckDBPyConnection, table: str, observed_at: datetime
+) -> dict[str, tuple[int, str | None]]:
+    """Per stale rule of `table`: how many staged rows it keeps out, and the first one's key."""
+    keys, _ = MERGE_RULES[table]
+    rules = STALE_RULES.get(table, {})
+    if not rules:
+        return {}
+    key = f"concat_ws(':', {', '.join(f'stage.{column}' for column in keys)})"
+    row = connection.execute(
+        "select "
+        + ", ".join(
+            f"count(*) filter (where {rule}), min({key}) filter (where {rule})"
+            for rule in rules.values()
+        )
+        + f" from stage_{table} as stage inner join {table} as target on {_join(keys)}",
+        {"observed_at": observed_at},
+    ).fetchone()
+    assert row is not None
+    found = zip(rules, row[0::2], row[1::2], strict=True)
+    return {reason: (int(count), example) for reason, count, example in found if count}
+
+
+def input_observed_at(connection: duckdb.DuckDBPyConnection, read_by: datetime) -> datetime:
+    """The earliest moment the staged input can have been made: its newest message or edit.
+
+    An export records no time of its own; its contents prove only that it was made after
+    everything in it was written (and before `read_by`, the import's start, which bounds a
+    bogus future ts). With no message staged it proves nothing: the epoch.
+    """
+    row = connection.execute(
+        f"select coalesce(max(greatest(ts_us, coalesce({_ts_us('edited_ts')}, 0))), 0) "
+        "from stage_messages"
+    ).fetchone()
+    newest_us = int(row[0]) if row else 0
+    return min(EPOCH + timedelta(microseconds=newest_us), read_by)
 
 
 def _stage_value(table: str, column: str) -> str:
@@ -261,15 +342,20 @@ def tombstone_messages(
     workspace_id: str,
     first_day: date,
     last_day: date,
+    observed_at: datetime,
     run_id: str,
     now: datetime,
 ) -> int:
-    """Mark as deleted the messages of covered conversation-days that the new input lacks."""
+    """Mark as deleted the messages of covered conversation-days that the new input lacks.
+
+    Only messages posted by `observed_at` (`input_observed_at`): the input was made after
+    them, so their absence means deletion; a later one may postdate the input.
+    """
     return _scalar(
         connection,
         "update messages set is_deleted = true, latest_run_id = $run_id, last_changed_at = $now "
         "where workspace_id = $workspace_id and not is_deleted "
-        "and conversation_day between $first_day and $last_day "
+        "and conversation_day between $first_day and $last_day and ts_us <= $observed_us "
         "and channel_id in (select channel_id from stage_covered) "
         "and not exists (select 1 from stage_messages as stage "
         "where stage.message_key = messages.message_key) "
@@ -279,6 +365,7 @@ def tombstone_messages(
             "workspace_id": workspace_id,
             "first_day": first_day,
             "last_day": last_day,
+            "observed_us": datetime_to_us(observed_at),
             "run_id": run_id,
             "now": now,
         },

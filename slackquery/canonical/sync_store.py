@@ -69,8 +69,16 @@ class SyncStore:
         store.drop_stage_tables(self.connection)
         self.connection.close()
 
-    def _merge(self, table: str, columns: tuple[str, ...], now: datetime) -> None:
-        counts = store.merge_table(self.connection, table, columns, run_id=self.run_id, now=now)
+    def _merge(self, table: str, columns: tuple[str, ...], observed_at: datetime) -> None:
+        """Merge a stage table; a page's rows are stamped with the time they were read."""
+        counts = store.merge_table(
+            self.connection,
+            table,
+            columns,
+            run_id=self.run_id,
+            now=observed_at,
+            observed_at=observed_at,
+        )
         for kind, value in counts.items():
             self.counts[table][kind] += value
 

@@ -18,7 +18,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "atomic run. Accepts a Slack export ZIP or unpacked folder (standard or slackdump "
         "layout) and the Beacon JSON-lines chat format. Re-importing the same input changes "
         "nothing; a newer export updates changed messages, adds new ones and marks messages "
-        "missing from the days it covers as deleted. On any error the store is unchanged.",
+        "missing from the days it covers as deleted, while an older one never undoes a later "
+        "edit or deletion. On any error the store is unchanged.",
     )
     parser.add_argument("path", help="export ZIP, unpacked export folder, or .jsonl file")
     parser.add_argument(

@@ -2,11 +2,15 @@
 
 import json
 import zipfile
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import pytest
+
+from slackquery.canonical import importer
 
 TEAM = "T0TEST"
 USERS = [
@@ -179,3 +183,21 @@ def export_zip(tmp_path: Path) -> Path:
     return write_export(
         tmp_path / "Acme Slack export Jan 2 2024 - Jan 4 2024.zip", default_members()
     )
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Callable[[str], None]:
+    """The importer's wall clock, fake: `clock("2024-01-07T00:00")` (UTC) sets it."""
+    now = [datetime(2024, 1, 1, tzinfo=UTC)]
+
+    class FakeDatetime(datetime):
+        @classmethod
+        def now(cls, tz: Any = None) -> datetime:  # every reading is UTC
+            return now[0]
+
+    monkeypatch.setattr(importer, "datetime", FakeDatetime)
+
+    def set_clock(moment: str) -> None:
+        now[0] = datetime.fromisoformat(moment).replace(tzinfo=UTC)
+
+    return set_clock

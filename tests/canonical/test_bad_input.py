@@ -5,8 +5,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 
+from slackquery.canonical import store
 from slackquery.canonical.importer import import_source
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
@@ -116,4 +118,97 @@ def test_bad_beacon_line_names_the_line(settings: Settings, tmp_path: Path) -> N
     path.write_text("{oops\n", encoding="utf-8")
     with pytest.raises(SlackqueryError, match=r"chat\.jsonl:1: malformed JSON"):
         import_source(settings, path)
+    assert not settings.canonical_path.exists()
+
+
+class _DiskFullOnCommit:
+    """A store connection whose commit fails as DuckDB's does when the disk is full."""
+
+    def __init__(self, connection: duckdb.DuckDBPyConnection) -> None:
+        self._connection = connection
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._connection, name)
+
+    def commit(self) -> None:
+        self._connection.rollback()  # a failed commit leaves no transaction open
+        raise duckdb.TransactionException(
+            'TransactionContext Error: Failed to commit: Could not write file "canonical.duckdb'
+            '.wal": No space left on device'
+        )
+
+
+@pytest.mark.parametrize("existing", [False, True], ids=["new store", "existing store"])
+def test_failed_commit_is_one_line_and_changes_nothing(
+    settings: Settings,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    existing: bool,
+) -> None:
+    if existing:
+        import_source(settings, write_export(tmp_path / "good.zip", default_members()))
+    before = snapshot(settings.canonical_path)
+    real_open = store.open_store  # the fault is simulated; everything else is real
+    monkeypatch.setattr(store, "open_store", lambda *args: _DiskFullOnCommit(real_open(*args)))
+    members = default_members()
+    members["general/2024-01-09.json"] = [msg("1704800000.000001", "would be new")]
+    with pytest.raises(SlackqueryError) as failure:
+        import_source(settings, write_export(tmp_path / "acme.zip", members))
+    message = str(failure.value)
+    assert message.startswith(f"{settings.canonical_path}: could not write the canonical store")
+    assert "No space left on device" in message and "\n" not in message
+    assert snapshot(settings.canonical_path) == before  # None: the new store file is removed
+    assert sorted(path.name for path in settings.canonical_path.parent.iterdir()) == (
+        ["canonical.duckdb", "canonical.duckdb.lock"] if existing else ["canonical.duckdb.lock"]
+    )
+
+
+def test_zip_with_a_repeated_entry_name_is_refused(settings: Settings, tmp_path: Path) -> None:
+    path = write_export(tmp_path / "twice.zip", default_members())
+    with zipfile.ZipFile(path, "a") as archive, pytest.warns(UserWarning, match="Duplicate"):
+        archive.writestr("general/2024-01-02.json", b"[]")
+    with pytest.raises(
+        SlackqueryError,
+        match=r"twice\.zip: refusing ZIP entry 'general/2024-01-02\.json': the name appears twice",
+    ):
+        import_source(settings, path)
+    assert not settings.canonical_path.exists()
+
+
+def test_zip_holding_two_exports_is_refused(settings: Settings, tmp_path: Path) -> None:
+    members = {
+        f"{folder}/{name}": value
+        for folder in ("a", "b")
+        for name, value in default_members().items()
+    }
+    with pytest.raises(
+        SlackqueryError,
+        match=r"two\.zip: holds 2 exports \(a/, b/\); unpack it and import each folder",
+    ):
+        import_source(settings, write_export(tmp_path / "two.zip", members))
+    assert not settings.canonical_path.exists()
+
+
+def test_files_beside_the_export_folder_are_a_warning(settings: Settings, tmp_path: Path) -> None:
+    members = {f"acme/{name}": value for name, value in default_members().items()}
+    members["__MACOSX/acme/._users.json"] = b"\x00"
+    members["notes/2024-01-02.json"] = [msg("1704200900.000001", "not in the export")]
+    report = import_source(settings, write_export(tmp_path / "wrapped.zip", members))
+    assert report["counts"]["messages"]["inserted"] == 10
+    assert report["warnings"] == [
+        {
+            "file": f"wrapped.zip:{name}",
+            "problem": "outside the export folder 'acme/': 1 file(s) not read",
+        }
+        for name in ("__MACOSX", "notes")
+    ]
+
+
+def test_beacon_input_that_is_a_folder(settings: Settings, tmp_path: Path) -> None:
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    with pytest.raises(
+        SlackqueryError, match=r"corpus: is a folder; a Beacon JSON-lines input is one \.jsonl file"
+    ):
+        import_source(settings, folder, source_format="beacon-jsonl")
     assert not settings.canonical_path.exists()

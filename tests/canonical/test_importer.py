@@ -171,9 +171,12 @@ def test_newer_export_updates_adds_and_tombstones(settings: Settings, tmp_path: 
     assert query(db, "select workspace_slug, latest_run_id from workspaces") == [
         ("acme", second["run_id"])
     ]
-    # The first export again: the tombstoned messages come back, the edit is reverted.
+    # The first export again. Nothing in it postdates the second run, so it may be older
+    # than the deletions, which stand. The text change carries no `edited` mark, so nothing
+    # says which copy is newer: the last input wins (test_input_order has marked edits).
     third = import_source(settings, write_export(tmp_path / "acme.zip", default_members()))
-    assert third["counts"]["messages"]["updated"] == 3
+    assert third["counts"]["messages"]["updated"] == 1
+    assert query(db, "select count(*) from messages where is_deleted") == [(2,)]
     # 2024-01-05 lies outside the first export's span, so its message is not tombstoned.
     assert third["counts"]["messages"]["tombstoned"] == 0
 
@@ -298,3 +301,20 @@ def test_exports_named_by_slack_still_match_without_team_id(
     assert report["workspace"]["workspace_id"] == "acme"
     assert report["counts"]["messages"]["inserted"] == 1
     assert query(settings.canonical_path, "select count(*) from workspaces") == [(1,)]
+
+
+def test_renamed_beacon_corpus_is_refused(settings: Settings, tmp_path: Path) -> None:
+    import_source(settings, write_beacon(tmp_path / "corpus.jsonl", BEACON_LINES))
+    before = snapshot(settings.canonical_path)
+    with pytest.raises(
+        SlackqueryError,
+        match=r"copy\.jsonl: .* 4 of its messages \(e\.g\. synthetic:eng:1\) belong to workspace "
+        r"'corpus' .*; pass --workspace-slug corpus to update that workspace",
+    ):
+        import_source(settings, write_beacon(tmp_path / "copy.jsonl", BEACON_LINES))
+    assert snapshot(settings.canonical_path) == before
+    # Channel ids are hashes of names: another chat with the same channels is no copy.
+    other = [{**line, "text": f"other {line['text']}"} for line in BEACON_LINES]
+    report = import_source(settings, write_beacon(tmp_path / "other.jsonl", other))
+    assert report["workspace"]["workspace_id"] == "other"
+    assert query(settings.canonical_path, "select count(*) from workspaces") == [(2,)]

@@ -89,6 +89,7 @@ class BeaconLoader:
             source_format="beacon_jsonl",
             users=users,
             channels=channels,
+            copy_evidence="messages",  # named by its file; channel ids are hashes of names
         )
 
     def _stage_channel(

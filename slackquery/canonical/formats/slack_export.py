@@ -19,7 +19,7 @@ from slackquery.canonical.rows import (
     slack_channel_row,
 )
 from slackquery.canonical.sources import CONVERSATION_LISTS, DAY_FILE, USER_LISTS, ExportReader
-from slackquery.canonical.staging import Staged, Staging, Warnings
+from slackquery.canonical.staging import CopyEvidence, Staged, Staging, Warnings
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
 
@@ -65,7 +65,8 @@ class SlackExportLoader:
             for team in (user.get("team_id"), (user.get("profile") or {}).get("team"))
             if isinstance(team, str) and team
         )
-        self.workspace_id_derived = not teams
+        # Without a team id the workspace is named by the file; unique channel ids tell a copy.
+        self.copy_evidence: CopyEvidence | None = None if teams else "channels"
         self.workspace_id = teams.most_common(1)[0][0] if teams else slug_hint
         self.conversations: dict[str, dict[str, Any]] = {}  # channel_id -> entry
         self.folders: dict[str, str] = {}  # folder name -> channel_id
@@ -112,6 +113,11 @@ class SlackExportLoader:
                 reader.describe(folder + "/"),
                 f"unknown conversation {folder!r} (not in any conversation list): "
                 f"{count} day file(s) skipped",
+            )
+        for name, count in sorted(reader.outside.items()):
+            self.warnings.add(
+                f"{reader.path.name}:{name}",
+                f"outside the export folder {reader.root!r}: {count} file(s) not read",
             )
         if not self.day_files:
             raise SlackqueryError(
@@ -220,5 +226,5 @@ class SlackExportLoader:
             users=authors.rows(self.workspace_id),
             channels=channels,
             team_name_hint=self.team_name_hint,
-            workspace_id_derived=self.workspace_id_derived,
+            copy_evidence=self.copy_evidence,
         )
