@@ -2,12 +2,16 @@
 
 Each subcommand lives in `slackquery/commands/<name>.py` and exposes
 `register(subparsers)`, which adds its parser and sets `handler`. Handlers return a
-result; `SlackqueryError` becomes a one-line `error: …` on stderr and exit status 1.
+result; `SlackqueryError`, and a storage failure (`io_failure`: a full disk, a read-only
+or forbidden file), become a one-line `error: …` on stderr and exit status 1. Any other
+exception is a bug and keeps its traceback.
 """
 
 import argparse
+import errno
 import importlib
 import os
+import re
 import sys
 from collections.abc import Sequence
 
@@ -17,6 +21,13 @@ from slackquery import __version__
 from slackquery.errors import SlackqueryError
 from slackquery.escaping import terminal_line
 from slackquery.settings import Settings, get_settings
+
+# The OS errors by which storage, not the code, refuses a command; the first three only
+# ever come from writing.
+WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
+STORAGE_ERRNOS = (*WRITE_ERRNOS, errno.EACCES)
+# How DuckDB's I/O errors name the file: `Could not write file "<path>": <strerror>`.
+_DUCKDB_FILE = re.compile(r'file "([^"]*)"')
 
 # Command -> its module; the order is the order `--help` lists them: the pipeline from
 # input to answers.
@@ -77,6 +88,36 @@ def settings_from_environment() -> Settings:
         raise SlackqueryError(f"invalid setting: {problems}") from None
 
 
+def _storage_line(code: int, path: object) -> str:
+    """`no space left on device writing <path>`, `permission denied: <path>`."""
+    reason = os.strerror(code).lower()
+    if path is None:
+        return reason
+    return f"{reason} writing {path}" if code in WRITE_ERRNOS else f"{reason}: {path}"
+
+
+def io_failure(error: Exception) -> str | None:
+    """The one line to show for a storage failure, or None for any other error.
+
+    Storage failures are OSErrors of `STORAGE_ERRNOS` and DuckDB's I/O errors (its
+    IOException, or any DuckDB error caused by one of those OS errors, such as a commit
+    that could not write its log). duckdb is looked up, not imported: an error can only
+    be DuckDB's once a command has imported it, and most commands start without it.
+    """
+    if isinstance(error, OSError):
+        return _storage_line(error.errno, error.filename) if error.errno in STORAGE_ERRNOS else None
+    duckdb = sys.modules.get("duckdb")
+    if duckdb is None or not isinstance(error, duckdb.Error):
+        return None
+    message = str(error)
+    code = next((code for code in STORAGE_ERRNOS if os.strerror(code) in message), None)
+    if code is not None:
+        file = _DUCKDB_FILE.search(message)
+        return _storage_line(code, file[1] if file else None)
+    # DuckDB's own message, often several lines, kept on one.
+    return " ".join(message.split()) if isinstance(error, duckdb.IOException) else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script."""
     words = sys.argv[1:] if argv is None else list(argv)
@@ -96,6 +137,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
+    except Exception as error:
+        line = io_failure(error)
+        if line is None:
+            raise
+        print(f"error: {terminal_line(line)}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

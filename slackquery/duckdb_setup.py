@@ -3,12 +3,21 @@
 `import_extension` copies the packaged extension into the user's DuckDB extension folder;
 after that `INSTALL fts` is a no-op and `LOAD fts` works offline (dbt-duckdb's
 `extensions:` profile setting included). `make setup` runs this module once.
+
+Every pipeline database (state, artifacts) opens through `open_database`, so a file another
+process holds or one that is not a DuckDB database is the same one-line error everywhere.
 """
+
+import re
 
 import duckdb
 from duckdb_extensions import import_extension
 
+from slackquery.errors import SlackqueryError
+
 EXTENSIONS = ("fts",)
+# How DuckDB's IOException names the process holding a file's lock.
+_LOCK_HOLDER = re.compile(r"Conflicting lock is held in .* \(PID (\d+)\)")
 
 
 def install_extensions() -> None:
@@ -17,9 +26,33 @@ def install_extensions() -> None:
         import_extension(name)
 
 
-def connect(path: str = ":memory:", *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
-    """Open a DuckDB connection with the project's extensions loaded."""
-    connection = duckdb.connect(path, read_only=read_only)
+def _open_failure(what: str, path: str, detail: str) -> str:
+    """The one line saying why DuckDB could not open `path` (its IOException `detail`)."""
+    if "Could not set lock" in detail:
+        # DuckDB lets one process write a file and no other open it meanwhile.
+        holder = _LOCK_HOLDER.search(detail)
+        by = f" (PID {holder[1]})" if holder else ""
+        return f"{what} {path} is busy: another process{by} has it open; retry when it is done"
+    if "not a valid DuckDB database file" in detail:
+        return f"{what} {path} is not a valid DuckDB database file"
+    return f"cannot open {what} {path}: {detail.removeprefix('IO Error: ')}"
+
+
+def open_database(
+    path: str, *, read_only: bool = False, what: str = "database"
+) -> duckdb.DuckDBPyConnection:
+    """`duckdb.connect`; a file DuckDB cannot open is a SlackqueryError naming `what`."""
+    try:
+        return duckdb.connect(path, read_only=read_only)
+    except duckdb.IOException as error:
+        raise SlackqueryError(_open_failure(what, path, str(error))) from error
+
+
+def connect(
+    path: str = ":memory:", *, read_only: bool = False, what: str = "database"
+) -> duckdb.DuckDBPyConnection:
+    """Open a DuckDB connection (`open_database`) with the project's extensions loaded."""
+    connection = open_database(path, read_only=read_only, what=what)
     for name in EXTENSIONS:
         try:
             connection.execute(f"load {name}")

@@ -292,4 +292,7 @@ def _raise_for_failure(result: Any, command: str) -> None:
     first = failures[0]
     message = " ".join(str(first.message or first.status).split())
     more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
-    raise SlackqueryError(f"dbt {command} failed at {first.node.unique_id}: {message}{more}")
+    # A run-operation's result names no node (its macro is the command itself).
+    node = getattr(getattr(first, "node", None), "unique_id", None)
+    where = f" at {node}" if node else ""
+    raise SlackqueryError(f"dbt {command} failed{where}: {message}{more}")

@@ -5,11 +5,18 @@ Every field has a description: `slackquery settings` prints them, docs/settings.
 them, and a test checks the two agree.
 """
 
+import re
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+# A DuckDB memory size: a number and a unit, 1000^i (K, KB, ...) or 1024^i (KiB, ...), any
+# case. DuckDB also parses bytes and words (`gigabytes`), no percentages; a limit needs
+# none of those, and nothing else may reach the SQL that sets it.
+MEMORY_SIZE = re.compile(r"(\d+\.?\d*|\.\d+)\s*([KMGT](?:i?B)?)", re.IGNORECASE)
 
 
 class Settings(BaseSettings):
@@ -52,13 +59,15 @@ class Settings(BaseSettings):
     # --- import --------------------------------------------------------------------------
     max_message_bytes: int = Field(
         default=1_000_000,
+        ge=1,
         description="A message whose JSON (text, blocks, attachments) is larger than this many "
         "bytes is skipped with a warning.",
     )
     import_memory_limit: str = Field(
         default="1536MB",
-        description="DuckDB memory limit while importing (e.g. `1536MB`, `4GB`); beyond it "
-        "staged rows spill to disk, which keeps a 1M-message import under 3 GiB of RAM.",
+        description="DuckDB memory limit while importing (e.g. `1536MB`, `4GB`, `512MiB`); "
+        "beyond it staged rows spill to disk, which keeps a 1M-message import under 3 GiB "
+        "of RAM.",
     )
 
     # --- Slack Web API sync ---------------------------------------------------------------
@@ -217,7 +226,8 @@ class Settings(BaseSettings):
     artifact_build_memory_limit: str = Field(
         default="2GB",
         description="DuckDB memory_limit of the connection that copies state into a new "
-        "artifact; larger sorts spill to disk instead of growing the process.",
+        "artifact (e.g. `2GB`, `512MiB`); larger sorts spill to disk instead of growing the "
+        "process.",
     )
     validation_chunk_rows: int = Field(
         default=250_000,
@@ -228,7 +238,7 @@ class Settings(BaseSettings):
 
     # --- serving -------------------------------------------------------------------------
     serve_host: str = Field(default="127.0.0.1", description="Bind address of `serve`.")
-    serve_port: int = Field(default=8181, description="TCP port of `serve`.")
+    serve_port: int = Field(default=8181, ge=1, le=65535, description="TCP port of `serve`.")
     serve_token: str | None = Field(
         default=None,
         description="If set, every route but the health probes needs "
@@ -313,6 +323,31 @@ class Settings(BaseSettings):
         except ValueError:
             pass
         raise ValueError("expected `tiers`, `non-marketplace`, 0 or a number of requests/min")
+
+    @field_validator("import_memory_limit", "artifact_build_memory_limit")
+    @classmethod
+    def _memory_size(cls, value: str) -> str:
+        """A positive DuckDB memory size (`MEMORY_SIZE`)."""
+        size = MEMORY_SIZE.fullmatch(value.strip())
+        if size is None or float(size[1]) <= 0:
+            raise ValueError("expected a positive size and unit, e.g. `1536MB`, `4GB`, `512MiB`")
+        return value.strip()
+
+    @field_validator("slack_api_url", "embedding_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        """An http or https URL with a host: anything else fails every request, as a
+        transport error that looks temporary and is retried."""
+        expected = "expected an http or https URL with a host"
+        try:
+            parts = urlsplit(value)
+            port = parts.port  # parsed here: a port that is not a number 0-65535 raises
+        except ValueError as error:
+            raise ValueError(f"{expected} ({error})") from None
+        blank = any(char.isspace() or not char.isprintable() for char in value)
+        if parts.scheme not in ("http", "https") or not parts.hostname or blank or port == 0:
+            raise ValueError(expected)
+        return value
 
     @property
     def canonical_path(self) -> Path:

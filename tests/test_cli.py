@@ -1,12 +1,18 @@
 """The console command contract: help for every subcommand, one-line errors, --json."""
 
 import argparse
+import errno
 import json
+import subprocess
+import sys
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from slackquery.cli import COMMAND_MODULES, build_parser, main
+from slackquery.commands import show_settings
+from slackquery.settings import Settings
 
 
 def test_every_subcommand_has_help(capsys: pytest.CaptureFixture[str]) -> None:
@@ -83,3 +89,105 @@ def test_an_error_quoting_input_is_escaped_onto_one_line(
     assert main(["import", "/no-such\x1b[31m\nexport\u202e"]) == 1
     error = capsys.readouterr().err
     assert error == "error: /no-such\\x1b[31m\\x0aexport\\u202e: no such file or folder\n"
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("SLACKQUERY_SLACK_API_URL", "http://[::1"),
+        ("SLACKQUERY_SLACK_API_URL", "not a url"),
+        ("SLACKQUERY_SLACK_API_URL", "ftp://files.example.com/api"),
+        ("SLACKQUERY_EMBEDDING_URL", "http://127.0.0.1:99999"),
+        ("SLACKQUERY_IMPORT_MEMORY_LIMIT", "lots"),
+        ("SLACKQUERY_IMPORT_MEMORY_LIMIT", "80%"),
+        ("SLACKQUERY_ARTIFACT_BUILD_MEMORY_LIMIT", "0GB"),
+        ("SLACKQUERY_MAX_MESSAGE_BYTES", "0"),
+        ("SLACKQUERY_MAX_MESSAGE_BYTES", "-1"),
+        ("SLACKQUERY_SERVE_PORT", "70000"),
+    ],
+)
+def test_a_setting_no_command_could_use_is_refused_by_name(
+    home: object,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    variable: str,
+    value: str,
+) -> None:
+    monkeypatch.setenv(variable, value)
+    assert main(["settings"]) == 1
+    error = capsys.readouterr().err
+    assert error.startswith(f"error: invalid setting: {variable}={value!r}: ")
+    assert error.count("\n") == 1
+
+
+def test_memory_sizes_duckdb_parses_and_http_urls_are_accepted() -> None:
+    for size in ("1536MB", "4GB", "512MiB", " 1.5 gb ", "2G"):
+        assert Settings(import_memory_limit=size).import_memory_limit == size.strip()
+    for url in ("https://slack.com/api", "http://127.0.0.1:8080/api/", "http://[::1]:11435"):
+        assert Settings(slack_api_url=url, embedding_url=url).slack_api_url == url
+
+
+@pytest.mark.parametrize(
+    ("error", "line"),
+    [
+        (
+            OSError(errno.ENOSPC, "No space left on device", "/data/vectors.npy"),
+            "no space left on device writing /data/vectors.npy",
+        ),
+        (OSError(errno.EDQUOT, "Disk quota exceeded"), "disk quota exceeded"),
+        (PermissionError(errno.EACCES, "Permission denied", "/data"), "permission denied: /data"),
+        (
+            duckdb.TransactionException(
+                'TransactionContext Error: Failed to commit: Could not write file "/data/a '
+                'b.wal": No space left on device'
+            ),
+            "no space left on device writing /data/a b.wal",
+        ),
+        (
+            duckdb.IOException('IO Error: Could not read from file "/data/x":\nInput/output error'),
+            'IO Error: Could not read from file "/data/x": Input/output error',
+        ),
+    ],
+)
+def test_a_storage_failure_is_one_line_and_exit_1(
+    home: object,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    error: Exception,
+    line: str,
+) -> None:
+    def fail(args: argparse.Namespace, settings: Settings) -> int:
+        raise error
+
+    monkeypatch.setattr(show_settings, "run", fail)
+    assert main(["settings"]) == 1
+    assert capsys.readouterr().err == f"error: {line}\n"
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        FileNotFoundError(errno.ENOENT, "No such file or directory", "/data/x"),
+        duckdb.CatalogException("Catalog Error: Table with name x does not exist!"),
+        ValueError("a bug"),
+    ],
+)
+def test_any_other_error_keeps_its_traceback(
+    home: object, monkeypatch: pytest.MonkeyPatch, error: Exception
+) -> None:
+    def fail(args: argparse.Namespace, settings: Settings) -> int:
+        raise error
+
+    monkeypatch.setattr(show_settings, "run", fail)
+    with pytest.raises(type(error)):
+        main(["settings"])
+
+
+def test_the_console_command_starts_without_duckdb() -> None:
+    imported = subprocess.run(
+        [sys.executable, "-c", "import sys, slackquery.cli; print('duckdb' in sys.modules)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert imported.stdout == "False\n"

@@ -25,6 +25,7 @@ per-document arrays (ids, filter codes, flags, thread contexts, display columns)
 tables.
 """
 
+import math
 import os
 import shutil
 from collections.abc import Callable
@@ -179,11 +180,46 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
+def _reserve(fd: int, size: int) -> None:
+    """Give the open file `size` bytes with disk blocks behind every one of them."""
+    if hasattr(os, "posix_fallocate"):
+        os.posix_fallocate(fd, 0, size)
+    else:  # macOS has no way to reserve them: the file stays sparse, as `open_memmap` makes it
+        os.ftruncate(fd, size)
+
+
+def _create(path: Path, dtype: np.dtype, shape: tuple[int, ...]) -> np.memmap:
+    """A new `.npy` file of `dtype` and `shape`, its whole size reserved on disk, mapped
+    for writing.
+
+    `open_memmap` alone makes the file sparse: on a full disk the first store into a page
+    with no block behind it kills the process with SIGBUS. Reserved first, a full disk is
+    an OSError (ENOSPC) naming the file here, which the build cleans up after.
+    """
+    header = {
+        "descr": np.lib.format.dtype_to_descr(dtype),
+        "fortran_order": False,
+        "shape": shape,
+    }
+    with path.open("wb") as handle:
+        np.lib.format.write_array_header_1_0(handle, header)
+        handle.flush()
+        try:
+            _reserve(handle.fileno(), handle.tell() + dtype.itemsize * math.prod(shape))
+        except OSError as error:
+            raise OSError(error.errno, error.strerror, str(path)) from error
+    return np.lib.format.open_memmap(path, "r+")
+
+
 def _save(folder: Path, named: dict[str, np.ndarray]) -> None:
+    """Write each array to its file in `folder` (through `_create`, so a full disk is an
+    OSError, not a short write)."""
     for name, array in named.items():
         if array.dtype != DTYPES[name]:
             raise SlackqueryError(f"array {name} is {array.dtype}, not {DTYPES[name]}")
-        np.save(array_file(folder, name), array)
+        mapped = _create(array_file(folder, name), array.dtype, array.shape)
+        mapped[...] = array
+        mapped.flush()
 
 
 def _write_vectors(
@@ -193,22 +229,18 @@ def _write_vectors(
     dimension: int,
     source: duckdb.DuckDBPyConnection | None,
 ) -> None:
-    """Write the vector matrices through file maps (`open_memmap`), so a 3 GB matrix is
+    """Write the vector matrices through file maps (`_create`), so a 3 GB matrix is
     never held in private memory. Positions follow the artifact's `document_vectors`;
     each `(document_id, embedding)` row of `source` fills its document's position."""
     row_of = {doc: row for row, doc in enumerate(document_ids)}
     vector_ids = conn.execute("select document_id from document_vectors").fetchnumpy()
     unsorted_rows = _rows_of(row_of, vector_ids["document_id"].tolist(), "document_vectors")
     count = len(unsorted_rows)
-    rows = np.lib.format.open_memmap(
-        array_file(folder, "vector_rows"), "w+", DTYPES["vector_rows"], (count,)
-    )
+    rows = _create(array_file(folder, "vector_rows"), DTYPES["vector_rows"], (count,))
     rows[:] = np.sort(unsorted_rows)
     if np.any(rows[1:] == rows[:-1]):
         raise SlackqueryError("document_vectors has two vectors for one document")
-    vectors = np.lib.format.open_memmap(
-        array_file(folder, "vectors"), "w+", DTYPES["vectors"], (count, dimension)
-    )
+    vectors = _create(array_file(folder, "vectors"), DTYPES["vectors"], (count, dimension))
     position_of = np.full(len(document_ids), -1, dtype=np.int64)
     position_of[rows] = np.arange(count)
     written = np.zeros(count, dtype=bool)
@@ -220,17 +252,14 @@ def _write_vectors(
         written[positions] = True
     if not written.all():
         raise SlackqueryError("document_vectors names vectors the state does not hold")
-    codes = np.lib.format.open_memmap(
-        array_file(folder, "vector_codes"), "w+", DTYPES["vector_codes"], (count, dimension)
-    )
-    nibbles = np.lib.format.open_memmap(
+    codes = _create(array_file(folder, "vector_codes"), DTYPES["vector_codes"], (count, dimension))
+    nibbles = _create(
         array_file(folder, "vector_nibbles"),
-        "w+",
         DTYPES["vector_nibbles"],
         (count, nibble_width(dimension)),
     )
     scales = Int8Codes.of(vectors, codes_out=codes, nibbles_out=nibbles).scales
-    np.save(array_file(folder, "vector_scales"), scales)
+    _save(folder, {"vector_scales": scales})
     for mapped in (rows, vectors, codes, nibbles):
         mapped.flush()
 

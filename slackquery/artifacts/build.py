@@ -248,8 +248,10 @@ def remove_stale_temp_files(artifact_dir: Path) -> list[str]:
 
 
 def remove_candidate(temp: Path) -> None:
-    """Delete a build's temp file and temp arrays folder (the build failed or was refused)."""
+    """Delete a build's temp file, its DuckDB log (left behind when writing the file
+    failed) and temp arrays folder (the build failed or was refused)."""
     temp.unlink(missing_ok=True)
+    temp.with_name(f"{temp.name}.wal").unlink(missing_ok=True)
     arrays.remove(files.arrays_dir_of(temp))
 
 
@@ -313,7 +315,7 @@ def build_artifact(settings: Settings) -> str:
     artifact_dir = settings.artifact_path
     artifact_dir.mkdir(parents=True, exist_ok=True)
     with files.artifact_lock(artifact_dir):
-        conn = connect(str(state_path))
+        conn = connect(str(state_path), what="state database")
         try:
             conn.execute("set memory_limit = ?", [settings.artifact_build_memory_limit])
             spill = settings.home / "tmp" / "duckdb"

@@ -41,13 +41,7 @@ def sync_history(conn: duckdb.DuckDBPyConnection, artifact_dir: Path) -> None:
 def _open_state(settings: Settings) -> duckdb.DuckDBPyConnection:
     if not settings.state_path.exists():
         raise SlackqueryError(f"no state database at {settings.state_path}")
-    try:
-        conn = connect(str(settings.state_path))
-    except duckdb.IOException as error:
-        raise SlackqueryError(
-            f"state database {settings.state_path} is busy (another pipeline step is "
-            f"running): {error}"
-        ) from error
+    conn = connect(str(settings.state_path), what="state database")
     history.ensure_table(conn)
     return conn
 

@@ -3,14 +3,11 @@
 import argparse
 from typing import Any
 
-import duckdb
-
 from slackquery.artifacts import history
 from slackquery.artifacts.files import artifact_file
 from slackquery.artifacts.pointer import current_target
 from slackquery.commands import add_json_flag, emit
 from slackquery.duckdb_setup import connect
-from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
 
 
@@ -20,8 +17,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "artifacts",
         help="list builds: status, counts, which one is current, which files remain",
         description="List the build history from the state database (building, validated, "
-        "published, failed, superseded), newest first, marking the artifact that "
-        "artifacts/current.duckdb points to and whether each file is still retained.",
+        "published, failed, superseded, or interrupted: a build whose process ended before "
+        "it finished), newest first, marking the artifact that artifacts/current.duckdb "
+        "points to and whether each file is still retained.",
     )
     parser.add_argument("--limit", type=int, default=20, help="most builds to list (default 20)")
     add_json_flag(parser)
@@ -29,21 +27,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def list_artifacts(settings: Settings, limit: int | None = None) -> list[dict[str, Any]]:
-    """Builds newest first, each with `is_current` and `file_exists`."""
+    """Builds newest first, each with `is_current` and `file_exists`; a build whose process
+    is gone is `interrupted`."""
     if not settings.state_path.exists():
         return []
-    try:
-        conn = connect(str(settings.state_path), read_only=True)
-    except duckdb.IOException as error:
-        raise SlackqueryError(
-            f"state database {settings.state_path} is busy (a pipeline step is writing it)"
-        ) from error
+    conn = connect(str(settings.state_path), read_only=True, what="state database")
     try:
         rows = history.list_builds(conn, limit=limit) if history.table_exists(conn) else []
     finally:
         conn.close()
     current = current_target(settings.artifact_path)
     for row in rows:
+        # A build keeps the state open for writing from recording itself `building` until
+        # it records how it ended, and DuckDB lets no other process open a file meanwhile:
+        # a `building` row this connection could read was left by a process that died.
+        # (The next build records it failed, "interrupted".)
+        if row["status"] == "building":
+            row["status"] = "interrupted"
         path = artifact_file(settings.artifact_path, row["build_id"])
         row["is_current"] = path.name == current
         row["file_exists"] = path.is_file()

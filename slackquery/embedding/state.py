@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 import psutil
 
+from slackquery.duckdb_setup import open_database
 from slackquery.embedding.base import GenerationIdentity
 from slackquery.embedding.current import CURRENT_ITEMS, CURRENT_VECTORS, WANTED_DOCUMENTS
 from slackquery.errors import SlackqueryError
@@ -87,12 +88,12 @@ class Claim:
 
 
 def connect(state_path: Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
-    """Open the state DB; a missing file or projection is a user error, not a crash."""
+    """Open the state DB; a missing, busy or damaged file is a user error, not a crash."""
     if read_only and not state_path.exists():
         raise SlackqueryError(f"state database {state_path} does not exist; run the projection")
     if not read_only:
         state_path.parent.mkdir(parents=True, exist_ok=True)
-    return duckdb.connect(str(state_path), read_only=read_only)
+    return open_database(str(state_path), read_only=read_only, what="state database")
 
 
 @contextmanager

@@ -1,9 +1,12 @@
 """Build, publish, list, roll back and retain artifacts on a tiny synthetic state DB."""
 
+import errno
 import json
 import os
 import shutil
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
@@ -13,12 +16,14 @@ import pytest
 from expectations.suites.vector_coverage import RULE
 from slackquery import projection
 from slackquery.artifacts import arrays, files, history, schema, validate
-from slackquery.artifacts.build import build_artifact
+from slackquery.artifacts.build import build_artifact, new_build_id, remove_candidate
 from slackquery.artifacts.publish import current_artifact, publish, rollback
 from slackquery.artifacts.retention import apply_retention
 from slackquery.artifacts.validate import ValidationFailed
 from slackquery.cli import main
+from slackquery.commands.artifacts import list_artifacts
 from slackquery.duckdb_setup import connect
+from slackquery.embedding import state as work_state
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings, get_settings
 from tests.artifacts.conftest import apply_env, identity_for
@@ -375,3 +380,111 @@ def test_retention_removes_arrays_folders_of_dead_builds(state_settings: Setting
     assert sorted(removed) == sorted(folder.name for folder in dead)
     assert not any(folder.exists() for folder in dead)
     assert files.arrays_dir_of(files.artifact_file(artifact_dir, build_id)).is_dir()
+
+
+def test_a_full_disk_fails_the_build_in_one_line_and_keeps_what_is_published(
+    state_settings: Settings, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The arrays are mapped files: unless their blocks are reserved before they are
+    written, a full disk is a SIGBUS that kills the build mid-write."""
+    settings = state_settings
+    published = build_artifact(settings)
+    publish(settings, published)
+
+    def disk_full(fd: int, offset: int, length: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "posix_fallocate", disk_full)
+    assert main(["build"]) == 1
+    error = capsys.readouterr().err
+    assert error.startswith("error: no space left on device writing ")
+    assert ".arrays.tmp/" in error and error.count("\n") == 1
+    path = files.artifact_file(settings.artifact_path, published)
+    assert current_artifact(settings) == path.resolve()
+    validate.verify_sealed(settings.artifact_path, published, path)
+    assert not list(settings.artifact_path.glob("*.tmp*"))
+    failed = [row for row in _builds(settings).values() if row["status"] == "failed"]
+    assert len(failed) == 1 and "No space left on device" in failed[0]["error_message"]
+
+
+def test_a_failed_candidate_leaves_no_duckdb_log_behind(tmp_path: Path) -> None:
+    temp = files.temp_file(tmp_path, new_build_id("0" * 8))
+    log = temp.with_name(f"{temp.name}.wal")  # what a write that ran out of space leaves
+    for path in (temp, log):
+        path.write_bytes(b"partial")
+    files.arrays_dir_of(temp).mkdir()
+    remove_candidate(temp)
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_build_whose_process_is_gone_is_listed_interrupted(
+    state_settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = state_settings
+    build_id = new_build_id("0" * 8)
+    conn = connect(str(settings.state_path))
+    try:
+        history.ensure_table(conn)
+        history.insert_building(  # as a build killed while it ran leaves it
+            conn,
+            build_id=build_id,
+            source_watermark="0" * 8,
+            generation_id=identity_for(settings).generation_id,
+            artifact_path=str(files.artifact_file(settings.artifact_path, build_id)),
+            code_version="test",
+        )
+    finally:
+        conn.close()
+    assert [row["status"] for row in list_artifacts(settings)] == ["interrupted"]
+    assert main(["artifacts"]) == 0
+    listed = capsys.readouterr().out.splitlines()[1:]
+    assert [line.split()[:2] for line in listed] == [[build_id, "interrupted"]]
+
+
+# Holds the database at argv[1] open for writing until its stdin closes.
+HOLD_OPEN = """
+import sys, duckdb
+connection = duckdb.connect(sys.argv[1])
+print("ready", flush=True)
+sys.stdin.read()
+"""
+STATE_COMMANDS = (["build"], ["publish", "latest"], ["artifacts"], ["embedding-status"])
+
+
+def _state_errors(settings: Settings, capsys: pytest.CaptureFixture[str]) -> set[str]:
+    """What each command reading the state (and `embed`'s way in) says when it cannot."""
+    said = set()
+    for command in STATE_COMMANDS:
+        assert main(command) == 1, command
+        said.add(capsys.readouterr().err)
+    with pytest.raises(SlackqueryError) as refused:
+        work_state.connect(settings.state_path)
+    said.add(f"error: {refused.value}\n")
+    return said
+
+
+def test_a_busy_or_damaged_state_database_is_one_line_for_every_command(
+    state_settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = state_settings.state_path
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_OPEN, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "ready\n"
+        busy = _state_errors(state_settings, capsys)
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=60)
+    assert busy == {
+        f"error: state database {path} is busy: another process (PID {holder.pid}) has it "
+        "open; retry when it is done\n"
+    }
+    path.write_text("garbage\n", encoding="utf-8")
+    assert _state_errors(state_settings, capsys) == {
+        f"error: state database {path} is not a valid DuckDB database file\n"
+    }

@@ -2,13 +2,20 @@
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import duckdb
 import pytest
 
 from slackquery import cli
 from slackquery.errors import SlackqueryError
-from slackquery.projection import PROFILES_DIR, PROJECT_DIR, fts_config, project
+from slackquery.projection import (
+    PROFILES_DIR,
+    PROJECT_DIR,
+    _raise_for_failure,
+    fts_config,
+    project,
+)
 from tests.models.canonical_fixture import build_canonical
 from tests.models.conftest import Projected, settings_for
 
@@ -36,6 +43,19 @@ def test_dbt_failure_names_the_failing_node(tmp_path: Path) -> None:
         connection.close()
     with pytest.raises(SlackqueryError, match=r"dbt (build|run) failed at model\.slackquery\."):
         project(settings, tests=False)
+
+
+def test_a_failed_run_operation_is_one_line_without_a_node() -> None:
+    # `dbt run-operation` (the artifact's FTS index) reports results that name no node.
+    failure = SimpleNamespace(status="error", message="IO Error: No space left\non device")
+    result = SimpleNamespace(
+        success=False, exception=None, result=SimpleNamespace(results=[failure])
+    )
+    with pytest.raises(SlackqueryError) as raised:
+        _raise_for_failure(result, "run-operation build_fts_index")
+    assert str(raised.value) == (
+        "dbt run-operation build_fts_index failed: IO Error: No space left on device"
+    )
 
 
 def test_state_of_an_older_version_is_rebuilt_once(tmp_path: Path) -> None:
