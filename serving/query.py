@@ -70,7 +70,7 @@ _OPERATOR = re.compile(
 _PHRASE = re.compile(r'"([^"]+)"')
 # Slack's `-in:#eng` excludes; searched as text it would rank #eng *up* (the named-scope arm).
 _EXCLUDING_OPERATOR = re.compile(
-    r"(?<!\S)-(?:in|from|before|after|on|during|is|has):\S*", re.IGNORECASE
+    r"(?<!\S)-(?:in|from|before|after|on|during|is|has):\S+", re.IGNORECASE
 )
 _MONTHS = {
     name: index

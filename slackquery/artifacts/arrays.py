@@ -25,6 +25,7 @@ per-document arrays (ids, filter codes, flags, thread contexts, display columns)
 tables.
 """
 
+import errno
 import math
 import os
 import shutil
@@ -183,9 +184,14 @@ def _fsync(path: Path) -> None:
 def _reserve(fd: int, size: int) -> None:
     """Give the open file `size` bytes with disk blocks behind every one of them."""
     if hasattr(os, "posix_fallocate"):
-        os.posix_fallocate(fd, 0, size)
-    else:  # macOS has no way to reserve them: the file stays sparse, as `open_memmap` makes it
-        os.ftruncate(fd, size)
+        try:
+            os.posix_fallocate(fd, 0, size)
+            return
+        except OSError as error:  # a file system that cannot reserve (some FUSE, NFS)
+            if error.errno not in (errno.EINVAL, errno.EOPNOTSUPP):
+                raise
+    # macOS, or no support: the file stays sparse, as `open_memmap` makes it
+    os.ftruncate(fd, size)
 
 
 def _create(path: Path, dtype: np.dtype, shape: tuple[int, ...]) -> np.memmap:

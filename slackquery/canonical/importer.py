@@ -133,16 +133,22 @@ def _import_in_one_transaction(
     return {**report, "messages_staged": staged.messages_staged}
 
 
-def _commit(connection: duckdb.DuckDBPyConnection) -> None:
-    """Commit; a commit that fails is a failed write (disk full, file too large, I/O error).
+# Formats whose messages' times bound when the input was made: an export is a snapshot of
+# a live workspace. A Beacon corpus's dates belong to its story, not to its file, so for it
+# the import's start stands in (the last input wins, as it can restore a message).
+SNAPSHOT_FORMATS = frozenset({"slack_export", "slackdump_export"})
 
-    DuckDB reports it as a TransactionException ("Failed to commit: Could not write
-    file ..."); with one writer at a time (the lock) nothing else makes a commit fail.
+
+def _commit(connection: duckdb.DuckDBPyConnection) -> None:
+    """Commit; a commit that could not write its log (disk full, file too large, I/O
+    error) is a failed write, reported as one. Any other commit failure stays as it is.
     """
     try:
         connection.commit()
     except duckdb.TransactionException as error:
-        raise duckdb.IOException(str(error)) from error
+        if "Could not write" in str(error) or "No space left" in str(error):
+            raise duckdb.IOException(str(error)) from error
+        raise
 
 
 def _abandon(connection: duckdb.DuckDBPyConnection) -> None:
@@ -151,9 +157,11 @@ def _abandon(connection: duckdb.DuckDBPyConnection) -> None:
     A failed commit has already ended the transaction; rolling back then raises "no
     transaction is active", which would replace the error that says what went wrong.
     """
-    with contextlib.suppress(duckdb.TransactionException):
-        connection.rollback()
-    connection.close()
+    try:
+        with contextlib.suppress(duckdb.Error):  # ended, or the database invalidated
+            connection.rollback()
+    finally:
+        connection.close()
 
 
 def slug_from_path(path: Path) -> str:
@@ -229,7 +237,11 @@ def _merge(
     """Merge every stage table, tombstone, upsert the workspace row and record the run."""
     store.mark_thread_parents(connection)
     store.dedupe_stage_files(connection)
-    observed_at = store.input_observed_at(connection, started_at)
+    observed_at = (
+        store.input_observed_at(connection, started_at)
+        if staged.source_format in SNAPSHOT_FORMATS
+        else started_at
+    )
     _warn_stale(
         warnings, source_path, observed_at, store.stale_rows(connection, "messages", observed_at)
     )

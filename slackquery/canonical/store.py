@@ -73,7 +73,8 @@ _DELETED_SINCE_OBSERVED = (
 STALE_RULES: dict[str, dict[str, str]] = {
     "messages": {
         "deleted": _DELETED_SINCE_OBSERVED,
-        "edited": f"{_edit_order('target')} > {_edit_order('stage')}",
+        # A deletion carries no `edited` (Slack's tombstone copy), yet is never stale by it.
+        "edited": f"not stage.is_deleted and {_edit_order('target')} > {_edit_order('stage')}",
     },
     "files": {"deleted": _DELETED_SINCE_OBSERVED},
 }
@@ -298,12 +299,14 @@ def input_observed_at(connection: duckdb.DuckDBPyConnection, read_by: datetime) 
     everything in it was written (and before `read_by`, the import's start, which bounds a
     bogus future ts). With no message staged it proves nothing: the epoch.
     """
+    # Bounded in SQL: a ts far in the future (year 9999+) is no datetime at all.
     row = connection.execute(
-        f"select coalesce(max(greatest(ts_us, coalesce({_ts_us('edited_ts')}, 0))), 0) "
-        "from stage_messages"
+        f"select greatest(least(coalesce(max(greatest(ts_us, coalesce({_ts_us('edited_ts')}, "
+        "0))), 0), $read_by_us), 0) from stage_messages",
+        {"read_by_us": datetime_to_us(read_by)},
     ).fetchone()
     newest_us = int(row[0]) if row else 0
-    return min(EPOCH + timedelta(microseconds=newest_us), read_by)
+    return EPOCH + timedelta(microseconds=newest_us)
 
 
 def _stage_value(table: str, column: str) -> str:

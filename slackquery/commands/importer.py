@@ -6,6 +6,7 @@ from typing import Any
 from slackquery.canonical.importer import import_source
 from slackquery.canonical.sources import SOURCE_FORMATS
 from slackquery.commands import add_json_flag, emit
+from slackquery.escaping import terminal_line
 from slackquery.settings import Settings
 
 
@@ -80,7 +81,8 @@ def render(report: dict[str, Any]) -> str:
         lines.extend(f"  {item['file']}: {item['problem']}" for item in report["warnings"][:20])
         if report["warning_count"] > 20:
             lines.append(f"  … {report['warning_count'] - 20:,} more (see --json)")
-    return "\n".join(lines)
+    # Names and warnings quote the input: escaped for the terminal.
+    return "\n".join(map(terminal_line, lines))
 
 
 def render_counts(counts: dict[str, dict[str, int]]) -> list[str]:

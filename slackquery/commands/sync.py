@@ -6,6 +6,7 @@ from typing import Any
 
 from slackquery.commands import add_json_flag, emit, iso_day
 from slackquery.commands.importer import render_counts
+from slackquery.escaping import terminal_line
 from slackquery.settings import Settings
 from slackquery.slack.plan import plan
 from slackquery.slack.sync import CONVERSATION_TYPES, Progress, SyncRequest, sync
@@ -115,7 +116,8 @@ def render(result: dict[str, Any]) -> str:
     if result["warning_count"]:
         lines.append(f"warnings: {result['warning_count']:,}")
         lines.extend(f"  {item['file']}: {item['problem']}" for item in result["warnings"][:20])
-    return "\n".join(lines)
+    # Names and warnings quote the input: escaped for the terminal.
+    return "\n".join(map(terminal_line, lines))
 
 
 def render_plan(result: dict[str, Any]) -> str:

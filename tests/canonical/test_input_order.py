@@ -1,6 +1,7 @@
 """Inputs in any order: an older export never undoes a later edit or deletion, a newer one
 (or a sync page read later) still does. The importer's clock is fake (`clock`)."""
 
+import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -126,3 +127,49 @@ def test_sync_applies_later_edits_and_undeletes_by_the_same_rules(
     _sync_page(settings, [second_edit], "2024-01-12T00:00")
     _sync_page(settings, [first_edit], "2024-01-13T00:00")  # a stale copy, however late read
     assert _message(db, DELETED) == ("plans, v3", True, False)
+    # Slack's deletion record of an edited message carries no `edited`, yet is not stale.
+    tombstone = {**deleted, "subtype": "tombstone", "text": "This message was deleted."}
+    _sync_page(settings, [tombstone], "2024-01-14T00:00")
+    assert _message(db, DELETED)[2] is True
+
+
+def test_a_timestamp_past_any_date_bounds_the_input_by_the_import_start(
+    settings: Settings, tmp_path: Path, clock: Callable[[str], None]
+) -> None:
+    members = default_members()
+    members["general/2024-01-03.json"].append(
+        msg("1704290000.000009", "edited in the far future")
+        | {"edited": {"user": "U01", "ts": "9000000000000.5"}}
+    )
+    clock("2024-01-05T00:00")
+    report = import_source(settings, write_export(tmp_path / "future.zip", members))
+    assert report["counts"]["messages"]["inserted"] == 11
+
+
+def test_a_beacon_corpus_restores_a_message_it_lacked_before(
+    settings: Settings, tmp_path: Path, clock: Callable[[str], None]
+) -> None:
+    # A corpus's dates are its story's, not its file's: the last import wins.
+    lines = [
+        {
+            "local_id": str(n),
+            "channel": "ops",
+            "author": "ana",
+            "created_at": f"2026-09-0{n}T10:00:00+05:30",
+            "parent_id": None,
+            "text": f"note {n}",
+        }
+        for n in (1, 2, 3)
+    ]
+    corpus = tmp_path / "story.jsonl"
+
+    def load(rows: list[dict[str, Any]], day: str) -> dict[str, Any]:
+        corpus.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+        clock(day)
+        return import_source(settings, corpus, workspace_slug="story")
+
+    load(lines, "2026-10-01T00:00")
+    assert load([lines[0], lines[2]], "2026-10-02T00:00")["counts"]["messages"]["tombstoned"] == 1
+    assert load(lines, "2026-10-03T00:00")["counts"]["messages"]["updated"] == 1
+    deleted = query(settings.canonical_path, "select count(*) from messages where is_deleted")
+    assert deleted == [(0,)]
