@@ -28,6 +28,8 @@ WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
 STORAGE_ERRNOS = (*WRITE_ERRNOS, errno.EACCES)
 # How DuckDB's I/O errors name the file: `Could not write file "<path>": <strerror>`.
 _DUCKDB_FILE = re.compile(r'file "([^"]*)"')
+# DuckDB's IOException wordings for a read or write that the storage refused.
+_DUCKDB_STORAGE = re.compile(r"Could not (?:read|write|truncate|fsync|sync)|Input/output error")
 
 # Command -> its module; the order is the order `--help` lists them: the pipeline from
 # input to answers.
@@ -114,8 +116,10 @@ def io_failure(error: Exception) -> str | None:
     if code is not None:
         file = _DUCKDB_FILE.search(message)
         return _storage_line(code, file[1] if file else None)
-    # DuckDB's own message, often several lines, kept on one.
-    return " ".join(message.split()) if isinstance(error, duckdb.IOException) else None
+    # DuckDB's own message of a failed read or write, often several lines, kept on one.
+    # Its other IOExceptions ("No files found that match the pattern") can come of a bug.
+    storage = isinstance(error, duckdb.IOException) and _DUCKDB_STORAGE.search(message)
+    return " ".join(message.split()) if storage else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -7,6 +7,7 @@ error messages) and the CLI's readable output escape through here. Stdlib only: 
 imports it on every command.
 """
 
+import re
 import unicodedata
 
 # The explicit embeddings, overrides and isolates ("Trojan Source"): invisible, yet they
@@ -41,3 +42,19 @@ def terminal_text(text: str) -> str:
     """Text the output shows as lines of its own (an answer, one line per part): escaped,
     its newlines and tabs kept."""
     return escape_controls(text, keep="\n\t")
+
+
+# What `_escape` escapes, less the newline: in JSON text a raw control character can only be
+# structural whitespace (`json.dumps` escapes C0 controls inside strings itself), while DEL,
+# C1 controls, the separators, bidi controls and lone surrogates are left raw in strings.
+_RAW_IN_JSON = re.compile(
+    "[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+)
+
+
+def json_text(document: str) -> str:
+    """JSON text (as `json.dumps(..., ensure_ascii=False)` writes it) with every character
+    `_escape` would escape written as a JSON `\\uNNNN` escape: the same JSON value, but
+    nothing in it drives or reorders a terminal that shows it. Other non-ASCII text (names
+    like Zoë) stays readable."""
+    return _RAW_IN_JSON.sub(lambda match: f"\\u{ord(match.group(0)):04x}", document)

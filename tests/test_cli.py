@@ -11,7 +11,7 @@ import duckdb
 import pytest
 
 from slackquery.cli import COMMAND_MODULES, build_parser, main
-from slackquery.commands import show_settings
+from slackquery.commands import emit, show_settings
 from slackquery.settings import Settings
 
 
@@ -169,6 +169,7 @@ def test_a_storage_failure_is_one_line_and_exit_1(
     [
         FileNotFoundError(errno.ENOENT, "No such file or directory", "/data/x"),
         duckdb.CatalogException("Catalog Error: Table with name x does not exist!"),
+        duckdb.IOException('IO Error: No files found that match the pattern "/data/*.csv"'),
         ValueError("a bug"),
     ],
 )
@@ -191,3 +192,14 @@ def test_the_console_command_starts_without_duckdb() -> None:
         check=True,
     )
     assert imported.stdout == "False\n"
+
+
+def test_json_output_escapes_terminal_controls_and_stays_the_same_value(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    value = {"author": "Zoë", "text": "a\x9b31mred\u202eevil\u2028\x7f\nline", "n": 1}
+    emit(argparse.Namespace(json=True), value, "unused")
+    out = capsys.readouterr().out
+    assert json.loads(out) == value
+    assert "Zoë" in out and "\\u009b" in out and "\\u202e" in out
+    assert not any(char in out for char in "\x9b\u202e\u2028\x7f")

@@ -7,6 +7,8 @@ import sys
 from datetime import date
 from typing import Any
 
+from slackquery.escaping import json_text
+
 
 def add_json_flag(parser: argparse.ArgumentParser) -> None:
     """Give a reporting command the `--json` flag (one JSON document on stdout)."""
@@ -26,8 +28,8 @@ def iso_day(value: str) -> date:
 def emit(args: argparse.Namespace, result: Any, text: str) -> None:
     """Print `result` as JSON when `--json` was given, else the human-readable `text`."""
     if getattr(args, "json", False):
-        json.dump(result, sys.stdout, indent=2, default=str, ensure_ascii=False)
-        sys.stdout.write("\n")
+        document = json.dumps(result, indent=2, default=str, ensure_ascii=False)
+        sys.stdout.write(json_text(document) + "\n")
     else:
         print(text)
 
