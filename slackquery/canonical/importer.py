@@ -133,12 +133,6 @@ def _import_in_one_transaction(
     return {**report, "messages_staged": staged.messages_staged}
 
 
-# Formats whose messages' times bound when the input was made: an export is a snapshot of
-# a live workspace. A Beacon corpus's dates belong to its story, not to its file, so for it
-# the import's start stands in (the last input wins, as it can restore a message).
-SNAPSHOT_FORMATS = frozenset({"slack_export", "slackdump_export"})
-
-
 def _commit(connection: duckdb.DuckDBPyConnection) -> None:
     """Commit; a commit that could not write its log (disk full, file too large, I/O
     error) is a failed write, reported as one. Any other commit failure stays as it is.
@@ -237,11 +231,9 @@ def _merge(
     """Merge every stage table, tombstone, upsert the workspace row and record the run."""
     store.mark_thread_parents(connection)
     store.dedupe_stage_files(connection)
-    observed_at = (
-        store.input_observed_at(connection, started_at)
-        if staged.source_format in SNAPSHOT_FORMATS
-        else started_at
-    )
+    # An input that is no snapshot proves nothing of when it was made: the import's start
+    # stands in, so the last one imported wins (and can restore a message).
+    observed_at = store.input_observed_at(connection, started_at) if staged.snapshot else started_at
     _warn_stale(
         warnings, source_path, observed_at, store.stale_rows(connection, "messages", observed_at)
     )

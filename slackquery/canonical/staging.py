@@ -58,6 +58,8 @@ class Staged:
     `copy_evidence` is set when the input carries no Slack team id, so that its workspace id
     is a slug (`--workspace-slug`, else taken from the file name): unless the slug was given,
     the merge checks by these rows that it does not start a second copy of a stored workspace.
+    `snapshot`: the input's message times bound when it was made, as an export of a live
+    workspace's do; a Beacon corpus's dates belong to its story, not to its file.
     """
 
     workspace_id: str
@@ -69,6 +71,7 @@ class Staged:
     messages_staged: int = 0
     messages_skipped: int = 0
     copy_evidence: CopyEvidence | None = None
+    snapshot: bool = True
 
 
 class StageBuffer:
@@ -236,6 +239,7 @@ class Staging:
         channels: list[ChannelRow],
         team_name_hint: str | None = None,
         copy_evidence: CopyEvidence | None = None,
+        snapshot: bool = True,
     ) -> Staged:
         """Write every remaining stage table and describe what was staged."""
         self.flush()
@@ -254,4 +258,5 @@ class Staging:
             messages_staged=self.messages.total,
             messages_skipped=self.skipped,
             copy_evidence=copy_evidence,
+            snapshot=snapshot,
         )

@@ -90,6 +90,7 @@ class BeaconLoader:
             users=users,
             channels=channels,
             copy_evidence="messages",  # named by its file; channel ids are hashes of names
+            snapshot=False,  # a corpus: its dates are its story's
         )
 
     def _stage_channel(
