@@ -135,6 +135,7 @@ class ToolServer(MCPServer):
             raise ToolError(
                 one_line(f"{name}: {', '.join(broken)} is not valid Unicode (lone surrogate)")
             )
+        await self._refuse_unknown_arguments(name, arguments)
         try:
             return await super().call_tool(name, arguments, context)  # type: ignore[return-value]
         except UnexpectedToolError:  # not from a tool body (ToolRunner catches those): a bug
@@ -144,6 +145,21 @@ class ToolServer(MCPServer):
             if isinstance(cause, ValidationError):
                 raise ToolError(one_line(validation_message(name, cause))) from None
             raise ToolError(one_line(str(cause or error))) from None
+
+    async def _refuse_unknown_arguments(self, name: str, arguments: dict[str, Any]) -> None:
+        """Validation would drop an argument the tool does not take, so a misspelt filter
+        (`channel` for `channel_ids`) would give unfiltered results that look filtered."""
+        for tool in await self.list_tools():
+            if tool.name == name:
+                known = tool.input_schema.get("properties", {})
+                unknown = [key for key in arguments if key not in known]
+                if unknown:
+                    raise ToolError(
+                        one_line(
+                            f"invalid arguments for {name}: unknown argument "
+                            f"{', '.join(map(_shown, unknown))} (it takes {', '.join(known)})"
+                        )
+                    )
 
 
 class ToolRunner:

@@ -11,7 +11,6 @@ a revoke takes effect on the next request without a restart.
 import hashlib
 import hmac
 import json
-import os
 import secrets
 import threading
 from dataclasses import asdict, dataclass
@@ -108,8 +107,7 @@ class GrantStore:
 
     def _write(self, grants: list[Grant]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        write_json_atomic(self.path, {"grants": [asdict(grant) for grant in grants]})
-        os.chmod(self.path, 0o600)
+        write_json_atomic(self.path, {"grants": [asdict(grant) for grant in grants]}, mode=0o600)
 
     def add(
         self,

@@ -58,6 +58,9 @@ class Copy:
         )
 
 
+# A sealed artifact's file, arrays and manifest: r--r--r--.
+READ_ONLY = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
+
 # The artifact tables copied from the projection's marts as they are (vectors aside).
 COPIES = (
     Copy("search_documents", "search_documents", "document_id", where="is_active"),
@@ -265,7 +268,7 @@ def finalize(temp: Path, final: Path) -> str:
     files.fsync_dir(final.parent)
     crash_point("after_rename")
     for path in (final, *final_arrays.iterdir()):
-        path.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
+        path.chmod(READ_ONLY)
     return files.sha256_file(final)
 
 
@@ -372,7 +375,11 @@ def build_artifact(settings: Settings) -> str:
                 manifest = manifest_for(
                     build_id, final, checksum, sealed, generation, watermark, version
                 )
-                files.write_json_atomic(files.manifest_file(artifact_dir, build_id), manifest)
+                # Read-only like the files it seals: publish trusts a manifest whose
+                # checksums match, so it must not be easier to rewrite than they are.
+                files.write_json_atomic(
+                    files.manifest_file(artifact_dir, build_id), manifest, mode=READ_ONLY
+                )
                 history.mark_validated(
                     conn,
                     build_id,

@@ -87,13 +87,16 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def write_json_atomic(path: Path, payload: Any) -> None:
-    """Write JSON to a temp name, fsync, rename over `path`, fsync the folder."""
+def write_json_atomic(path: Path, payload: Any, mode: int | None = None) -> None:
+    """Write JSON to a temp name, fsync, rename over `path`, fsync the folder. `mode`, when
+    given, is set before the rename, so `path` never exists with other permissions."""
     temp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     with temp.open("w", encoding="utf-8") as handle:
         json.dump(payload, handle, indent=2, sort_keys=True, default=str, ensure_ascii=False)
         handle.write("\n")
         handle.flush()
+        if mode is not None:
+            os.fchmod(handle.fileno(), mode)
         os.fsync(handle.fileno())
     os.replace(temp, path)
     fsync_dir(path.parent)

@@ -55,7 +55,9 @@ def test_build_writes_a_sealed_artifact_and_publish_makes_it_current(
     path = files.artifact_file(settings.artifact_path, build_id)
     assert stat.S_IMODE(path.stat().st_mode) == 0o444
     assert not list(settings.artifact_path.glob("*.tmp"))
-    manifest = files.read_json(files.manifest_file(settings.artifact_path, build_id))
+    manifest_path = files.manifest_file(settings.artifact_path, build_id)
+    assert stat.S_IMODE(manifest_path.stat().st_mode) == 0o444
+    manifest = files.read_json(manifest_path)
     assert manifest["checksum_sha256"] == files.sha256_file(path)
     assert files.read_json(files.validation_file(settings.artifact_path, build_id))["success"]
     assert current_artifact(settings) is None  # built, not published

@@ -156,6 +156,8 @@ def test_bad_inputs_are_clear_tool_errors(served: str) -> None:
         ({"query": "deploy", "author_ids": ["U1' OR 1=1 --"]}, "unknown author"),
         ({"query": "deploy", "conversation_types": ["dm' --"]}, "conversation_types"),
         ({"query": "deploy", "mode": "sql"}, "mode"),
+        # Ignoring a misspelt filter would search everything as if it had applied.
+        ({"query": "deploy", "channel": "#eng"}, "unknown argument 'channel' (it takes query,"),
     ]
 
     async def body(client: Client) -> None:
