@@ -1,8 +1,8 @@
 {#
     Renders one piece of a non-code mrkdwn run. Pieces that are not `<...>`
     entities come back unchanged. `<target|label>` entities are rendered by the
-    kind of target: user and channel mentions by name (looked up in the given
-    maps, else the label, else the raw id), broadcasts and user groups as
+    kind of target: user and channel mentions by what the given maps hold for
+    them (else the label, else the raw id), broadcasts and user groups as
     `@name`, dates as their fallback text, links as `label (url)`.
 #}
 {% macro slack_render_entity(piece, user_names, channel_names) -%}
@@ -16,8 +16,8 @@
             )
         when {{ piece }}[2] = '#'
             then '#' || coalesce(
-                nullif({{ slack_entity_label(piece) }}, ''),
                 {{ channel_names }}[{{ slack_entity_target(piece) }}[2:]],
+                nullif({{ slack_entity_label(piece) }}, ''),
                 {{ slack_entity_target(piece) }}[2:]
             )
         when {{ piece }}[2] = '!' then

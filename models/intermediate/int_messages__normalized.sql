@@ -44,6 +44,7 @@ channels as (
         workspace_id,
         channel_id,
         channel_name,
+        conversation_type,
         last_changed_at
     from {{ ref('stg_slack__channels') }}
 
@@ -191,6 +192,10 @@ channel_mentions as (
 
 ),
 
+{# A rendered text is the same for every reader, so only a public channel's
+    name goes into it (its current one, as Slack shows it); a private channel
+    or DM stays its id, label or not, since a reader who may see this message
+    may not be one of its members. #}
 channel_mentions_named as (
 
     select
@@ -198,7 +203,12 @@ channel_mentions_named as (
         map_from_entries(
             list(
                 struct_pack(
-                    k := channels.channel_id, v := channels.channel_name
+                    k := channels.channel_id,
+                    v := case
+                        when channels.conversation_type = 'public'
+                            then channels.channel_name
+                        else channels.channel_id
+                    end
                 )
             )
         ) as channel_names

@@ -103,7 +103,7 @@ MESSAGES = [
         "C0GENERAL",
         "1700000000.000100",
         "Hi <@U024BE7LH> and <@U0BOB|bobby>, also <@U0NOBODY>: see <#C0INCIDENT|incidents> "
-        "and <#C0GENERAL> <!here> <!subteam^S0ENG|@eng-team>",
+        "and <#C0GENERAL> <!here> <!subteam^S0ENG|@eng-team> (not <#G0SECRET|secret-plans>)",
         user_id="U0BOB",
         reactions=[{"name": "thumbsup", "count": 2, "users": ["U0CY", "U0ZOE"]}],
     ),

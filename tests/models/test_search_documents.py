@@ -38,8 +38,9 @@ def test_mentions_links_and_raw_ids(projected: Projected) -> None:
     doc = documents(projected.settings)[f"{GENERAL}:1700000000.000100"]
     assert doc["text_display"] == (
         "Hi @Annie and @Bob Stone, also @U0NOBODY: see #incidents and #general @here @eng-team"
+        " (not #G0SECRET)"  # a private channel's name is its members' to see
     )
-    for raw_id in ("U024BE7LH", "U0BOB", "C0INCIDENT", "S0ENG"):
+    for raw_id in ("U024BE7LH", "U0BOB", "C0INCIDENT", "S0ENG", "G0SECRET"):
         assert raw_id in doc["text_lexical"].split()
     assert doc["author_name"] == "Bob Stone"  # blank display name -> real name
     assert doc["text_embedding"] == "#general Bob Stone: " + doc["text_display"]
