@@ -5,15 +5,24 @@ run: it checks the canonical store is there and speaks its schema version, point
 profile at the settings' paths through the environment variables profiles.yml reads,
 keeps dbt's target and log folders under SLACKQUERY_HOME (never in the working tree),
 runs `dbt build` (models and their tests), and reports document counts afterwards.
+
+Each projection is recorded in the state DB's `projection_runs` with the fingerprint of
+the SQL it ran. The incremental models only notice changed *inputs*, so a projection whose
+SQL differs from the last one's, or that follows one that did not finish cleanly (a failed
+test leaves the tables it already wrote), rebuilds them from canonical; and `build`
+refuses a state whose last projection did not succeed.
 """
 
 import functools
+import hashlib
 import logging
 import os
+import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext, redirect_stdout
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +30,24 @@ import duckdb
 import yaml
 
 from slackquery.crash import crash_point
+from slackquery.duckdb_setup import open_database
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 PROFILES_DIR = PROJECT_DIR / "profiles"
 DOCUMENT_KINDS = ("message", "thread_context")
+# What dbt compiles: a change to any of it changes what the models would write.
+PROJECT_SOURCES = ("dbt_project.yml", "models", "macros", "data-tests")
+PROJECTION_RUNS_DDL = """
+create table if not exists projection_runs (
+    started_at timestamptz not null,
+    fingerprint varchar not null,  -- sha256 of PROJECT_SOURCES
+    outcome varchar not null,      -- running (until it ends: a killed run stays so), succeeded,
+                                   -- failed
+    failure varchar                -- the one-line error of a failed run
+)
+"""
 logger = logging.getLogger(__name__)
 DOCUMENTS_TABLE = "search_documents"
 # What dbt says when an incremental model's columns differ from the table it would extend.
@@ -56,38 +77,122 @@ def project(
     check_canonical(canonical)
     state = settings.state_path
     state.parent.mkdir(parents=True, exist_ok=True)
+    fingerprint = project_fingerprint()
+    refresh_reason = "requested" if full_refresh else _refresh_reason(state, fingerprint)
+    if refresh_reason != "requested" and refresh_reason is not None:
+        logger.warning("rebuilding the search models: %s", refresh_reason)
+        # dbt's partial parse goes by file times, which a restored or other checkout
+        # may not change: parse afresh whenever the SQL is not the last run's.
+        (settings.home / "dbt" / "target" / "partial_parse.msgpack").unlink(missing_ok=True)
     args = ["build" if tests else "run", "--target", "state"]
     if tests and not unit_tests:
         args += ["--exclude-resource-type", "unit_test"]
-    if full_refresh:
+    if refresh_reason is not None:
         args.append("--full-refresh")
     started = time.perf_counter()
     environment = {
         "SLACKQUERY_CANONICAL_DB": str(canonical.resolve()),
         "SLACKQUERY_STATE_DB": str(state.resolve()),
     }
+    run = _record_start(state, fingerprint)
     try:
-        result = run_dbt(
-            settings, args, environment=environment, target_subdir="target", progress=progress
-        )
+        try:
+            result = run_dbt(
+                settings, args, environment=environment, target_subdir="target", progress=progress
+            )
+        except SlackqueryError as error:
+            # A state projected by an older version whose incremental models lack a column
+            # this version adds: rebuilding them from canonical gives the same rows an
+            # incremental run would have, and vectors live outside the models, so nothing
+            # is re-embedded.
+            if refresh_reason is not None or SCHEMA_DRIFT not in str(error):
+                raise
+            refresh_reason = "the search models predate this version's columns"
+            logger.warning("rebuilding the search models: %s", refresh_reason)
+            args.append("--full-refresh")
+            result = run_dbt(
+                settings, args, environment=environment, target_subdir="target", progress=progress
+            )
     except SlackqueryError as error:
-        # A state projected by an older version whose incremental models lack a column this
-        # version adds: rebuilding them from canonical gives the same rows an incremental
-        # run would have, and vectors live outside the models, so nothing is re-embedded.
-        if full_refresh or SCHEMA_DRIFT not in str(error):
-            raise
-        logger.warning("search models predate this version's columns; rebuilding them")
-        full_refresh = True
-        args.append("--full-refresh")
-        result = run_dbt(
-            settings, args, environment=environment, target_subdir="target", progress=progress
-        )
+        _record_end(state, run, failure=str(error))
+        raise
+    _record_end(state, run, failure=None)
     counts = document_counts(state)
     counts["dbt_nodes"] = dict(Counter(str(node.node.resource_type) for node in result.results))
-    counts["full_refresh"] = full_refresh
+    counts["full_refresh"] = refresh_reason is not None
+    counts["full_refresh_reason"] = refresh_reason
     counts["elapsed_s"] = round(time.perf_counter() - started, 3)
     counts["state_db"] = str(state)
     return counts
+
+
+@functools.cache
+def project_fingerprint() -> str:
+    """sha256 of the dbt project's sources (`PROJECT_SOURCES`), paths and contents."""
+    digest = hashlib.sha256()
+    for source in PROJECT_SOURCES:
+        root = PROJECT_DIR / source
+        for path in sorted([root] if root.is_file() else root.rglob("*")):
+            relative = path.relative_to(PROJECT_DIR)
+            if path.is_file() and not any(part.startswith(".") for part in relative.parts):
+                digest.update(f"{relative}\0".encode())
+                digest.update(path.read_bytes())
+                digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def last_projection(state: Path) -> tuple[str, str, str | None] | None:
+    """(fingerprint, outcome, failure) of the state's latest projection, None if none."""
+    if not state.exists():
+        return None
+    connection = open_database(str(state), read_only=True, what="state database")
+    try:
+        return connection.execute(
+            "select fingerprint, outcome, failure from projection_runs "
+            "order by started_at desc limit 1"
+        ).fetchone()
+    except duckdb.CatalogException:  # a state no projection of this version has written
+        return None
+    finally:
+        connection.close()
+
+
+def _refresh_reason(state: Path, fingerprint: str) -> str | None:
+    """Why this projection must rebuild the incremental models, or None."""
+    last = last_projection(state)
+    if last is None:
+        return None if not state.exists() else "no projection of this version recorded yet"
+    last_fingerprint, outcome, _ = last
+    if outcome != "succeeded":
+        return f"the last projection {'did not finish' if outcome == 'running' else 'failed'}"
+    if last_fingerprint != fingerprint:
+        return "the models changed since the last projection"
+    return None
+
+
+def _record_start(state: Path, fingerprint: str) -> datetime:
+    started_at = datetime.now(UTC)
+    connection = open_database(str(state), what="state database")
+    try:
+        connection.execute(PROJECTION_RUNS_DDL)
+        connection.execute(
+            "insert into projection_runs values (?, ?, 'running', null)",
+            [started_at, fingerprint],
+        )
+    finally:
+        connection.close()
+    return started_at
+
+
+def _record_end(state: Path, started_at: datetime, *, failure: str | None) -> None:
+    connection = open_database(str(state), what="state database")
+    try:
+        connection.execute(
+            "update projection_runs set outcome = ?, failure = ? where started_at = ?",
+            ["failed" if failure else "succeeded", failure, started_at],
+        )
+    finally:
+        connection.close()
 
 
 def check_canonical(path: Path) -> None:
@@ -181,7 +286,12 @@ def run_dbt(
         "--no-use-colors",
     ]
     environment = {**environment, "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
-    with _environment(environment), _Progress() if progress else nullcontext() as display:
+    # dbt prints its errors on stdout, which belongs to the command's result (`--json`).
+    with (
+        _environment(environment),
+        redirect_stdout(sys.stderr),
+        _Progress() if progress else nullcontext() as display,
+    ):
         result = _invoke_dbt(full_args, display)
     _raise_for_failure(result, args[0])
     return result.result

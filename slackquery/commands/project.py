@@ -15,7 +15,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Run the dbt project (models and data tests) that turns the canonical "
         "Slack store, attached read-only, into search documents in the state database, then "
         "print document counts per kind (message, thread_context) and state (active, "
-        "tombstoned). Incremental: only documents whose canonical inputs changed are rewritten.",
+        "tombstoned). Incremental: only documents whose canonical inputs changed are "
+        "rewritten; after an edit of the models, macros or data tests, or after a projection "
+        "that failed or did not finish, every model is rebuilt from canonical instead (no "
+        "re-embedding), and `build` refuses a state whose last projection did not succeed.",
     )
     parser.add_argument(
         "--full-refresh",
@@ -57,7 +60,8 @@ def render(result: dict) -> str:
     for kind in (*DOCUMENT_KINDS, *sorted(set(documents) - set(DOCUMENT_KINDS))):
         states = documents[kind]
         lines.append(f"{kind:<16}{states['active']:>10}{states['tombstoned']:>12}")
-    mode = "full refresh" if result["full_refresh"] else "incremental"
+    reason = result.get("full_refresh_reason")
+    mode = "incremental" if reason is None else f"full refresh: {reason}"
     lines.append(
         f"{result['total']} documents in {result['state_db']} ({mode}, {result['elapsed_s']:.1f} s)"
     )

@@ -14,7 +14,9 @@ from slackquery.projection import (
     PROJECT_DIR,
     _raise_for_failure,
     fts_config,
+    last_projection,
     project,
+    project_fingerprint,
 )
 from tests.models.canonical_fixture import build_canonical
 from tests.models.conftest import Projected, settings_for
@@ -33,16 +35,37 @@ def test_wrong_schema_version_is_refused(tmp_path: Path) -> None:
         project(settings)
 
 
-def test_dbt_failure_names_the_failing_node(tmp_path: Path) -> None:
-    settings = settings_for(tmp_path)
-    build_canonical(settings.canonical_path)
-    connection = duckdb.connect(str(settings.canonical_path))
+def _rename_table(canonical: Path, old: str, new: str) -> None:
+    connection = duckdb.connect(str(canonical))
     try:
-        connection.execute("drop table files")
+        connection.execute(f"alter table {old} rename to {new}")
     finally:
         connection.close()
+
+
+def test_a_failed_projection_is_recorded_and_the_next_rebuilds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = settings_for(tmp_path)
+    build_canonical(settings.canonical_path)
+    _rename_table(settings.canonical_path, "files", "files_away")
     with pytest.raises(SlackqueryError, match=r"dbt (build|run) failed at model\.slackquery\."):
         project(settings, tests=False)
+    _, outcome, failure = last_projection(settings.state_path) or (None, None, None)
+    assert outcome == "failed" and failure and "model.slackquery." in failure
+
+    # The models it did write may be half-updated: the next run rebuilds them all.
+    _rename_table(settings.canonical_path, "files_away", "files")
+    healed = project(settings, tests=False)
+    assert healed["full_refresh_reason"] == "the last projection failed"
+    assert last_projection(settings.state_path) == (project_fingerprint(), "succeeded", None)
+    assert project(settings, tests=False)["full_refresh"] is False
+
+    # Incremental filters notice changed inputs, not changed SQL.
+    monkeypatch.setattr("slackquery.projection.project_fingerprint", lambda: "edited models")
+    edited = project(settings, tests=False)
+    assert edited["full_refresh_reason"] == "the models changed since the last projection"
+    assert edited["documents"] == healed["documents"]
 
 
 def test_a_failed_run_operation_is_one_line_without_a_node() -> None:
@@ -58,7 +81,9 @@ def test_a_failed_run_operation_is_one_line_without_a_node() -> None:
     )
 
 
-def test_state_of_an_older_version_is_rebuilt_once(tmp_path: Path) -> None:
+def test_state_of_an_older_version_is_rebuilt_once(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     settings = settings_for(tmp_path)
     build_canonical(settings.canonical_path)
     first = project(settings, tests=False)
@@ -67,8 +92,10 @@ def test_state_of_an_older_version_is_rebuilt_once(tmp_path: Path) -> None:
         connection.execute("alter table search_documents drop column has_link")
     finally:
         connection.close()
+    capfd.readouterr()
     again = project(settings, tests=False)
     assert again["full_refresh"] is True
+    assert capfd.readouterr().out == ""  # dbt's error lines stay off stdout (`--json`)
     assert again["documents"] == first["documents"]
     connection = duckdb.connect(str(settings.state_path), read_only=True)
     try:

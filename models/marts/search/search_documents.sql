@@ -228,6 +228,8 @@ messages_in_context as (
 
     ),
 
+    {# `is distinct from`: a row whose stored value is null (a bug fixed since)
+        must be rewritten too, and `<>` with a null is not true. #}
     messages_to_project as (
 
         select messages_in_context.*
@@ -236,24 +238,24 @@ messages_in_context as (
             on messages_in_context.message_id = previous_messages.document_id
         where
             previous_messages.document_id is null
-            or previous_messages.payload_hash <> messages_in_context.payload_hash
+            or previous_messages.payload_hash is distinct from messages_in_context.payload_hash
             or previous_messages.text_hash
-            <> sha256(messages_in_context.text_embedding)
-            or previous_messages.text_display <> messages_in_context.text_display
-            or previous_messages.author_name <> messages_in_context.author_name
-            or previous_messages.channel_name <> messages_in_context.channel_name
+            is distinct from sha256(messages_in_context.text_embedding)
+            or previous_messages.text_display is distinct from messages_in_context.text_display
+            or previous_messages.author_name is distinct from messages_in_context.author_name
+            or previous_messages.channel_name is distinct from messages_in_context.channel_name
             or previous_messages.conversation_type
-            <> messages_in_context.conversation_type
+            is distinct from messages_in_context.conversation_type
             or previous_messages.workspace_name
-            <> messages_in_context.workspace_name
+            is distinct from messages_in_context.workspace_name
             or previous_messages.workspace_slug
-            <> messages_in_context.workspace_slug
-            or previous_messages.workspace_url <> messages_in_context.workspace_url
+            is distinct from messages_in_context.workspace_slug
+            or previous_messages.workspace_url is distinct from messages_in_context.workspace_url
             or previous_messages.thread_id
             is distinct from messages_in_context.thread_id
             or previous_messages.thread_root_id
-            <> messages_in_context.thread_root_id
-            or previous_messages.is_active <> messages_in_context.is_active
+            is distinct from messages_in_context.thread_root_id
+            or previous_messages.is_active is distinct from messages_in_context.is_active
 
     ),
 
@@ -266,17 +268,17 @@ messages_in_context as (
             = previous_threads.document_id
         where
             previous_threads.document_id is null
-            or previous_threads.text_hash <> threads_placed.text_hash
-            or previous_threads.payload_hash <> threads_placed.payload_hash
-            or previous_threads.author_name <> threads_placed.author_name
-            or previous_threads.channel_name <> threads_placed.channel_name
+            or previous_threads.text_hash is distinct from threads_placed.text_hash
+            or previous_threads.payload_hash is distinct from threads_placed.payload_hash
+            or previous_threads.author_name is distinct from threads_placed.author_name
+            or previous_threads.channel_name is distinct from threads_placed.channel_name
             or previous_threads.conversation_type
-            <> threads_placed.conversation_type
-            or previous_threads.workspace_name <> threads_placed.workspace_name
-            or previous_threads.workspace_slug <> threads_placed.workspace_slug
-            or previous_threads.workspace_url <> threads_placed.workspace_url
-            or previous_threads.thread_root_id <> threads_placed.thread_root_id
-            or previous_threads.is_active <> threads_placed.is_active
+            is distinct from threads_placed.conversation_type
+            or previous_threads.workspace_name is distinct from threads_placed.workspace_name
+            or previous_threads.workspace_slug is distinct from threads_placed.workspace_slug
+            or previous_threads.workspace_url is distinct from threads_placed.workspace_url
+            or previous_threads.thread_root_id is distinct from threads_placed.thread_root_id
+            or previous_threads.is_active is distinct from threads_placed.is_active
 
     ),
 
