@@ -3,11 +3,6 @@
     a run re-normalises only messages that are new, whose payload_hash changed,
     or that mention a user or channel renamed since the previous run.
 #}
-{#  The renderer's version: a row rendered by another one is normalised again,
-    so a change to how text renders reaches every stored row. 2: a private
-    conversation's mention shows its id, not its name. #}
-{% set render_version = 2 %}
-
 {{
     config(
         materialized='incremental',
@@ -73,8 +68,7 @@ names_watermark as (
             message_id,
             payload_hash,
             mentioned_ids,
-            names_changed_at,
-            render_version
+            names_changed_at
         from {{ this }}
 
     ),
@@ -119,7 +113,6 @@ names_watermark as (
         where
             previous.message_id is null
             or previous.payload_hash <> messages.payload_hash
-            or previous.render_version <> {{ render_version }}
             or list_has_any(
                 previous.mentioned_ids,
                 (select renamed_ids.entity_ids from renamed_ids)
@@ -285,8 +278,7 @@ messages_normalized as (
             nullif(array_to_string(messages_rendered.mentioned_ids, ' '), '')
         ) as text_lexical,
         messages_rendered.mentioned_ids,
-        names_watermark.names_changed_at,
-        {{ render_version }} as render_version
+        names_watermark.names_changed_at
     from messages_rendered
     cross join names_watermark
 

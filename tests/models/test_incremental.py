@@ -161,26 +161,3 @@ def test_root_edit_re_embeds_its_replies(projected: Projected, tmp_path: Path) -
     for reply in replies:
         assert after[reply]["text_embedding"].endswith(": db down again: error 08006)")
         assert after[reply]["text_hash"] != original[reply]["text_hash"]
-
-
-def test_rows_of_an_older_renderer_are_normalised_again(
-    projected: Projected, tmp_path: Path
-) -> None:
-    settings = copy_projection(projected, tmp_path / "home")
-    greeting = f"{WORKSPACE}:C0GENERAL:1700000000.000100"
-    connection = duckdb.connect(str(settings.state_path))
-    try:
-        # What version 1 rendered: the private channel's label, which leaked its name.
-        connection.execute(
-            "update int_messages__normalized set render_version = 1, "
-            "text_display = replace(text_display, '#G0SECRET', '#secret-plans')"
-        )
-        connection.execute(
-            "update search_documents set "
-            "text_display = replace(text_display, '#G0SECRET', '#secret-plans')"
-        )
-    finally:
-        connection.close()
-    assert documents(settings)[greeting]["text_display"].endswith("(not #secret-plans)")
-    project(settings, tests=False)
-    assert documents(settings)[greeting]["text_display"].endswith("(not #G0SECRET)")
