@@ -41,6 +41,7 @@ from slackquery.embedding.errors import TransientEmbeddingError
 from slackquery.embedding.http import parse_retry_after
 from slackquery.embedding.state import Claim
 from slackquery.embedding.work import BatchOutcome, EmbedRun, drive_batches, embed_texts, utc_now
+from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings, get_settings
 
 # A Retry-After longer than this is not waited out inside the run: the items are recorded
@@ -199,6 +200,8 @@ def embed_flow(max_items: int | None = None, progress: bool = False) -> dict[str
 def with_dask(workers: int | None = None, address: str | None = None) -> Flow[..., dict[str, Any]]:
     """`embed_flow` with its batches on Dask: the scheduler at `address` (a real cluster), or
     a LocalCluster of `workers` single-threaded worker processes; unchanged when neither."""
+    if workers is not None and workers < 1:  # a deployment's parameter; the CLI checks its own
+        raise SlackqueryError(f"dask_workers must be at least 1, not {workers}")
     if not address and not workers:
         return embed_flow
     from prefect_dask import DaskTaskRunner

@@ -57,7 +57,7 @@ from serving.semantic import SEARCHES, QueryEmbedder
 from serving.stages import STAGES, Stage
 from slackquery.artifacts import files
 from slackquery.artifacts.pointer import current_target
-from slackquery.embedding.base import Embedder
+from slackquery.embedding.base import Embedder, ensure_same_generation
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
 
@@ -207,8 +207,14 @@ class SearchEngine:
                 entry.artifact.close()
 
     def status(self) -> dict[str, object]:
-        """Readiness: the current artifact's identity (loading it if needed)."""
+        """Readiness: the current artifact's identity (loading it if needed).
+
+        Raises `GenerationMismatchError` when the configured embedder is of another
+        generation than the artifact's vectors: every hybrid and semantic search would
+        fail, so the server is not ready even though lexical search works. The check is the
+        one each search makes (an HTTP embedder validates its endpoint on first use)."""
         with self.artifact() as artifact:
+            ensure_same_generation(self.query_embedder.embedder.identity, artifact.generation_id)
             return {
                 "ready": True,
                 "artifact_id": artifact.build_id,

@@ -7,6 +7,7 @@ probes stay public; everything else can require a bearer token.
 
 import hmac
 import logging
+import socket
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -14,7 +15,7 @@ import anyio
 import pydantic_core
 import uvicorn
 from mcp.server.mcpserver import MCPServer
-from mcp.types import INVALID_PARAMS, INVALID_REQUEST, jsonrpc_message_adapter
+from mcp.types import INVALID_REQUEST, jsonrpc_message_adapter
 from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
@@ -27,6 +28,8 @@ from serving.metrics import Metrics
 from serving.tools import ToolRunner, ToolServer, register_tools
 from slackquery import __version__
 from slackquery.access.grants import GrantStore, grants_path
+from slackquery.embedding.base import GenerationMismatchError
+from slackquery.embedding.errors import EndpointValidationError
 from slackquery.errors import SlackqueryError
 from slackquery.http_guard import HttpGuard
 from slackquery.settings import Settings
@@ -92,9 +95,9 @@ def build_server(engine: SearchEngine, metrics: Metrics) -> MCPServer:
         try:
             status = await anyio.to_thread.run_sync(engine.status)
         except SlackqueryError as error:
-            # Public and unauthenticated: the reason (a path, a build id) goes to the log.
+            # Public and unauthenticated: the details (a path, a build id) go to the log.
             logger.warning("not ready: %s", error)
-            unready = {"ready": False, "error": "no servable artifact; see the server log"}
+            unready = {"ready": False, "error": f"{unready_reason(error)}; see the server log"}
             return JSONResponse(unready, status_code=503)
         # Public and unauthenticated: no counts, which would include private conversations.
         return JSONResponse({key: status[key] for key in READY_FIELDS})
@@ -104,6 +107,18 @@ def build_server(engine: SearchEngine, metrics: Metrics) -> MCPServer:
         return PlainTextResponse(metrics.render(), media_type="text/plain; version=0.0.4")
 
     return server
+
+
+def unready_reason(error: SlackqueryError) -> str:
+    """What `/readyz` may say publicly about why the server is not ready."""
+    if isinstance(error, GenerationMismatchError):
+        return (
+            "embedding generation mismatch between the configured model and the artifact, "
+            "so hybrid and semantic search fail"
+        )
+    if isinstance(error, EndpointValidationError):
+        return "the embedding endpoint failed validation, so hybrid and semantic search fail"
+    return "no servable artifact"
 
 
 def _mcp_edges(app: ASGIApp) -> ASGIApp:
@@ -138,9 +153,11 @@ def _mcp_edges(app: ASGIApp) -> ASGIApp:
     return routed
 
 
+# A batch (a JSON list) gets this answer too: MCP dropped JSON-RPC batching in its
+# 2025-06-18 revision, and the SDK parses single messages only.
 RPC_SHAPE = (
-    'not a JSON-RPC message: send an object (or a list of objects) with "jsonrpc": "2.0", '
-    '"method" and, for a request, "id"'
+    "not a JSON-RPC message: send one JSON-RPC object (batches are not supported) with "
+    '"jsonrpc": "2.0", "method" and, for a request, "id"'
 )
 
 
@@ -157,8 +174,7 @@ def _is_rpc_message(body: bytes) -> bool:
 
 
 def _rpc_error(status: int, message: str) -> Response:
-    code = INVALID_PARAMS if status == 400 else INVALID_REQUEST
-    body = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
+    body = {"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": message}}
     headers = {"Allow": "POST"} if status == 405 else None
     return JSONResponse(body, status_code=status, headers=headers)
 
@@ -228,14 +244,39 @@ def build_http_app(
 
 
 def run_http(settings: Settings, host: str | None = None, port: int | None = None) -> None:
-    """Serve Streamable HTTP until interrupted."""
-    app = build_http_app(settings.model_copy(update={"serve_host": host or settings.serve_host}))
-    uvicorn.run(
-        app,
-        host=host or settings.serve_host,
-        port=port or settings.serve_port,
-        log_level="warning",
-    )
+    """Serve Streamable HTTP until interrupted (host and port default to the settings')."""
+    host = host or settings.serve_host
+    sockets = listen_on(host, settings.serve_port if port is None else port)
+    app = build_http_app(settings.model_copy(update={"serve_host": host}))
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=sockets)
+
+
+def listen_on(host: str, port: int) -> list[socket.socket]:
+    """Sockets bound to every address `host` resolves to, as asyncio's `create_server`
+    binds them, or a one-line error naming HOST:PORT: uvicorn, left to bind, logs a
+    failure between its own lines without the address it tried and exits with 3."""
+    sockets: list[socket.socket] = []
+    try:
+        resolved = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        for family, kind, protocol, _, address in dict.fromkeys(resolved):
+            sock = socket.socket(family, kind, protocol)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:  # as asyncio does: a dual-stack `::` takes `0.0.0.0`
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(address)
+    except (OSError, OverflowError, UnicodeError) as error:
+        for sock in sockets:
+            sock.close()
+        if isinstance(error, UnicodeError):  # the codec's words for a label over 63 characters
+            reason = "not a host name"
+        else:
+            reason = getattr(error, "strerror", None) or str(error)
+        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        raise SlackqueryError(
+            f"cannot listen on {where}: {reason[:1].lower() + reason[1:]}"
+        ) from None
+    return sockets
 
 
 def run_stdio(settings: Settings, requester: Requester | None = None) -> None:

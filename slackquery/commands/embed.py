@@ -8,11 +8,22 @@ fan the batches out over Dask, which only the Prefect flow can do (prefect-dask)
 """
 
 import argparse
+import re
+import socket
 from typing import Any
 
 from slackquery.commands import add_engine_flag, add_json_flag, emit, use_prefect
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
+
+# The Dask transports that reach a scheduler over TCP (`ucx` needs UCX network hardware,
+# `inproc` stays inside one process).
+_SCHEDULER_ADDRESS = re.compile(
+    r"(?P<scheme>tcp|tls|wss?)://(?P<host>\[[0-9a-fA-F:.]+\]|[^:/\[\]\s]+):(?P<port>[0-9]{1,5})"
+)
+# A scheduler on a reachable network accepts a connection in milliseconds; this only bounds
+# the wait for a host that drops packets.
+SCHEDULER_CONNECT_TIMEOUT_S = 10.0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -39,17 +50,42 @@ def add_dask_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_mutually_exclusive_group()
     group.add_argument(
         "--dask-workers",
-        type=int,
+        type=worker_count,
         default=None,
         metavar="N",
-        help="embed on a local Dask cluster of N single-threaded worker processes",
+        help="embed on a local Dask cluster of N (at least 1) single-threaded worker processes",
     )
     group.add_argument(
         "--dask-address",
+        type=scheduler_address,
         default=None,
         metavar="ADDRESS",
-        help="embed on the Dask cluster whose scheduler listens here (tcp://host:8786)",
+        help="embed on the Dask cluster whose scheduler listens here (tcp://HOST:PORT, or "
+        "tls://, ws://, wss://; e.g. tcp://10.0.0.5:8786)",
     )
+
+
+def worker_count(value: str) -> int:
+    """An argparse type: a number of Dask workers, at least 1."""
+    try:
+        count = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of workers") from None
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"{value} workers: use at least 1")
+    return count
+
+
+def scheduler_address(value: str) -> str:
+    """An argparse type: a Dask scheduler's address, SCHEME://HOST:PORT. Dask itself
+    refuses a malformed one only once the flow runs, with two tracebacks."""
+    match = _SCHEDULER_ADDRESS.fullmatch(value)
+    if match is None or not 1 <= int(match["port"]) <= 65535:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a scheduler address: use tcp://HOST:PORT (or tls://, ws://, "
+            "wss://), e.g. tcp://10.0.0.5:8786"
+        )
+    return value
 
 
 def uses_dask(args: argparse.Namespace) -> bool:
@@ -58,6 +94,22 @@ def uses_dask(args: argparse.Namespace) -> bool:
     if wanted and args.engine == "plain":
         raise SlackqueryError("--dask-workers/--dask-address need the Prefect engine")
     return wanted
+
+
+def ensure_scheduler_listens(address: str) -> None:
+    """Refuse, in one line naming it, a scheduler address nothing accepts connections at,
+    before the flow starts: Dask would retry for its 30 s connect timeout, then fail the
+    flow run with two tracebacks."""
+    match = _SCHEDULER_ADDRESS.fullmatch(address)
+    assert match is not None  # `scheduler_address` parsed it
+    host = match["host"].removeprefix("[").removesuffix("]")
+    try:
+        socket.create_connection((host, int(match["port"])), SCHEDULER_CONNECT_TIMEOUT_S).close()
+    except OSError as error:
+        reason = error.strerror or str(error)
+        raise SlackqueryError(
+            f"cannot reach the Dask scheduler at {address}: {reason[:1].lower() + reason[1:]}"
+        ) from None
 
 
 def _format(result: dict[str, Any]) -> str:
@@ -78,6 +130,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     """Run the embed flow or loop; exit 1 when items ended terminal_failed."""
     progress = not args.json
     if uses_dask(args) or use_prefect(args):
+        if args.dask_address:
+            ensure_scheduler_listens(args.dask_address)
         from flows.embed import with_dask
 
         # The flow reads the same settings from the environment (keys stay out of Prefect).

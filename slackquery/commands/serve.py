@@ -22,13 +22,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--stdio", action="store_true", help="serve over stdin/stdout")
     parser.add_argument("--host", help="bind address (default: SLACKQUERY_SERVE_HOST)")
-    parser.add_argument("--port", type=int, help="TCP port (default: SLACKQUERY_SERVE_PORT)")
+    parser.add_argument(
+        "--port", type=tcp_port, help="TCP port, 1-65535 (default: SLACKQUERY_SERVE_PORT)"
+    )
     add_requester_flags(parser)
     parser.set_defaults(handler=run)
 
 
+def tcp_port(value: str) -> int:
+    """An argparse type: a port to listen on. 0 ("any free port") is refused: clients are
+    registered with the server's URL, so the port must be known before it starts."""
+    try:
+        port = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a port number") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a port: use 1-65535")
+    return port
+
+
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    """Run until interrupted."""
+    """Run until interrupted; a host or port it cannot listen on is a one-line error."""
     # Imported here, not at the top: the MCP SDK would cost every CLI start ~0.3 s.
     from serving.server import run_http, run_stdio
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import duckdb
 import numpy as np
+import pytest
 
 from slackquery.cli import main
 from slackquery.crash import CRASH_ENV
@@ -218,6 +219,37 @@ def test_cli_errors_are_one_line(settings: Settings, capsys) -> None:
     assert "without --api-key" in capsys.readouterr().err
     assert main(["embed-server", "--api-key", "short"]) == 1
     assert "at least 16" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("--dask-address", "notaurl"),
+        ("--dask-address", "tcp://10.0.0.5"),
+        ("--dask-address", "tcp://10.0.0.5:99999"),
+        ("--dask-address", "http://10.0.0.5:8786"),
+        ("--dask-workers", "-1"),
+        ("--dask-workers", "0"),
+    ],
+)
+def test_malformed_dask_options_are_usage_errors(
+    settings: Settings, capsys: pytest.CaptureFixture[str], option: str, value: str
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["embed", option, value])
+    assert exited.value.code == 2
+    error = capsys.readouterr().err.splitlines()[-1]
+    assert error.startswith(f"slackquery embed: error: argument {option}: ")
+
+
+def test_an_unreachable_scheduler_is_one_line_naming_it(settings: Settings, capsys) -> None:
+    with socket.socket() as closed:  # bound, never listening: connections are refused
+        closed.bind(("127.0.0.1", 0))
+        address = f"tcp://127.0.0.1:{closed.getsockname()[1]}"
+        assert main(["embed", "--engine", "prefect", "--dask-address", address]) == 1
+    assert capsys.readouterr().err == (
+        f"error: cannot reach the Dask scheduler at {address}: connection refused\n"
+    )
 
 
 def test_status_projects_time_to_full_coverage_at_the_measured_rate(

@@ -19,6 +19,7 @@ import slackquery.embedding.work as work
 from flows.embed import with_dask
 from slackquery.crash import CRASH_ENV
 from slackquery.embedding.base import finalize_vectors
+from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
 from tests.embedding.documents import create_state_db, message_texts
 from tests.flows.hash_embedder import IDENTITY, KILL_AT_ENV, MARKERS_ENV, load, vector_of
@@ -68,6 +69,12 @@ def _port_taken(port: int) -> Iterator[None]:
             holder.bind(("127.0.0.1", port))
             holder.listen()
         yield
+
+
+@pytest.mark.parametrize("workers", [0, -1])
+def test_fewer_than_one_worker_is_refused(workers: int) -> None:
+    with pytest.raises(SlackqueryError, match=f"dask_workers must be at least 1, not {workers}"):
+        with_dask(workers=workers)
 
 
 def test_two_workers_embed_everything_once_loading_the_model_once_each(

@@ -2,6 +2,7 @@
 readable output escapes the terminal controls archive text may hold."""
 
 import json
+import socket
 import stat
 from pathlib import Path
 
@@ -145,6 +146,39 @@ def test_requester_options_over_http_are_refused(
     assert "applies to --stdio; over HTTP each token names its requester" in (
         capsys.readouterr().err
     )
+
+
+@pytest.mark.parametrize("port", ["0", "99999", "-1", "http"])
+def test_serve_refuses_a_port_outside_1_to_65535(
+    home: Path, capsys: pytest.CaptureFixture[str], port: str
+) -> None:
+    # 0 would have served on SLACKQUERY_SERVE_PORT; 99999 failed in bind() with tracebacks.
+    with pytest.raises(SystemExit) as exited:
+        main(["serve", "--port", port])
+    assert exited.value.code == 2
+    assert "slackquery serve: error: argument --port: " in capsys.readouterr().err
+
+
+def test_serve_names_the_address_it_cannot_listen_on(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["serve", "--port", str(port)]) == 1
+    assert capsys.readouterr().err == (
+        f"error: cannot listen on 127.0.0.1:{port}: address already in use\n"
+    )
+    # An address of no interface here (TEST-NET-1), and a name no resolver is asked about.
+    assert main(["serve", "--host", "192.0.2.1", "--port", str(port)]) == 1
+    assert capsys.readouterr().err == (
+        f"error: cannot listen on 192.0.2.1:{port}: cannot assign requested address\n"
+    )
+    overlong = "x" * 64 + ".example"  # a label of 64 characters; DNS allows 63
+    assert main(["serve", "--host", overlong, "--port", str(port)]) == 1
+    expected = f"error: cannot listen on {overlong}:{port}: not a host name\n"
+    assert capsys.readouterr().err == expected
 
 
 # Archive text as an export can hold it: an ESC sequence that would recolour (or clear)

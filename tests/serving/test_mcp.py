@@ -1,6 +1,7 @@
 """The MCP server through the official client, over real Streamable HTTP and stdio."""
 
 import os
+import socket
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Iterator
@@ -263,6 +264,75 @@ def test_health_readiness_auth_and_body_cap(settings: Settings, pipeline: Pipeli
             return await call(client, "list_slack_scopes")
 
         assert run_client(url, body, token="s3cret-token-value")["scopes"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b'[{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}]', b"null", b'{"jsonrpc": "2.0"}'],
+    ids=["batch", "null", "no-method"],
+)
+def test_a_body_that_is_not_one_json_rpc_message_is_an_invalid_request(
+    served: str, body: bytes
+) -> None:
+    headers = {"Content-Type": "application/json"}
+    response = httpx.post(f"{served}/mcp", content=body, headers=headers)
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == -32600  # JSON-RPC's "invalid request"
+    assert "send one JSON-RPC object (batches are not supported)" in error["message"]
+
+
+def _readiness_and_searches(settings: Settings) -> tuple[httpx.Response, Any, Any]:
+    """`/readyz`, then a hybrid and a lexical search, from a server run with `settings`."""
+    engine = SearchEngine(settings)
+    try:
+        with http_server(settings, engine) as url:
+            readiness = httpx.get(f"{url}/readyz")
+
+            async def body(client: Client) -> tuple[Any, Any]:
+                hybrid = await call(client, "search_slack", query="deploy")
+                lexical = await call(client, "search_slack", query="deploy", mode="lexical")
+                return hybrid, lexical
+
+            hybrid, lexical = run_client(url, body)
+    finally:
+        engine.close()
+    return readiness, hybrid, lexical
+
+
+def test_not_ready_while_the_configured_model_is_not_the_artifacts(
+    published: Settings, caplog: Any
+) -> None:
+    another = published.model_copy(update={"embedding_model": "ort-int8/multilingual-e5-small-q4"})
+    readiness, hybrid, lexical = _readiness_and_searches(another)
+    assert readiness.status_code == 503
+    assert readiness.json() == {
+        "ready": False,
+        "error": "embedding generation mismatch between the configured model and the artifact, "
+        "so hybrid and semantic search fail; see the server log",
+    }
+    assert str(published.home) not in readiness.text  # public: the details go to the log
+    logged = [record.getMessage() for record in caplog.records]
+    assert any(line.startswith("not ready: embedding generation mismatch") for line in logged)
+    # Readiness answers what searches find: hybrid fails, lexical still works.
+    assert "embedding generation mismatch" in hybrid and lexical["results"]
+
+
+def test_not_ready_while_the_embedding_endpoint_fails_validation(published: Settings) -> None:
+    with socket.socket() as closed:  # bound, never listening: connections are refused
+        closed.bind(("127.0.0.1", 0))
+        endpoint = f"http://127.0.0.1:{closed.getsockname()[1]}"
+        down = published.model_copy(
+            update={"embedding_transport": "ollama", "embedding_url": endpoint}
+        )
+        readiness, hybrid, lexical = _readiness_and_searches(down)
+    assert readiness.status_code == 503
+    assert readiness.json()["error"] == (
+        "the embedding endpoint failed validation, so hybrid and semantic search fail; "
+        "see the server log"
+    )
+    assert endpoint not in readiness.text
+    assert "failed validation" in hybrid and lexical["results"]
 
 
 def test_stdio_transport(published: Settings) -> None:
