@@ -73,6 +73,7 @@ def build_server(engine: SearchEngine, metrics: Metrics) -> MCPServer:
         instructions=GUIDE,
         version=__version__,
     )
+    server.metrics = metrics
     runner = ToolRunner(engine.settings, metrics)
     register_tools(server, engine, runner)
     register_answer_tools(server, engine, runner)

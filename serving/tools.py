@@ -125,41 +125,54 @@ def _internal_error(tool: str) -> ToolError:
 
 
 class ToolServer(MCPServer):
-    """The MCP server whose tool errors are always one short line (see the module doc)."""
+    """The MCP server whose tool errors are always one short line (see the module doc).
+
+    A call refused before its tool runs (unknown tool, bad arguments) is counted in
+    `metrics` under the mode `invalid` (tool `unknown` for a name no tool has); the tool
+    bodies count their own calls (`ToolRunner`).
+    """
+
+    metrics: Metrics | None = None
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Any = None
     ) -> CallToolResult:  # type: ignore[override]
-        broken = [key for key, value in arguments.items() if _has_surrogate(value)]
-        if broken:
-            raise ToolError(
-                one_line(f"{name}: {', '.join(broken)} is not valid Unicode (lone surrogate)")
-            )
-        await self._refuse_unknown_arguments(name, arguments)
+        parameters = {tool.name: tool.input_schema for tool in await self.list_tools()}
         try:
+            if name in parameters:
+                _refuse_arguments(name, arguments, parameters[name].get("properties", {}))
             return await super().call_tool(name, arguments, context)  # type: ignore[return-value]
         except UnexpectedToolError:  # not from a tool body (ToolRunner catches those): a bug
             raise _internal_error(name) from None
         except ToolError as error:
             cause = error.__cause__
+            refused = isinstance(error, _Refused) or isinstance(cause, ValidationError)
+            if self.metrics is not None and (refused or name not in parameters):
+                self.metrics.observe(
+                    name if name in parameters else "unknown", "invalid", 0.0, error=True
+                )
             if isinstance(cause, ValidationError):
                 raise ToolError(one_line(validation_message(name, cause))) from None
             raise ToolError(one_line(str(cause or error))) from None
 
-    async def _refuse_unknown_arguments(self, name: str, arguments: dict[str, Any]) -> None:
-        """Validation would drop an argument the tool does not take, so a misspelt filter
-        (`channel` for `channel_ids`) would give unfiltered results that look filtered."""
-        for tool in await self.list_tools():
-            if tool.name == name:
-                known = tool.input_schema.get("properties", {})
-                unknown = [key for key in arguments if key not in known]
-                if unknown:
-                    raise ToolError(
-                        one_line(
-                            f"invalid arguments for {name}: unknown argument "
-                            f"{', '.join(map(_shown, unknown))} (it takes {', '.join(known)})"
-                        )
-                    )
+
+class _Refused(ToolError):
+    """Arguments refused before validation."""
+
+
+def _refuse_arguments(name: str, arguments: dict[str, Any], known: dict[str, Any]) -> None:
+    """Refuse text that is not Unicode, and an argument the tool does not take: validation
+    would drop it, so a misspelt filter (`channel` for `channel_ids`) would give unfiltered
+    results that look filtered."""
+    broken = [key for key, value in arguments.items() if _has_surrogate(value)]
+    if broken:
+        raise _Refused(f"{name}: {', '.join(broken)} is not valid Unicode (lone surrogate)")
+    unknown = [key for key in arguments if key not in known]
+    if unknown:
+        raise _Refused(
+            f"invalid arguments for {name}: unknown argument "
+            f"{', '.join(map(_shown, unknown))} (it takes {', '.join(known)})"
+        )
 
 
 class ToolRunner:

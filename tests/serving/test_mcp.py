@@ -191,6 +191,10 @@ def test_determinism_and_metrics(served: str, pipeline: Pipeline) -> None:
     async def body(client: Client) -> list[Any]:
         first = await call(client, "search_slack", query="database problems", limit=10)
         second = await call(client, "search_slack", query="database problems", limit=10)
+        # Refused before the tool runs, and counted all the same.
+        assert "mode" in await call(client, "search_slack", query="x", mode="bogus")
+        assert "unknown argument" in await call(client, "search_slack", query="x", sql="1")
+        assert "ERROR" in await call(client, "drop_tables")
         return [first, second]
 
     first, second = run_client(served, body)
@@ -199,6 +203,8 @@ def test_determinism_and_metrics(served: str, pipeline: Pipeline) -> None:
     assert first == second
     metrics = httpx.get(f"{served}/metrics").text
     assert 'slackquery_requests_total{tool="search_slack",mode="hybrid"} 2' in metrics
+    assert 'slackquery_requests_total{tool="search_slack",mode="invalid"} 2' in metrics
+    assert 'slackquery_requests_total{tool="unknown",mode="invalid"} 1' in metrics
     assert f'slackquery_artifact_info{{artifact_id="{pipeline.first_build}"}} 1' in metrics
     assert "slackquery_request_seconds_bucket" in metrics
 
