@@ -8,6 +8,9 @@ ASGI middleware, so it holds for every route, the MCP SDK's included:
   refused before reading, and a chunked body is read up to the cap and refused (413) the
   moment it passes it. The app then gets the whole body in one message, so nothing behind
   the guard ever sees a cut-off body or a fake disconnect (which the SDK answered with 500).
+- A body deadline: a body not received whole within `body_timeout_s` gets 408, so a client
+  that stalls mid-body cannot hold its connection forever (uvicorn has no read timeout; a
+  client stalling in its headers is the reverse proxy's to cut).
 """
 
 import hmac
@@ -16,6 +19,7 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any
 
+import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 # The JSON body of an error reply: (request path, HTTP status, message) -> object.
@@ -27,6 +31,10 @@ Authorizer = Callable[[bytes], tuple[bool, Any]]
 def plain_error(path: str, status: int, message: str) -> dict[str, object]:
     """`{"error": message}`, the shape of the MCP server's and Ollama's errors."""
     return {"error": message}
+
+
+# Ample for a capped body (1 MiB by default) over a slow link.
+BODY_TIMEOUT_S = 30.0
 
 
 class _TooLarge(Exception):
@@ -47,6 +55,7 @@ class HttpGuard:
         error_body: ErrorBody = plain_error,
         authorizer: Authorizer | None = None,
         identity: ContextVar[Any] | None = None,
+        body_timeout_s: float = BODY_TIMEOUT_S,
     ):
         """`authorizer` replaces the bearer-key check (the MCP server's grants); the
         identity it returns is set in `identity` while the app handles the request."""
@@ -58,6 +67,7 @@ class HttpGuard:
         self.public_paths = public_paths
         self.challenge = f'Bearer realm="{realm}"' if realm else "Bearer"
         self.error_body = error_body
+        self.body_timeout_s = body_timeout_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -72,9 +82,14 @@ class HttpGuard:
             await self._reply(send, path, 401, "missing or wrong bearer key")
             return
         try:
-            body = await self._read_body(headers.get(b"content-length"), receive)
+            with anyio.fail_after(self.body_timeout_s):
+                body = await self._read_body(headers.get(b"content-length"), receive)
         except _TooLarge:
             await self._reply(send, path, 413, f"request body over {self.max_body_bytes} bytes")
+            return
+        except TimeoutError:
+            timeout = f"{self.body_timeout_s:g}"
+            await self._reply(send, path, 408, f"request body not received within {timeout} s")
             return
         if body is None:
             return
