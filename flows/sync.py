@@ -8,8 +8,9 @@ commit, and a run that finds the lock held (an import, or a sync still going) is
 `sync-and-reconcile` then runs the `reconcile` flow, so the deployment that calls it
 every 15 minutes publishes what the sync brought in.
 
-Retries: a sync that gave up on 429s, 5xx or timeouts is retried (it resumes, so a retry
-costs only the page in flight); token, scope and input errors fail at once.
+Retries: a sync that gave up on rate limits (429, `ratelimited`), server errors (5xx,
+Slack's transient `ok: false` errors) or timeouts is retried (it resumes, so a retry costs
+only the page in flight); token, scope, malformed-page and input errors fail at once.
 """
 
 import logging
@@ -69,6 +70,11 @@ def sync_workspace(types: list[str], channels: list[str], since: date | None) ->
         result["request_count"],
         result["counts"]["messages"],
     )
+    if result["revoked"]:
+        _logger().warning(
+            "private conversations this token can no longer read, members emptied: %s",
+            ", ".join(item["channel_id"] for item in result["revoked"]),
+        )
     return {"status": "synced", **result}
 
 

@@ -126,6 +126,29 @@ def is_thread_parent(message: dict[str, Any], ts: str, thread_ts: str | None) ->
     return bool(message.get("reply_count") or message.get("replies") or message.get("latest_reply"))
 
 
+# The values of the `reply_count` (DuckDB `integer`) and `files.size` (`bigint`) columns.
+INTEGER_RANGE = range(-(2**31), 2**31)
+BIGINT_RANGE = range(-(2**63), 2**63)
+
+
+def unstorable(message: dict[str, Any]) -> str | None:
+    """Why `message_row` and `file_row` cannot make rows of this message, or None.
+
+    Most fields of the wrong kind are only left out of the row (a `bot_id` that is not a
+    string); these would break it.
+    """
+    user = message.get("user")
+    if user is not None and not isinstance(user, str):
+        return f"has a user that is not a user id ({type(user).__name__})"
+    reply_count = message.get("reply_count")
+    if isinstance(reply_count, int) and reply_count not in INTEGER_RANGE:
+        return "has a reply_count out of range"
+    sizes = [file.get("size") for file in message_files(message)]
+    if any(isinstance(size, int) and size not in BIGINT_RANGE for size in sizes):
+        return "shares a file whose size is out of range"
+    return None
+
+
 def message_row(
     message: dict[str, Any],
     *,

@@ -23,6 +23,7 @@ from slackquery.canonical.rows import (
     message_files,
     message_row,
     ts_to_us,
+    unstorable,
 )
 from slackquery.settings import Settings
 
@@ -162,17 +163,23 @@ class Staging:
         seen: set[str] | None = None,
         local_paths: dict[str, str] | None = None,
     ) -> None:
-        """Stage a Slack message object: size limit, duplicates (when `seen`), its author."""
+        """Stage a Slack message object: what the store can hold, duplicates (when `seen`),
+        its author."""
         ts = message["ts"]
         key = f"{self.workspace_id}:{channel_id}:{ts}"
-        canonical = orjson.dumps(message, option=SORTED)
-        if self.oversize(where, f"ts={ts}", key, canonical):
+        canonical = self._canonical(where, message, key)
+        if canonical is None:
             return
         if seen is not None:
             if key in seen:
                 self.skip(where, f"duplicate message ts={ts} skipped")
                 return
             seen.add(key)
+        problem = unstorable(message)
+        if problem is not None:
+            self.skip(where, f"message ts={ts} {problem}: skipped")
+            self.skipped_keys.append(key)
+            return
         authors.note(message, where)
         self.add_message(
             message,
@@ -184,6 +191,20 @@ class Staging:
             bot_user_ids=authors.bot_user_ids,
             local_paths=local_paths,
         )
+
+    def _canonical(self, where: str, message: dict[str, Any], key: str) -> bytes | None:
+        """The message's canonical JSON; None (skipped, and remembered so it is not
+        tombstoned) when it has none (a lone surrogate in a string) or is over the size limit."""
+        label = f"ts={message['ts']}"
+        try:
+            canonical = orjson.dumps(message, option=SORTED)
+        except orjson.JSONEncodeError as error:
+            self.skip(where, f"message {label} is not storable as JSON ({error}): skipped")
+            self.skipped_keys.append(key)
+            return None
+        if self.oversize(where, label, key, canonical):
+            return None
+        return canonical
 
     def add_message(
         self,

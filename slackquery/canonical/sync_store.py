@@ -7,7 +7,9 @@ killed at any instant therefore resumes from its last commit: nothing is duplica
 nothing half-written is visible, and only the page in flight is fetched again.
 
 A pass over a channel reads the history between two bounds; when it and the threads it
-queued are read, the messages in those bounds that no page returned are tombstoned.
+queued are read, the messages in those bounds that no page returned are tombstoned. A
+thread Slack no longer has is tombstoned whole; a private conversation the token can no
+longer read has its member list emptied (`revoke_members`, see `slackquery.slack.sync`).
 """
 
 from dataclasses import dataclass
@@ -18,13 +20,21 @@ import orjson
 
 from slackquery.canonical import store
 from slackquery.canonical.authors import Authors
-from slackquery.canonical.rows import MESSAGE_COLUMNS, ChannelRow, UserRow, ts_to_us
+from slackquery.canonical.rows import (
+    MESSAGE_COLUMNS,
+    ChannelRow,
+    UserRow,
+    datetime_to_us,
+    ts_to_us,
+)
 from slackquery.canonical.staging import Staging, Warnings
 from slackquery.crash import crash_point
 from slackquery.settings import Settings
 
 HISTORY = "history"
 TABLES = ("users", "channels", "messages", "files")
+# The last microsecond of the year 9999: a later ts has no conversation day.
+LAST_STORABLE_US = datetime_to_us(datetime.max.replace(tzinfo=UTC))
 
 
 @dataclass(frozen=True)
@@ -41,6 +51,14 @@ class ChannelPass:
     def open(self) -> bool:
         """Whether a pass is in progress (begun and not finished)."""
         return self.latest_ts is not None
+
+
+@dataclass(frozen=True)
+class StoredConversation:
+    """A conversation as the store holds it: enough to name it and to know who may see it."""
+
+    name: str
+    conversation_type: str
 
 
 def _zero_counts() -> dict[str, dict[str, int]]:
@@ -205,20 +223,34 @@ class SyncStore:
         authors: Authors,
         where: str,
     ) -> list[str]:
-        """Stage a page's messages with the importer's checks; return every valid ts."""
+        """Stage a page's messages with the importer's checks; return every valid ts.
+
+        A ts the page repeats is staged once (a warning names it), as an import does.
+        A message skipped for what it holds counts as seen: a pass never tombstones it.
+        """
         staging = Staging(self.connection, self.warnings, workspace_id, self.settings)
-        seen: list[str] = []
+        seen: dict[str, None] = {}
+        on_page: set[str] = set()
         for message in messages:
             ts_us = staging.valid_ts_us(where, message)
             if ts_us is None:
                 continue
-            seen.append(message["ts"])
+            seen[message["ts"]] = None
+            if ts_us > LAST_STORABLE_US:
+                staging.skip(where, f"message ts={message['ts']} lies after the year 9999: skipped")
+                continue
             day = datetime.fromtimestamp(ts_us // 1_000_000, UTC).date().isoformat()
             staging.add_slack_message(
-                message, authors=authors, channel_id=channel_id, ts_us=ts_us, day=day, where=where
+                message,
+                authors=authors,
+                channel_id=channel_id,
+                ts_us=ts_us,
+                day=day,
+                where=where,
+                seen=on_page,
             )
         staging.flush()
-        return seen
+        return list(seen)
 
     def _record_seen(self, workspace_id: str, channel_id: str, scope: str, seen: list[str]) -> None:
         if seen:
@@ -280,12 +312,71 @@ class SyncStore:
             keys,
         )
 
-    def drop_thread(self, workspace_id: str, channel_id: str, thread_ts: str) -> None:
-        """Forget a queued thread Slack no longer has (`thread_not_found`)."""
+    def forget_thread(
+        self, workspace_id: str, channel_id: str, thread_ts: str, now: datetime
+    ) -> None:
+        """Slack says the thread does not exist (`thread_not_found`): all of it is gone.
+
+        Its stored replies are tombstoned as a read that saw none of them would (what earlier
+        pages of this read saw no longer counts), and the queue forgets it, in one transaction.
+        So is its parent: Slack answers so only when no message has that ts, and a parent
+        older than the re-read window is on no page that could show it gone.
+        """
+        keys = {"w": workspace_id, "c": channel_id, "t": thread_ts}
+        self.connection.begin()
         self.connection.execute(
-            "delete from sync_threads where workspace_id = ? and channel_id = ? and thread_ts = ?",
-            [workspace_id, channel_id, thread_ts],
+            "delete from sync_seen where workspace_id = $w and channel_id = $c and scope = $t",
+            keys,
         )
+        self._finish_thread(workspace_id, channel_id, thread_ts, now)
+        self._tombstone("channel_id = $c and ts = $t", keys, now)
+        self.connection.commit()
+
+    def restart_read(self, workspace_id: str, channel_id: str, scope: str) -> None:
+        """Read the history of the pass (`scope` HISTORY) or a thread again from its first
+        page: Slack rejected its saved cursor. What earlier pages saw is read again."""
+        keys = {"w": workspace_id, "c": channel_id, "scope": scope}
+        self.connection.begin()
+        self.connection.execute(
+            "delete from sync_seen where workspace_id = $w and channel_id = $c and scope = $scope",
+            keys,
+        )
+        if scope == HISTORY:
+            self.connection.execute(
+                "update sync_channels set pass_cursor = null "
+                "where workspace_id = $w and channel_id = $c",
+                {"w": workspace_id, "c": channel_id},
+            )
+        else:
+            self.connection.execute(
+                "update sync_threads set reply_cursor = null "
+                "where workspace_id = $w and channel_id = $c and thread_ts = $scope",
+                keys,
+            )
+        self.connection.commit()
+
+    def synced_conversations(self, workspace_id: str) -> dict[str, StoredConversation]:
+        """The conversations a sync of this workspace has read before, by channel id."""
+        rows = self.connection.execute(
+            "select channel_id, channels.name, channels.conversation_type from sync_channels "
+            "inner join channels using (workspace_id, channel_id) where workspace_id = ?",
+            [workspace_id],
+        ).fetchall()
+        return {channel_id: StoredConversation(name, kind) for channel_id, name, kind in rows}
+
+    def revoke_members(self, workspace_id: str, channel_id: str, now: datetime) -> None:
+        """Empty a conversation's stored member list, so that only the operator sees it.
+
+        Counted, stamped and restored like any channel change: the next directory merge that
+        reads its members from Slack finds them different and writes them back.
+        """
+        changed = self.connection.execute(
+            "update channels set member_ids = []::varchar[], latest_run_id = $run_id, "
+            "last_changed_at = $now where workspace_id = $w and channel_id = $c "
+            "and member_ids is distinct from []::varchar[]",
+            {"w": workspace_id, "c": channel_id, "run_id": self.run_id, "now": now},
+        ).fetchone()
+        self.counts["channels"]["updated"] += int(changed[0]) if changed else 0
 
     def finish_pass(self, workspace_id: str, channel_id: str, now: datetime) -> None:
         """Close the pass: tombstone what history no longer returns; advance the checkpoint."""

@@ -33,7 +33,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=",".join(CONVERSATION_TYPES),
         help="comma-separated conversation types: public, private, mpim, im (default: all)",
     )
-    parser.add_argument("--since", type=iso_day, help="first sync: only history from YYYY-MM-DD on")
+    parser.add_argument(
+        "--since",
+        type=iso_day,
+        help="read no history before YYYY-MM-DD, on this and every run that passes it (after "
+        "an import, its export's last day: older history is then left as imported)",
+    )
     parser.add_argument(
         "--plan",
         action="store_true",
@@ -111,8 +116,16 @@ def render(result: dict[str, Any]) -> str:
     lines.append(
         "  requests: " + ", ".join(f"{method} {n:,}" for method, n in result["requests"].items())
     )
+    if result["retries"]:
+        lines.append(
+            "  retries: " + ", ".join(f"{method} {n:,}" for method, n in result["retries"].items())
+        )
     for skipped in result["skipped"]:
         lines.append(f"  skipped {skipped['channel_id']}: {skipped['error']}")
+    for revoked in result["revoked"]:
+        lines.append(
+            f"  members emptied {revoked['channel_id']}: {revoked['reason']} (see warnings)"
+        )
     if result["warning_count"]:
         lines.append(f"warnings: {result['warning_count']:,}")
         lines.extend(f"  {item['file']}: {item['problem']}" for item in result["warnings"][:20])

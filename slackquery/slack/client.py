@@ -1,18 +1,26 @@
 """A Slack Web API client over httpx: paced per method, retrying, with classified errors.
 
-- `429` waits exactly its `Retry-After`; `5xx`, timeouts and connection errors back off
-  exponentially with full jitter up to `slack_backoff_max_s`; after
-  `slack_max_attempts` the run stops.
+- `429`, and an `ok: false` body with `ratelimited`, wait their `Retry-After`; `5xx`,
+  timeouts, connection errors and the transient `ok: false` errors (`internal_error`,
+  `fatal_error`, `service_unavailable`, `request_timeout`) back off exponentially with full
+  jitter up to `slack_backoff_max_s`; after `slack_max_attempts` the run stops with
+  `SlackTransientError`, which the flow retries.
 - `invalid_auth`, `token_revoked`, `missing_scope` (and the other token errors) stop the
   run with a message that names the missing scope; `not_in_channel` and
   `channel_not_found` raise `ChannelUnavailable`, which the sync turns into a warning.
+- A page that cannot be trusted to be whole (its entries are not a list, it says
+  `has_more` without a cursor, or its cursor was already followed) is an error: taking it
+  as the last page would make the sync tombstone what it never read.
 The token travels only in the Authorization header: it is never part of a URL, a log
 line, an error message or anything written to disk.
 """
 
+import email.utils
+import math
 import random
 from collections import Counter
 from collections.abc import Iterator
+from datetime import UTC
 from typing import Any
 
 import httpx
@@ -31,7 +39,12 @@ STOP_ERRORS = {
     "no_permission",
 }
 CHANNEL_ERRORS = {"not_in_channel", "channel_not_found"}
+# `ok: false` errors that Slack documents as temporary: worth the same retries as a 5xx.
+TRANSIENT_ERRORS = {"internal_error", "fatal_error", "service_unavailable", "request_timeout"}
+RATE_LIMITED = "ratelimited"
 BACKOFF_BASE_S = 1.0
+RETRY_AFTER_DEFAULT_S = 1.0
+RETRY_AFTER_MAX_S = 900.0
 
 
 class SlackApiError(SlackqueryError):
@@ -44,11 +57,21 @@ class SlackApiError(SlackqueryError):
 
 
 class SlackTransientError(SlackApiError):
-    """Every attempt met a 429, a 5xx or a timeout: worth a later retry, which resumes."""
+    """Every attempt met a rate limit, a server error or a timeout: worth a later retry,
+    which resumes."""
 
 
 class ChannelUnavailable(SlackApiError):
     """The token cannot read this conversation (not a member, or it is gone)."""
+
+
+class _Retry(Exception):
+    """One attempt failed for a passing reason; `hold_s` is the wait Slack asked for."""
+
+    def __init__(self, reason: str, hold_s: float | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.hold_s = hold_s
 
 
 def _stop_message(method: str, body: dict[str, Any]) -> str:
@@ -102,7 +125,8 @@ class SlackClient:
         self.close()
 
     def call(self, method: str, **params: Any) -> dict[str, Any]:
-        """One Web API call (form-encoded POST), retried on 429/5xx/timeouts; its JSON body."""
+        """One Web API call (form-encoded POST), retried on rate limits, server errors and
+        timeouts; its JSON body."""
         data = {key: str(value) for key, value in params.items() if value is not None}
         attempts = self.settings.slack_max_attempts
         last = "no attempt"
@@ -110,24 +134,27 @@ class SlackClient:
             self.limiter.wait(method)
             self.requests[method] += 1
             try:
-                response = self._http.post(method, data=data)
-            except (httpx.TimeoutException, httpx.TransportError) as error:
-                last = type(error).__name__
-                self._backoff(method, attempt)
-                continue
-            if response.status_code == 429:
-                last = "HTTP 429"
-                self.retries[method] += 1
-                self.limiter.hold(method, _retry_after(response))
-                continue
-            if response.status_code >= 500:
-                last = f"HTTP {response.status_code}"
-                self._backoff(method, attempt)
-                continue
-            return self._result(method, response)
+                return self._result(method, self._post(method, data))
+            except _Retry as retry:
+                last = retry.reason
+                if retry.hold_s is None:
+                    self._backoff(method, attempt)
+                else:
+                    self.retries[method] += 1
+                    self.limiter.hold(method, retry.hold_s)
         raise SlackTransientError(method, "gave up", f"{attempts} attempts, last: {last}")
 
+    def _post(self, method: str, data: dict[str, str]) -> httpx.Response:
+        try:
+            return self._http.post(method, data=data)
+        except (httpx.TimeoutException, httpx.TransportError) as error:
+            raise _Retry(type(error).__name__) from error
+
     def _result(self, method: str, response: httpx.Response) -> dict[str, Any]:
+        if response.status_code == 429:
+            raise _Retry("HTTP 429", self._retry_after_s(response))
+        if response.status_code >= 500:
+            raise _Retry(f"HTTP {response.status_code}")
         try:
             body = response.json()
         except ValueError as error:
@@ -137,11 +164,18 @@ class SlackClient:
         if body.get("ok") is True:
             return body
         error = str(body.get("error") or f"HTTP {response.status_code}")
+        if error == RATE_LIMITED:
+            raise _Retry(error, self._retry_after_s(response))
+        if error in TRANSIENT_ERRORS:
+            raise _Retry(error)
         if error in STOP_ERRORS:
             raise SlackApiError(method, error, _stop_message(method, body))
         if error in CHANNEL_ERRORS:
             raise ChannelUnavailable(method, error)
         raise SlackApiError(method, error)
+
+    def _retry_after_s(self, response: httpx.Response) -> float:
+        return retry_after_s(response.headers.get("Retry-After"), now=self.clock.time())
 
     def _backoff(self, method: str, attempt: int) -> None:
         """Full jitter: a random wait up to base x 2^(attempt-1), capped."""
@@ -150,27 +184,85 @@ class SlackClient:
             cap = min(self.settings.slack_backoff_max_s, BACKOFF_BASE_S * 2 ** (attempt - 1))
             self.clock.sleep(self.rng.uniform(0, cap))
 
-    def pages(self, method: str, **params: Any) -> Iterator[dict[str, Any]]:
-        """Every page of a cursor-paged method, starting at `cursor` when one is given."""
-        cursor = params.pop("cursor", None)
+    def items(self, method: str, key: str, **params: Any) -> Iterator[Any]:
+        """Every entry of `key` (`members`, `channels`) on every page of a cursor-paged
+        method; each page is checked whole before its entries are handed out."""
+        trail = CursorTrail(method)
+        cursor = None
         while True:
             body = self.call(method, **params, cursor=cursor)
-            yield body
-            cursor = next_cursor(body)
-            if not cursor:
+            entries = page_items(method, body, key)
+            cursor = trail.follow(body)
+            yield from entries
+            if cursor is None:
                 return
 
 
-def next_cursor(body: dict[str, Any]) -> str | None:
-    """The cursor of the page after `body`, or None on the last page."""
-    metadata = body.get("response_metadata")
-    cursor = metadata.get("next_cursor") if isinstance(metadata, dict) else None
-    return cursor or None
+def page_items(method: str, body: dict[str, Any], key: str) -> list[Any]:
+    """The entries of one page (`messages`, `members`, ...); an error unless they are a list."""
+    entries = body.get(key)
+    if not isinstance(entries, list):
+        found = "missing" if entries is None else f"a {type(entries).__name__}"
+        raise SlackApiError(method, "malformed page", f"{key!r} is {found}, not a list")
+    return entries
 
 
-def _retry_after(response: httpx.Response) -> float:
-    """Retry-After in seconds (Slack sends whole seconds; default 1 when absent)."""
+class CursorTrail:
+    """The cursors one paged read has followed: what tells its next page from its end, or
+    from a loop."""
+
+    def __init__(self, method: str, start: str | None = None) -> None:
+        self.method = method
+        self.followed = {start} if start else set()
+
+    def follow(self, body: dict[str, Any]) -> str | None:
+        """The cursor of the page after `body`, or None on the last page.
+
+        A page that says `has_more` without a cursor, a cursor that is not a string, and a
+        cursor this read already followed (it would loop forever) are errors.
+        """
+        metadata = body.get("response_metadata")
+        cursor = metadata.get("next_cursor") if isinstance(metadata, dict) else None
+        if cursor is None or cursor == "":
+            if body.get("has_more") is True:
+                raise SlackApiError(
+                    self.method, "malformed page", "has_more is true but there is no next_cursor"
+                )
+            return None
+        if not isinstance(cursor, str):
+            raise SlackApiError(
+                self.method, "malformed page", f"next_cursor is a {type(cursor).__name__}"
+            )
+        if cursor in self.followed:
+            raise SlackApiError(
+                self.method, "cursor loop", f"next_cursor {cursor[:40]!r} was already followed"
+            )
+        self.followed.add(cursor)
+        return cursor
+
+
+def retry_after_s(value: str | None, *, now: float) -> float:
+    """The seconds a `Retry-After` header asks to wait: delay-seconds or an HTTP-date (RFC
+    9110; one in the past means now), at most RETRY_AFTER_MAX_S (15 minutes: a longer wait is
+    not worth holding the run and the store's writer lock for; the run gives up after its
+    attempts and the next run resumes). Absent or unreadable (not a finite non-negative
+    number, not a date): RETRY_AFTER_DEFAULT_S."""
+    if value is None:
+        return RETRY_AFTER_DEFAULT_S
     try:
-        return max(0.0, float(response.headers.get("Retry-After", "1")))
+        seconds: float | None = float(value)
     except ValueError:
-        return 1.0
+        seconds = _seconds_until(value, now)
+    if seconds is None or not math.isfinite(seconds) or seconds < 0:
+        return RETRY_AFTER_DEFAULT_S
+    return min(seconds, RETRY_AFTER_MAX_S)
+
+
+def _seconds_until(http_date: str, now: float) -> float | None:
+    try:
+        moment = email.utils.parsedate_to_datetime(http_date)
+    except (TypeError, ValueError):
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return max(0.0, moment.timestamp() - now)

@@ -6,14 +6,29 @@ archival and membership changes land first → one pass per conversation over
 `conversations.history`, queueing the threads to read with `conversations.replies`.
 
 A pass reads (oldest, latest): the first pass from `--since` (or the beginning), later
-ones from the older of "where the last pass ended" and "now minus slack_reread_days", so
-each run re-reads the window in which edits and deletions still happen. Threads are read
-when Slack's `latest_reply` differs from what the store holds, or falls in the window
-(threads whose last reply is in the window are queued from the store, so a new reply to an
-old thread is found even when its parent lies before the window). "Newer than stored" is
-judged on the parent: a thread is read when the stored parent's `latest_reply` or
-`reply_count` differs from the page's.
-Every page is one transaction with its checkpoint (`canonical.sync_store`).
+ones from the older of "where the last pass ended" and "now minus slack_reread_days"
+(never before `--since`), so each run re-reads the window in which edits and deletions
+still happen. Threads are read when a history page's parent holds another `latest_reply`
+or `reply_count` than the stored parent (a broadcast reply already read from history does
+not count as having the thread), or when its last reply falls in the window; the threads
+whose last stored reply is in the window are queued from the store too, so a new reply to
+a thread whose parent lies before the window is found while that thread is active.
+The limit: a new reply to a thread whose parent and last stored reply both lie before the
+window is not found (unless it is broadcast to the channel), since no page a run reads
+shows it; a run with a larger slack_reread_days re-reads that far back and finds it.
+A thread Slack no longer has (`thread_not_found`) is tombstoned whole.
+
+Access fails closed: a private channel, group DM or DM that a sync of this workspace read
+before, of a type the run asks for, that this run cannot read (no longer listed, or
+`not_in_channel` / `channel_not_found` at any step) has its stored member list emptied, so
+that only the operator sees it until a sync that can read it stores its members again; a
+public channel no longer listed is only warned about. A conversation known only from an
+`import` keeps the members of its export.
+
+The run holds the canonical store's writer lock from start to end, pacing waits included:
+meanwhile `import` refuses to start and `project` cannot open the store.
+Every page is one transaction with its checkpoint (`canonical.sync_store`); a page that
+cannot be trusted to be whole stops the run before anything is tombstoned.
 """
 
 import math
@@ -24,15 +39,23 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Any
 
+import orjson
+
 from slackquery.canonical import store
 from slackquery.canonical.authors import Authors
 from slackquery.canonical.importer import upsert_workspace
 from slackquery.canonical.rows import ChannelRow, slack_channel_row, slack_user_row, ts_to_us
 from slackquery.canonical.staging import Staged, Warnings
-from slackquery.canonical.sync_store import HISTORY, SyncStore
+from slackquery.canonical.sync_store import HISTORY, StoredConversation, SyncStore
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
-from slackquery.slack.client import ChannelUnavailable, SlackApiError, SlackClient, next_cursor
+from slackquery.slack.client import (
+    ChannelUnavailable,
+    CursorTrail,
+    SlackApiError,
+    SlackClient,
+    page_items,
+)
 from slackquery.slack.pacing import Clock, SystemClock
 
 CONVERSATION_TYPES = {
@@ -41,6 +64,7 @@ CONVERSATION_TYPES = {
     "mpim": "mpim",
     "im": "im",
 }
+PRIVATE_TYPES = ("private_channel", "mpim", "im")
 DAY_S = 86_400
 
 
@@ -80,7 +104,9 @@ class _Run:
     warnings: Warnings
     workspace_id: str = ""
     authors: Authors | None = None
+    synced_before: dict[str, StoredConversation] = field(default_factory=dict)
     skipped: list[dict[str, str]] = field(default_factory=list)
+    revoked: list[dict[str, str]] = field(default_factory=list)
 
 
 def sync(
@@ -128,18 +154,11 @@ def _now(run: _Run) -> datetime:
 
 def _sync_directory(run: _Run) -> list[_Conversation]:
     """Identity, users and the wanted conversations with their members, merged at once."""
-    client = run.client
-    identity = client.call("auth.test")
-    run.workspace_id = str(identity["team_id"])
-    team = client.call("team.info", team=run.workspace_id).get("team") or {}
-    users = {
-        member["id"]: member
-        for page in client.pages("users.list", limit=run.settings.slack_page_size)
-        for member in page.get("members") or []
-        if isinstance(member, dict) and isinstance(member.get("id"), str)
-    }
+    identity, team = _identity(run)
+    users = _users(run)
     run.authors = Authors(users, run.warnings)
-    conversations = _wanted(run, _list_conversations(run))
+    run.synced_before = run.db.synced_conversations(run.workspace_id)
+    conversations, unlisted = _wanted(run, _list_conversations(run))
     handle = _handle(users)
     kept = []
     for entry in conversations:
@@ -157,8 +176,37 @@ def _sync_directory(run: _Run) -> list[_Conversation]:
     now = _now(run)
     user_rows = [slack_user_row(run.workspace_id, entry) for entry in users.values()]
     run.db.write_directory(user_rows, [item.row for item in kept], now)
+    for channel_id in unlisted:
+        stored = run.synced_before[channel_id]
+        _unreadable(run, channel_id, stored.conversation_type, stored.name, "no longer listed")
     _upsert_identity(run, identity, team, now)
     return kept
+
+
+def _identity(run: _Run) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`auth.test` (which names the workspace) and `team.info`'s team (a name and domain)."""
+    identity = run.client.call("auth.test")
+    team_id = identity.get("team_id")
+    if not isinstance(team_id, str) or not team_id:
+        raise SlackApiError("auth.test", "malformed response", "it names no team_id")
+    run.workspace_id = team_id
+    team = run.client.call("team.info", team=team_id).get("team")
+    if not isinstance(team, dict):
+        run.warnings.add(
+            "slack:team.info", "team.info gave no team object; the workspace is named by auth.test"
+        )
+        return identity, {}
+    return identity, team
+
+
+def _users(run: _Run) -> dict[str, dict[str, Any]]:
+    return {
+        member["id"]: member
+        for member in run.client.items("users.list", "members", limit=run.settings.slack_page_size)
+        if isinstance(member, dict)
+        and isinstance(member.get("id"), str)
+        and _storable(run, "users.list", member)
+    }
 
 
 def _upsert_identity(
@@ -187,39 +235,66 @@ def _list_conversations(run: _Run) -> list[dict[str, Any]]:
     types = ",".join(CONVERSATION_TYPES[kind] for kind in run.request.types)
     return [
         channel
-        for page in run.client.pages(
+        for channel in run.client.items(
             "conversations.list",
+            "channels",
             types=types,
             exclude_archived="false",
             limit=run.settings.slack_page_size,
         )
-        for channel in page.get("channels") or []
-        if isinstance(channel, dict) and isinstance(channel.get("id"), str)
+        if isinstance(channel, dict)
+        and isinstance(channel.get("id"), str)
+        and _storable(run, "conversations.list", channel)
     ]
 
 
-def _wanted(run: _Run, conversations: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The conversations `--channels` names (all when it names none)."""
+def _wanted(run: _Run, listed: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The listed conversations to sync (those `--channels` names, else all), and the ids of
+    the conversations sync read before, of the types asked for, that are no longer listed
+    (with `--channels`, those it names)."""
+    requested = {CONVERSATION_TYPES[kind] for kind in run.request.types}
+    listed_ids = {entry["id"] for entry in listed}
+    unlisted = {
+        channel_id: stored
+        for channel_id, stored in run.synced_before.items()
+        if stored.conversation_type in requested and channel_id not in listed_ids
+    }
     if not run.request.channels:
-        return conversations
+        return listed, sorted(unlisted)
     wanted = {name.lstrip("#") for name in run.request.channels}
-    chosen = [c for c in conversations if c["id"] in wanted or c.get("name") in wanted]
+    chosen = [c for c in listed if c["id"] in wanted or c.get("name") in wanted]
+    gone = sorted(cid for cid, c in unlisted.items() if cid in wanted or c.name in wanted)
     found = {c["id"] for c in chosen} | {str(c.get("name")) for c in chosen}
+    found |= set(gone) | {unlisted[cid].name for cid in gone}
     missing = sorted(wanted - found)
     if missing:
         raise SlackqueryError(f"no such conversation(s) for this token: {', '.join(missing)}")
-    return chosen
+    return chosen, gone
 
 
 def _members(run: _Run, channel_id: str) -> list[str]:
     return [
         member
-        for page in run.client.pages(
-            "conversations.members", channel=channel_id, limit=run.settings.slack_page_size
+        for member in run.client.items(
+            "conversations.members",
+            "members",
+            channel=channel_id,
+            limit=run.settings.slack_page_size,
         )
-        for member in page.get("members") or []
-        if isinstance(member, str)
+        if isinstance(member, str) and _storable(run, "conversations.members", member)
     ]
+
+
+def _storable(run: _Run, method: str, entry: Any) -> bool:
+    """Whether the store can hold a list entry as JSON (it cannot hold a lone surrogate);
+    one it cannot is skipped with a warning."""
+    try:
+        orjson.dumps(entry)
+    except orjson.JSONEncodeError as error:
+        label = entry.get("id") if isinstance(entry, dict) else entry
+        run.warnings.add(f"slack:{method}", f"{label!r} skipped: not storable as JSON ({error})")
+        return False
+    return True
 
 
 def conversation_type(entry: dict[str, Any]) -> str:
@@ -242,10 +317,39 @@ def _handle(users: dict[str, dict[str, Any]]) -> Callable[[str], str]:
 
 
 def _skip(run: _Run, entry: dict[str, Any], error: SlackApiError) -> None:
-    """A conversation the token cannot read: warn and go on with the others."""
-    label = f"#{entry['name']}" if entry.get("name") else entry["id"]
+    """A listed conversation the token cannot read: warn and go on with the others."""
     run.skipped.append({"channel_id": entry["id"], "error": error.error})
-    run.warnings.add(f"slack:{entry['id']}", f"{label} skipped: {error.error}")
+    name = entry.get("name")
+    _unreadable(run, entry["id"], conversation_type(entry), name, error.error)
+
+
+def _unreadable(run: _Run, channel_id: str, kind: str, name: object, reason: str) -> None:
+    """A conversation this run cannot read, with a warning that says what became of it.
+
+    One a sync read before is no longer kept current; if it is private, its members are
+    emptied so that nobody keeps searching it on the strength of an old member list.
+    """
+    stored = run.synced_before.get(channel_id)
+    label = (
+        f"{kind} {name} ({channel_id})" if name and name != channel_id else f"{kind} {channel_id}"
+    )
+    where = f"slack:{channel_id}"
+    if stored is None:
+        run.warnings.add(where, f"{label} skipped: {reason}")
+    elif kind not in PRIVATE_TYPES:
+        run.warnings.add(
+            where,
+            f"{label} cannot be read ({reason}: deleted, or private without this token); "
+            "its stored copy is no longer kept current",
+        )
+    else:
+        run.db.revoke_members(run.workspace_id, channel_id, _now(run))
+        run.revoked.append({"channel_id": channel_id, "reason": reason})
+        run.warnings.add(
+            where,
+            f"{label} cannot be read ({reason}); its stored member list is emptied, so only "
+            "the operator sees it until a sync can read it again",
+        )
 
 
 def _sync_conversation(run: _Run, conversation: _Conversation) -> None:
@@ -298,20 +402,15 @@ def _ts(seconds: float) -> str:
 def _read_history(run: _Run, channel_id: str, current: Any) -> None:
     """Page the pass's history from its checkpoint; read each page's threads after it."""
     method = "conversations.history"
-    limit = run.client.pacing.page_size(method, run.settings.slack_page_size)
-    cursor = current.cursor
-    while True:
-        observed_at = _now(run)
-        body = run.client.call(
-            method,
-            channel=channel_id,
-            oldest=current.oldest_ts,
-            latest=current.latest_ts,
-            limit=limit,
-            cursor=cursor,
-        )
-        messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
-        cursor = next_cursor(body)
+    params = {
+        "channel": channel_id,
+        "oldest": current.oldest_ts,
+        "latest": current.latest_ts,
+        "limit": run.client.pacing.page_size(method, run.settings.slack_page_size),
+    }
+    where = _where(channel_id, HISTORY)
+    pages = _pages(run, method, params, current.cursor, channel_id=channel_id, scope=HISTORY)
+    for messages, cursor, observed_at in pages:
         assert run.authors is not None
         run.db.write_page(
             run.workspace_id,
@@ -322,14 +421,58 @@ def _read_history(run: _Run, channel_id: str, current: Any) -> None:
             next_cursor=cursor,
             observed_at=observed_at,
             queue_threads=_threads_to_read(run, channel_id, messages),
-            where=f"slack:{channel_id}",
+            where=where,
         )
         _read_threads(run, channel_id)
+
+
+def _pages(
+    run: _Run,
+    method: str,
+    params: dict[str, Any],
+    cursor: str | None,
+    *,
+    channel_id: str,
+    scope: str,
+) -> Iterator[tuple[list[Any], str | None, datetime]]:
+    """(messages, next cursor, request time) of each page of a history or thread read.
+
+    The read starts at `cursor`, its saved checkpoint. A cursor Slack rejects
+    (`invalid_cursor`: one saved long ago) restarts the read from its first page, once.
+    """
+    trail = CursorTrail(method, cursor)
+    restarted = False
+    while True:
+        observed_at = _now(run)
+        try:
+            body = run.client.call(method, **params, cursor=cursor)
+        except SlackApiError as error:
+            if error.error != "invalid_cursor":
+                raise
+            if restarted:
+                raise SlackApiError(
+                    method, "invalid_cursor", "again after restarting from the first page"
+                ) from error
+            run.warnings.add(
+                _where(channel_id, scope),
+                f"{method}: Slack rejected the saved cursor; read again from the first page",
+            )
+            run.db.restart_read(run.workspace_id, channel_id, scope)
+            restarted, cursor, trail = True, None, CursorTrail(method)
+            continue
+        messages = page_items(method, body, "messages")
+        cursor = trail.follow(body)
+        yield messages, cursor, observed_at
         if cursor is None:
             return
 
 
-def _threads_to_read(run: _Run, channel_id: str, messages: list[dict[str, Any]]) -> list[str]:
+def _where(channel_id: str, scope: str) -> str:
+    """Where a warning about a page of this read points."""
+    return f"slack:{channel_id}" if scope == HISTORY else f"slack:{channel_id}:{scope}"
+
+
+def _threads_to_read(run: _Run, channel_id: str, messages: list[Any]) -> list[str]:
     """Parents on this page whose thread changed since stored, or was recently active.
 
     Changed: the store lacks the parent, or holds another `latest_reply` / `reply_count`
@@ -338,7 +481,8 @@ def _threads_to_read(run: _Run, channel_id: str, messages: list[dict[str, Any]])
     parents = {
         message["ts"]: message
         for message in messages
-        if message.get("thread_ts") == message.get("ts")
+        if isinstance(message, dict)
+        and message.get("thread_ts") == message.get("ts")
         and message.get("reply_count")
         and isinstance(message.get("latest_reply"), str)
     }
@@ -358,38 +502,30 @@ def _threads_to_read(run: _Run, channel_id: str, messages: list[dict[str, Any]])
 
 def _read_threads(run: _Run, channel_id: str) -> None:
     """Drain the channel's queued threads, each from its own checkpoint."""
+    method = "conversations.replies"
+    limit = run.client.pacing.page_size(method, run.settings.slack_page_size)
     for thread_ts, cursor in run.db.pending_threads(run.workspace_id, channel_id):
+        params = {"channel": channel_id, "ts": thread_ts, "limit": limit}
+        where = _where(channel_id, thread_ts)
         try:
-            for body, next_page, observed_at in _replies(run, channel_id, thread_ts, cursor):
+            for messages, next_page, observed_at in _pages(
+                run, method, params, cursor, channel_id=channel_id, scope=thread_ts
+            ):
                 assert run.authors is not None
                 run.db.write_page(
                     run.workspace_id,
                     channel_id,
-                    [m for m in body.get("messages") or [] if isinstance(m, dict)],
+                    messages,
                     authors=run.authors,
                     scope=thread_ts,
                     next_cursor=next_page,
                     observed_at=observed_at,
-                    where=f"slack:{channel_id}:{thread_ts}",
+                    where=where,
                 )
         except SlackApiError as error:
             if error.error != "thread_not_found":
                 raise
-            run.db.drop_thread(run.workspace_id, channel_id, thread_ts)
-
-
-def _replies(
-    run: _Run, channel_id: str, thread_ts: str, cursor: str | None
-) -> Iterator[tuple[dict[str, Any], str | None, datetime]]:
-    method = "conversations.replies"
-    limit = run.client.pacing.page_size(method, run.settings.slack_page_size)
-    while True:
-        observed_at = _now(run)
-        body = run.client.call(method, channel=channel_id, ts=thread_ts, limit=limit, cursor=cursor)
-        cursor = next_cursor(body)
-        yield body, cursor, observed_at
-        if cursor is None:
-            return
+            run.db.forget_thread(run.workspace_id, channel_id, thread_ts, _now(run))
 
 
 def _eta_s(run: _Run, conversations_left: int) -> float:
@@ -405,6 +541,7 @@ def summary(run: _Run, conversations: int, elapsed_s: float) -> dict[str, Any]:
         "workspace_id": run.workspace_id,
         "conversations": conversations - len(run.skipped),
         "skipped": run.skipped,
+        "revoked": run.revoked,
         "requests": dict(sorted(client.requests.items())),
         "request_count": sum(client.requests.values()),
         "retries": dict(sorted(client.retries.items())),

@@ -212,3 +212,23 @@ def test_beacon_input_that_is_a_folder(settings: Settings, tmp_path: Path) -> No
     ):
         import_source(settings, folder, source_format="beacon-jsonl")
     assert not settings.canonical_path.exists()
+
+
+@pytest.mark.parametrize(
+    ("odd", "problem"),
+    [
+        ({"user": {"id": "U01"}}, "has a user that is not a user id (dict)"),
+        ({"reply_count": 2**40}, "has a reply_count out of range"),
+        ({"files": [{"id": "F9", "size": 2**63}]}, "shares a file whose size is out of range"),
+    ],
+    ids=["user-object", "reply-count", "file-size"],
+)
+def test_a_message_the_store_cannot_hold_is_skipped_with_warning(
+    settings: Settings, tmp_path: Path, odd: dict[str, Any], problem: str
+) -> None:
+    members = default_members()
+    members["general/2024-01-02.json"].append({**msg("1704200700.000001", "odd"), **odd})
+    report = import_source(settings, write_export(tmp_path / "acme.zip", members))
+    assert report["messages_skipped"] == 1
+    assert report["counts"]["messages"]["inserted"] == 10
+    assert report["warnings"][0]["problem"] == f"message ts=1704200700.000001 {problem}: skipped"

@@ -13,6 +13,7 @@ from slackquery.canonical import store
 from slackquery.errors import SlackqueryError
 from slackquery.slack.client import SlackApiError, SlackTransientError
 from tests.slack.conftest import Live, live, sample_zip  # noqa: F401 (fixtures)
+from tests.slack.server import Fault
 from tests.slack.test_sync import change_workspace
 
 
@@ -31,6 +32,17 @@ def test_only_transient_failures_are_retried() -> None:
     assert retry_transient(None, None, state_of(SlackTransientError("x", "gave up")))  # type: ignore[arg-type]
     assert not retry_transient(None, None, state_of(SlackApiError("x", "token_revoked")))  # type: ignore[arg-type]
     assert not retry_transient(None, None, state_of(None))  # type: ignore[arg-type]
+
+
+def test_a_sync_that_gave_up_on_an_ok_false_server_error_is_retried(
+    live: Live,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SLACKQUERY_SLACK_MAX_ATTEMPTS", "1")  # gives up at once: no backoff
+    live.slack.faults.append(Fault("auth.test", "service_unavailable"))
+    with pytest.raises(SlackTransientError) as raised:
+        sync_workspace.fn(["im"], [], None)
+    assert retry_transient(None, None, Failed(data=raised.value))  # type: ignore[arg-type]
 
 
 def _hits(engine: SearchEngine, text: str) -> list[str]:

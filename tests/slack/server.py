@@ -5,14 +5,16 @@ It answers the methods `sync` calls the way Slack documents them: bearer-token a
 history newest first within exclusive `oldest`/`latest` bounds holding top-level messages
 and broadcasts, replies oldest first with the parent on the first page. Tests change the
 workspace between runs (edit, delete, reply, membership, rename, archive) and inject
-faults (429 + Retry-After, 500, a slow response, `not_in_channel`, `token_revoked`, a
-page that changes between two requests). Every request is logged with the shared
-clock's reading, so pacing is checked against the same (fake) clock the client waits on.
+faults (429 + Retry-After, 500, a slow response, any `ok: false` error, a page that
+changes between two requests, a page of the test's own making). Every request is logged
+with the shared clock's reading, so pacing is checked against the same (fake) clock the
+client waits on.
 """
 
 import asyncio
 import base64
 import copy
+import json
 import threading
 import zipfile
 from collections.abc import Callable
@@ -45,15 +47,24 @@ TYPE_OF_LIST = {
 
 @dataclass
 class Fault:
-    """Answer the next `times` matching requests with `kind` instead of the real page."""
+    """Answer the next `times` matching requests with `kind` instead of the real page.
+
+    `kind`: 429 | 500 | slow | changed | missing_scope | body (the JSON `body`, as given) |
+    any other string: `{"ok": false, "error": kind}` (with `ratelimited`, a Retry-After).
+    A request matches by method, and by `channel` and `thread` (its `ts`) when they are set;
+    the first `after` matching requests are answered as usual.
+    """
 
     method: str
-    kind: str  # 429 | 500 | slow | not_in_channel | token_revoked | changed
+    kind: str
     times: int = 1
     channel: str | None = None
-    retry_after: int = 7
+    thread: str | None = None
+    after: int = 0
+    retry_after: int | str = 7
     delay_s: float = 2.0
     change: Callable[[], None] | None = None  # for `changed`: what changes meanwhile
+    body: Any = None  # for `body`
 
 
 @dataclass
@@ -196,7 +207,14 @@ class FakeSlack:
 
     def _take_fault(self, method: str, params: dict[str, str]) -> Fault | None:
         for fault in self.faults:
-            if fault.method == method and fault.channel in (None, params.get("channel")):
+            if (
+                fault.method == method
+                and fault.channel in (None, params.get("channel"))
+                and fault.thread in (None, params.get("ts"))
+            ):
+                if fault.after > 0:
+                    fault.after -= 1
+                    return None
                 fault.times -= 1
                 if fault.times <= 0:
                     self.faults.remove(fault)
@@ -222,6 +240,14 @@ class FakeSlack:
             with self.lock:
                 fault.change()
             return Response("changed under me", status_code=500)
+        if fault.kind == "body":
+            # json.dumps escapes what JSONResponse cannot encode (a lone surrogate).
+            return Response(json.dumps(fault.body), media_type="application/json")
+        if fault.kind == "ratelimited":
+            return JSONResponse(
+                {"ok": False, "error": "ratelimited"},
+                headers={"Retry-After": str(fault.retry_after)},
+            )
         if fault.kind == "missing_scope":
             return JSONResponse(
                 {

@@ -4,10 +4,12 @@ The clock is fake: pacing, Retry-After and backoff advance it instead of sleepin
 server logs each request at the same clock's reading.
 """
 
+import email.utils
 import json
 import subprocess
 import sys
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 import pytest
@@ -18,9 +20,15 @@ from slackquery.canonical.importer import import_source
 from slackquery.canonical.staging import Warnings
 from slackquery.canonical.sync_store import SyncStore
 from slackquery.cli import main
+from slackquery.commands.sync import render
 from slackquery.errors import SlackqueryError
 from slackquery.settings import get_settings
-from slackquery.slack.client import SlackApiError
+from slackquery.slack.client import (
+    RETRY_AFTER_DEFAULT_S,
+    RETRY_AFTER_MAX_S,
+    SlackApiError,
+    SlackTransientError,
+)
 from slackquery.slack.pacing import pacing_from_setting
 from slackquery.slack.sync import SyncRequest, sync
 from tests.canonical.conftest import query
@@ -238,3 +246,134 @@ def test_cli_plan_prints_every_preset_from_the_store_shape(
     assert by_name["0 (unpaced)"]["minutes_at_most"] == 0
     assert main(["sync", "--plan"]) == 0
     assert "non-marketplace" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("method", "page", "problem"),
+    [
+        ("users.list", {"ok": True, "members": "oops"}, "'members' is a str, not a list"),
+        ("conversations.list", {"ok": True}, "'channels' is missing, not a list"),
+        (
+            "conversations.members",
+            {"ok": True, "members": [], "has_more": True},
+            "has_more is true but there is no next_cursor",
+        ),
+    ],
+)
+def test_a_list_page_that_is_not_whole_is_an_error(
+    live: Live, method: str, page: dict, problem: str
+) -> None:
+    live.slack.faults.append(Fault(method, "body", body=page))
+    with pytest.raises(SlackApiError, match=rf"^Slack {method}: malformed page \({problem}\)$"):
+        sync(live.settings, SyncRequest(types=("im",)), clock=live.clock)
+
+
+@pytest.mark.parametrize(
+    ("method", "key"),
+    [
+        ("users.list", "members"),
+        ("conversations.list", "channels"),
+        ("conversations.members", "members"),
+    ],
+)
+def test_a_list_cursor_that_repeats_is_an_error_not_a_loop(
+    live: Live, method: str, key: str
+) -> None:
+    page = {"ok": True, key: [], "response_metadata": {"next_cursor": "b2Zmc2V0OjA="}}
+    # Three answers: without the check, the fourth request reaches the real server.
+    live.slack.faults.append(Fault(method, "body", times=3, body=page))
+    with pytest.raises(SlackApiError, match=rf"^Slack {method}: cursor loop \("):
+        sync(live.settings, SyncRequest(types=("im",)), clock=live.clock)
+
+
+TRANSIENT = ["internal_error", "fatal_error", "service_unavailable", "request_timeout"]
+
+
+@pytest.mark.parametrize("error", TRANSIENT)
+def test_transient_errors_in_an_ok_false_body_back_off_and_retry(
+    live: Live, monkeypatch: pytest.MonkeyPatch, error: str
+) -> None:
+    settings = _with(monkeypatch, slack_max_attempts="3", slack_backoff_max_s="3")
+    live.slack.faults.append(Fault("users.list", error, times=2))
+    report = sync(settings, SyncRequest(types=("im",)), clock=live.clock)
+    assert report["retries"] == {"users.list": 2} and len(live.clock.slept) == 2
+    live.slack.faults.append(Fault("users.list", error, times=3))
+    with pytest.raises(SlackTransientError, match=rf"gave up \(3 attempts, last: {error}\)"):
+        sync(settings, SyncRequest(types=("im",)), clock=live.clock)
+
+
+def test_ratelimited_in_an_ok_false_body_waits_its_retry_after(live: Live) -> None:
+    live.slack.faults.append(Fault("team.info", "ratelimited", retry_after=5))
+    report = sync(live.settings, SyncRequest(types=("im",)), clock=live.clock)
+    first, second = (e.at for e in live.slack.log if e.method == "team.info")
+    assert second - first == 5
+    assert report["retries"] == {"team.info": 1} and report["rate_limit_wait_s"] == 5
+    assert "  retries: team.info 1" in render(report).splitlines()
+
+
+def _in_30_s(now: float) -> str:
+    return email.utils.format_datetime(datetime.fromtimestamp(now + 30, UTC), usegmt=True)
+
+
+@pytest.mark.parametrize(
+    ("retry_after", "waited"),
+    [
+        ("inf", RETRY_AFTER_DEFAULT_S),
+        ("nan", RETRY_AFTER_DEFAULT_S),
+        ("-3", RETRY_AFTER_DEFAULT_S),
+        ("soon", RETRY_AFTER_DEFAULT_S),
+        ("1e9", RETRY_AFTER_MAX_S),
+        (_in_30_s, 30),
+    ],
+    ids=["inf", "nan", "negative", "unreadable", "huge", "http-date"],
+)
+def test_retry_after_waits_only_finite_sane_times(
+    live: Live, retry_after: str | Callable[[float], str], waited: float
+) -> None:
+    live.clock.now = float(int(live.clock.now))  # an HTTP-date has whole seconds
+    value = retry_after if isinstance(retry_after, str) else retry_after(live.clock.now)
+    live.slack.faults.append(Fault("auth.test", "429", retry_after=value))
+    sync(live.settings, SyncRequest(types=("im",)), clock=live.clock)
+    first, second = (e.at for e in live.slack.log if e.method == "auth.test")
+    assert second - first == waited
+
+
+def test_cli_since_help_says_it_bounds_every_run(capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit):
+        main(["sync", "--help"])
+    assert "every run" in " ".join(capsys.readouterr().out.split())
+
+
+def test_an_identity_without_a_team_id_is_one_error(live: Live) -> None:
+    body = {"ok": True, "url": "https://fjordline.slack.com/", "team": "Fjordline"}
+    live.slack.faults.append(Fault("auth.test", "body", body=body))
+    with pytest.raises(SlackApiError, match=r"^Slack auth.test: malformed response \(.*team_id"):
+        sync(live.settings, SyncRequest(types=("im",)), clock=live.clock)
+
+
+def test_a_team_info_without_a_team_object_names_the_workspace_by_auth_test(live: Live) -> None:
+    live.slack.faults.append(Fault("team.info", "body", body={"ok": True, "team": "oops"}))
+    report = sync(live.settings, SyncRequest(types=("im",)), clock=live.clock)
+    assert any("team.info gave no team object" in item["problem"] for item in report["warnings"])
+    assert query(
+        live.settings.canonical_path, "select team_name, workspace_slug from workspaces"
+    ) == [(live.slack.team_name, live.slack.team_domain)]
+
+
+@pytest.mark.parametrize(
+    ("method", "page"),
+    [
+        ("users.list", {"ok": True, "members": [{"id": "U1", "name": "lone \ud800"}]}),
+        (
+            "conversations.list",
+            {"ok": True, "channels": [{"id": "D1", "is_im": True, "user": "\ud800"}]},
+        ),
+        ("conversations.members", {"ok": True, "members": ["U\ud800"]}),
+    ],
+)
+def test_a_list_entry_the_store_cannot_hold_is_skipped_with_a_warning(
+    live: Live, method: str, page: dict
+) -> None:
+    live.slack.faults.append(Fault(method, "body", body=page))
+    report = sync(live.settings, SyncRequest(types=("im",)), clock=live.clock)
+    assert any("not storable as JSON" in item["problem"] for item in report["warnings"])

@@ -12,13 +12,14 @@ import pytest
 from slackquery.canonical.importer import import_source
 from slackquery.sample.workspace import TEAM_DOMAIN, TEAM_NAME
 from slackquery.settings import Settings, get_settings
+from slackquery.slack.client import SlackApiError
 from slackquery.slack.pacing import SystemClock
 from slackquery.slack.sync import SyncRequest, sync
 from tests.canonical.conftest import query
 from tests.crashing import run_cli_until
 from tests.loopback import serve
 from tests.slack.conftest import PAGE_SIZE, Live
-from tests.slack.server import TOKEN, FakeSlack
+from tests.slack.server import TOKEN, FakeSlack, Fault
 
 # Run bookkeeping differs between any two runs; the API's conversation objects carry
 # flags (is_channel, is_private, ...) that an export's lists lack, so their raw payload does.
@@ -286,3 +287,195 @@ def _with_env(monkeypatch: pytest.MonkeyPatch, **env: str) -> Settings:
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     return get_settings()
+
+
+SUPPORT = "C0SQSUP06"  # its threads run to the re-read window
+GENERAL = "C0SQGEN01"  # three messages in the re-read window
+OPS_LEGACY = "C0SQOLD09"  # four messages, no thread
+
+
+def live_ts(db: Path, channel: str) -> list[str]:
+    return [
+        row[0]
+        for row in query(
+            db,
+            "select ts from messages where channel_id = ? and not is_deleted order by ts",
+            [channel],
+        )
+    ]
+
+
+def _longest_active_thread(live: Live, channel: str) -> str:
+    """The thread of `channel` with the most replies among those active in the window."""
+    return max(
+        (
+            ts
+            for ts, message in live.slack.messages[channel].items()
+            if message.get("reply_count") and float(message["latest_reply"]) >= window_start_s(live)
+        ),
+        key=lambda ts: live.slack.messages[channel][ts]["reply_count"],
+    )
+
+
+def test_replies_of_a_thread_slack_no_longer_has_are_tombstoned(
+    live: Live, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = _with_env(monkeypatch, SLACKQUERY_SLACK_PAGE_SIZE="2")
+    request = SyncRequest(channels=(SUPPORT,))
+    sync(settings, request, clock=live.clock)
+    slack = live.slack
+    thread_ts = _longest_active_thread(live, SUPPORT)
+    replies = sorted(
+        ts
+        for ts, m in slack.messages[SUPPORT].items()
+        if m.get("thread_ts") == thread_ts and ts != thread_ts
+    )
+    assert len(replies) > 2  # so the thread vanishes after its first page was read
+
+    def delete_the_thread() -> None:
+        for ts in [thread_ts, *replies]:
+            del slack.messages[SUPPORT][ts]
+
+    slack.faults.append(
+        Fault(
+            "conversations.replies", "changed", thread=thread_ts, after=1, change=delete_the_thread
+        )
+    )
+    live.clock.now += 60
+    report = sync(settings, request, clock=live.clock)
+    # The parent lies before the re-read window: no history page could show it gone.
+    assert float(thread_ts) < window_start_s(live)
+    assert not {thread_ts, *replies} & set(live_ts(settings.canonical_path, SUPPORT))
+    assert report["counts"]["messages"]["tombstoned"] == 1 + len(replies)
+    assert query(settings.canonical_path, "select count(*) from sync_threads") == [(0,)]
+
+
+@pytest.mark.parametrize(
+    "page",
+    [
+        {"ok": True, "messages": [], "has_more": True, "response_metadata": {"next_cursor": ""}},
+        {"ok": True, "messages": "oops", "has_more": False},
+    ],
+    ids=["has_more-without-cursor", "messages-not-a-list"],
+)
+def test_a_history_page_that_is_not_whole_stops_the_run_before_any_tombstone(
+    live: Live, monkeypatch: pytest.MonkeyPatch, page: dict[str, Any]
+) -> None:
+    settings = _with_env(monkeypatch, SLACKQUERY_SLACK_PAGE_SIZE="1")
+    request = SyncRequest(channels=(GENERAL,))
+    sync(settings, request, clock=live.clock)
+    db = settings.canonical_path
+    before = live_ts(db, GENERAL)
+    live.clock.now += 60
+    live.slack.faults.append(
+        Fault("conversations.history", "body", channel=GENERAL, after=1, body=page)
+    )
+    asked = len(live.slack.log)
+    with pytest.raises(SlackApiError, match=r"^Slack conversations.history: malformed page \("):
+        sync(settings, request, clock=live.clock)
+    assert live_ts(db, GENERAL) == before
+    history = [e for e in live.slack.log[asked:] if e.method == "conversations.history"]
+    good_page_cursor = history[1].params["cursor"]
+    assert query(db, "select pass_cursor from sync_channels") == [(good_page_cursor,)]
+    asked = len(live.slack.log)
+    resumed = sync(settings, request, clock=live.clock)
+    assert resumed["counts"]["messages"]["tombstoned"] == 0 and live_ts(db, GENERAL) == before
+    first = next(e for e in live.slack.log[asked:] if e.method == "conversations.history")
+    assert first.params["cursor"] == good_page_cursor
+
+
+@pytest.mark.parametrize("method", ["conversations.history", "conversations.replies"])
+def test_a_cursor_that_repeats_is_an_error_not_a_loop(live: Live, method: str) -> None:
+    page = {
+        "ok": True,
+        "messages": [],
+        "has_more": True,
+        "response_metadata": {"next_cursor": "bm90IGFnYWlu"},
+    }
+    # Three answers: without the check, the fourth request reaches the real server.
+    live.slack.faults.append(Fault(method, "body", channel=SUPPORT, times=3, body=page))
+    with pytest.raises(SlackApiError, match=rf"^Slack {method}: cursor loop \("):
+        sync(live.settings, SyncRequest(channels=(SUPPORT,)), clock=live.clock)
+
+
+def _stop_after_first_page(live: Live, method: str) -> Fault:
+    """A token revoked after the first page of a read: the checkpoint points at the second."""
+    if method == "conversations.history":
+        return Fault(method, "token_revoked", channel=SUPPORT, after=1)
+    thread = max(
+        live.slack.messages[SUPPORT],
+        key=lambda ts: live.slack.messages[SUPPORT][ts].get("reply_count") or 0,
+    )
+    return Fault(method, "token_revoked", channel=SUPPORT, thread=thread, after=1)
+
+
+@pytest.mark.parametrize("method", ["conversations.history", "conversations.replies"])
+def test_a_saved_cursor_slack_rejects_restarts_that_read_once(
+    live: Live, monkeypatch: pytest.MonkeyPatch, method: str
+) -> None:
+    settings = _with_env(monkeypatch, SLACKQUERY_SLACK_PAGE_SIZE="2")
+    request = SyncRequest(channels=(SUPPORT,))
+    stop = _stop_after_first_page(live, method)
+    live.slack.faults.append(stop)
+    with pytest.raises(SlackApiError, match="token_revoked"):
+        sync(settings, request, clock=live.clock)
+    live.slack.faults.append(Fault(method, "invalid_cursor", channel=SUPPORT, thread=stop.thread))
+    report = sync(settings, request, clock=live.clock)
+    assert any("rejected the saved cursor" in item["problem"] for item in report["warnings"])
+    assert live_ts(settings.canonical_path, SUPPORT) == sorted(live.slack.messages[SUPPORT])
+
+
+def test_a_cursor_rejected_again_after_the_restart_is_an_error(
+    live: Live, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = _with_env(monkeypatch, SLACKQUERY_SLACK_PAGE_SIZE="2")
+    request = SyncRequest(channels=(SUPPORT,))
+    live.slack.faults.append(_stop_after_first_page(live, "conversations.history"))
+    with pytest.raises(SlackApiError, match="token_revoked"):
+        sync(settings, request, clock=live.clock)
+    live.slack.faults.append(
+        Fault("conversations.history", "invalid_cursor", channel=SUPPORT, times=2)
+    )
+    with pytest.raises(SlackApiError, match=r"invalid_cursor \(again after restarting"):
+        sync(settings, request, clock=live.clock)
+
+
+FIRST = "1700000000.000100"
+ODD = "1700000000.000200"
+
+
+@pytest.mark.parametrize(
+    ("odd", "problem"),
+    [
+        ({"ts": FIRST, "text": "second copy"}, f"duplicate message ts={FIRST} skipped"),
+        ({"text": "lone \ud800 surrogate"}, f"message ts={ODD} is not storable as JSON"),
+        ({"user": {"id": "U1"}}, f"message ts={ODD} has a user that is not a user id (dict)"),
+        ({"reply_count": 10**30}, f"message ts={ODD} is not storable as JSON"),
+        ({"reply_count": 2**40}, f"message ts={ODD} has a reply_count out of range"),
+        ({"files": [{"id": "F1", "size": 2**63}]}, f"message ts={ODD} shares a file whose size"),
+        ({"ts": "253402300800.000000"}, "ts=253402300800.000000 lies after the year 9999"),
+    ],
+    ids=[
+        "same-ts",
+        "lone-surrogate",
+        "user-object",
+        "beyond-64-bits",
+        "beyond-32-bits",
+        "file-size",
+        "after-9999",
+    ],
+)
+def test_an_odd_message_is_skipped_with_a_warning_naming_it(
+    live: Live, odd: dict[str, Any], problem: str
+) -> None:
+    fine = {"type": "message", "ts": FIRST, "text": "first copy"}
+    page = {"ok": True, "messages": [fine, {**fine, "ts": ODD, **odd}], "has_more": False}
+    live.slack.faults.append(Fault("conversations.history", "body", channel=OPS_LEGACY, body=page))
+    report = sync(live.settings, SyncRequest(channels=(OPS_LEGACY,)), clock=live.clock)
+    assert any(problem in item["problem"] for item in report["warnings"]), report["warnings"]
+    stored = query(
+        live.settings.canonical_path,
+        "select ts, text from messages where channel_id = ?",
+        [OPS_LEGACY],
+    )
+    assert stored == [(FIRST, "first copy")]

@@ -1,0 +1,108 @@
+"""Who may see a conversation after `sync` loses access to it: private ones fail closed."""
+
+from pathlib import Path
+
+import pytest
+
+from slackquery.canonical.importer import import_source
+from slackquery.errors import SlackqueryError
+from slackquery.slack.sync import SyncRequest, sync
+from tests.canonical.conftest import query
+from tests.slack.conftest import Live
+from tests.slack.server import Fault
+
+LEADERSHIP = "G0SQLDR01"  # the sample's private channel
+GROUP_DM = "G0SQMP001"
+DM = "D0SQDM001"
+OPS_LEGACY = "C0SQOLD09"  # a public channel
+NOT_PUBLIC = SyncRequest(types=("private", "mpim", "im"))
+
+
+def stored_members(db: Path, channel_id: str) -> list[str] | None:
+    return query(db, "select member_ids from channels where channel_id = ?", [channel_id])[0][0]
+
+
+def warned(report: dict, channel_id: str, words: str) -> bool:
+    return any(
+        channel_id in item["problem"] and words in item["problem"] for item in report["warnings"]
+    )
+
+
+@pytest.mark.parametrize("channel_id", [LEADERSHIP, GROUP_DM, DM])
+def test_a_private_conversation_no_longer_listed_is_closed_until_it_is_read_again(
+    live: Live, channel_id: str
+) -> None:
+    db = live.settings.canonical_path
+    sync(live.settings, NOT_PUBLIC, clock=live.clock)
+    members = stored_members(db, channel_id)
+    assert members
+    conversation = live.slack.conversations.pop(channel_id)
+
+    other_types = sync(live.settings, SyncRequest(types=("public",)), clock=live.clock)
+    assert other_types["revoked"] == [] and stored_members(db, channel_id) == members
+
+    closed = sync(live.settings, NOT_PUBLIC, clock=live.clock)
+    assert stored_members(db, channel_id) == []
+    assert closed["revoked"] == [{"channel_id": channel_id, "reason": "no longer listed"}]
+    assert closed["counts"]["channels"]["updated"] == 1
+    assert warned(closed, channel_id, "member list is emptied")
+    assert query(db, "select latest_run_id from channels where channel_id = ?", [channel_id]) == [
+        (closed["run_id"],)
+    ]
+
+    live.slack.conversations[channel_id] = conversation
+    reopened = sync(live.settings, NOT_PUBLIC, clock=live.clock)
+    assert reopened["revoked"] == [] and stored_members(db, channel_id) == members
+
+
+@pytest.mark.parametrize(
+    ("channel_id", "fault"),
+    [
+        (LEADERSHIP, Fault("conversations.members", "channel_not_found", channel=LEADERSHIP)),
+        (DM, Fault("conversations.history", "not_in_channel", channel=DM)),
+        # The group DM's thread is active in the re-read window: the run reads it first.
+        (GROUP_DM, Fault("conversations.replies", "not_in_channel", channel=GROUP_DM)),
+    ],
+    ids=["members", "history", "replies"],
+)
+def test_a_private_conversation_unreadable_at_any_step_is_closed(
+    live: Live, channel_id: str, fault: Fault
+) -> None:
+    db = live.settings.canonical_path
+    sync(live.settings, NOT_PUBLIC, clock=live.clock)
+    assert stored_members(db, channel_id)
+    live.slack.faults.append(fault)
+    report = sync(live.settings, NOT_PUBLIC, clock=live.clock)
+    assert report["skipped"] == [{"channel_id": channel_id, "error": fault.kind}]
+    assert report["revoked"] == [{"channel_id": channel_id, "reason": fault.kind}]
+    assert stored_members(db, channel_id) == []
+    assert warned(report, channel_id, "member list is emptied")
+
+
+def test_channels_names_a_conversation_no_longer_listed_that_sync_read_before(
+    live: Live,
+) -> None:
+    db = live.settings.canonical_path
+    named = SyncRequest(channels=("leadership", "ops-legacy"))
+    sync(live.settings, named, clock=live.clock)
+    public_members = stored_members(db, OPS_LEGACY)
+    del live.slack.conversations[LEADERSHIP], live.slack.conversations[OPS_LEGACY]
+    report = sync(live.settings, named, clock=live.clock)
+    assert report["revoked"] == [{"channel_id": LEADERSHIP, "reason": "no longer listed"}]
+    assert stored_members(db, LEADERSHIP) == []
+    # A public channel gone from the list is deleted, or private without the token: a warning.
+    assert stored_members(db, OPS_LEGACY) == public_members
+    assert warned(report, OPS_LEGACY, "no longer kept current")
+    with pytest.raises(SlackqueryError, match=r"no such conversation.*: never-synced$"):
+        sync(live.settings, SyncRequest(channels=("leadership", "never-synced")), clock=live.clock)
+
+
+def test_a_conversation_known_only_from_an_import_keeps_the_members_of_its_export(
+    live: Live, sample_zip: Path
+) -> None:
+    db = live.settings.canonical_path
+    import_source(live.settings, sample_zip)
+    members = stored_members(db, LEADERSHIP)
+    del live.slack.conversations[LEADERSHIP]
+    report = sync(live.settings, NOT_PUBLIC, clock=live.clock)
+    assert report["revoked"] == [] and stored_members(db, LEADERSHIP) == members
