@@ -38,10 +38,10 @@ from prefect.tasks import Task
 from flows._state import get_run, pop_run, put_run
 from slackquery.embedding.base import Embedder, ensure_same_generation
 from slackquery.embedding.errors import TransientEmbeddingError
-from slackquery.embedding.http import parse_retry_after
 from slackquery.embedding.state import Claim
 from slackquery.embedding.work import BatchOutcome, EmbedRun, drive_batches, embed_texts, utc_now
 from slackquery.errors import SlackqueryError
+from slackquery.retry_after import parse_retry_after
 from slackquery.settings import Settings, get_settings
 
 # A Retry-After longer than this is not waited out inside the run: the items are recorded
@@ -57,7 +57,7 @@ def retry_transient(task: Task[..., Any], task_run: TaskRun, state: State[Any]) 
     try:
         state.result()
     except TransientEmbeddingError as error:
-        delay = parse_retry_after(error.retry_after, utc_now)
+        delay = parse_retry_after(error.retry_after, utc_now())
         return delay is None or delay <= MAX_IN_RUN_WAIT_S
     except Exception:
         return False

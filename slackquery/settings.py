@@ -107,8 +107,10 @@ class Settings(BaseSettings):
     slack_max_attempts: int = Field(
         default=8,
         ge=1,
-        description="Attempts per Web API request on 429, 5xx and timeouts before the sync "
-        "stops (429 waits Retry-After; others back off exponentially with jitter).",
+        description="Attempts per Web API request on rate limits (429, `ratelimited`), server "
+        "errors (5xx, Slack's transient `ok: false` errors) and timeouts before the sync stops "
+        "(rate limits wait Retry-After, at most 15 min; others back off exponentially with "
+        "jitter).",
     )
     slack_backoff_max_s: float = Field(
         default=60.0, gt=0, description="Longest backoff between two attempts, seconds."

@@ -12,10 +12,8 @@ non-zero and of the native dimension. A misconfigured endpoint fails the run bef
 work item is claimed.
 """
 
-import email.utils
 import threading
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 from typing import Any, Literal
 
 import httpx
@@ -30,28 +28,6 @@ from slackquery.embedding.errors import (
 
 Protocol = Literal["ollama", "openai"]
 PROBE_TEXT = "slackquery endpoint probe"
-
-
-def parse_retry_after(value: str | None, now: Callable[[], datetime]) -> float | None:
-    """A Retry-After header as a delay in seconds: delta-seconds or an HTTP-date (RFC 9110).
-
-    `now` is injected so tests can check HTTP-date handling without waiting. Unparseable
-    values return None (the caller then uses its own backoff); dates in the past give 0.
-    """
-    if value is None or not value.strip():
-        return None
-    text = value.strip()
-    try:
-        return max(0.0, float(text))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(text)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - now()).total_seconds())
 
 
 class HttpEmbedder:

@@ -22,7 +22,7 @@ from slackquery.crash import crash_point
 from slackquery.embedding import build_embedder, state
 from slackquery.embedding.base import Embedder
 from slackquery.embedding.errors import RequestRejectedError, TransientEmbeddingError
-from slackquery.embedding.http import parse_retry_after
+from slackquery.retry_after import parse_retry_after
 from slackquery.settings import Settings
 
 Clock = Callable[[], datetime]
@@ -157,7 +157,7 @@ class EmbedRun:
 
     def retry_delay(self, outcome: BatchOutcome, attempt: int) -> float:
         """Retry-After when the endpoint sent one, else capped exponential backoff."""
-        delay = parse_retry_after(outcome.retry_after, self.now)
+        delay = parse_retry_after(outcome.retry_after, self.now())
         if delay is not None:
             return delay
         return backoff_delay(attempt, self.settings.embedding_backoff_max_s, self.rng)

@@ -15,17 +15,16 @@ The token travels only in the Authorization header: it is never part of a URL, a
 line, an error message or anything written to disk.
 """
 
-import email.utils
-import math
 import random
 from collections import Counter
 from collections.abc import Iterator
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 
 from slackquery.errors import SlackqueryError
+from slackquery.retry_after import parse_retry_after
 from slackquery.settings import Settings
 from slackquery.slack.pacing import Clock, Limiter, Pacing, SystemClock, pacing_from_setting
 
@@ -242,27 +241,9 @@ class CursorTrail:
 
 
 def retry_after_s(value: str | None, *, now: float) -> float:
-    """The seconds a `Retry-After` header asks to wait: delay-seconds or an HTTP-date (RFC
-    9110; one in the past means now), at most RETRY_AFTER_MAX_S (15 minutes: a longer wait is
-    not worth holding the run and the store's writer lock for; the run gives up after its
-    attempts and the next run resumes). Absent or unreadable (not a finite non-negative
-    number, not a date): RETRY_AFTER_DEFAULT_S."""
-    if value is None:
-        return RETRY_AFTER_DEFAULT_S
-    try:
-        seconds: float | None = float(value)
-    except ValueError:
-        seconds = _seconds_until(value, now)
-    if seconds is None or not math.isfinite(seconds) or seconds < 0:
-        return RETRY_AFTER_DEFAULT_S
-    return min(seconds, RETRY_AFTER_MAX_S)
-
-
-def _seconds_until(http_date: str, now: float) -> float | None:
-    try:
-        moment = email.utils.parsedate_to_datetime(http_date)
-    except (TypeError, ValueError):
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return max(0.0, moment.timestamp() - now)
+    """The seconds a `Retry-After` header asks to wait (`parse_retry_after`), at most
+    RETRY_AFTER_MAX_S (15 minutes: a longer wait is not worth holding the run and the
+    store's writer lock for; the run gives up after its attempts and the next run resumes);
+    RETRY_AFTER_DEFAULT_S when absent or unreadable."""
+    seconds = parse_retry_after(value, datetime.fromtimestamp(now, UTC))
+    return RETRY_AFTER_DEFAULT_S if seconds is None else min(seconds, RETRY_AFTER_MAX_S)

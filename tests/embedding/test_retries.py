@@ -11,7 +11,6 @@ import pytest
 
 from slackquery.embedding import build_embedder
 from slackquery.embedding.errors import EndpointValidationError
-from slackquery.embedding.http import parse_retry_after
 from slackquery.embedding.work import backoff_delay, embed_pending
 from slackquery.settings import Settings
 from tests.embedding.documents import create_state_db, message_texts
@@ -82,16 +81,6 @@ def _run(settings: Settings, clock: Clock) -> dict:
     return embed_pending(
         settings, embedder=build_embedder(settings), now=clock, rng=random.Random(7)
     )
-
-
-def test_parse_retry_after_seconds_and_http_date() -> None:
-    assert parse_retry_after("120", lambda: T0) == 120.0
-    later = format_datetime(T0 + timedelta(seconds=90), usegmt=True)
-    assert parse_retry_after(later, lambda: T0) == 90.0
-    earlier = format_datetime(T0 - timedelta(seconds=90), usegmt=True)
-    assert parse_retry_after(earlier, lambda: T0) == 0.0
-    assert parse_retry_after("soon", lambda: T0) is None
-    assert parse_retry_after(None, lambda: T0) is None
 
 
 def test_backoff_is_capped_exponential_with_jitter() -> None:
