@@ -147,14 +147,20 @@ def last_projection(state: Path) -> tuple[str, str, str | None] | None:
         return None
     connection = open_database(str(state), read_only=True, what="state database")
     try:
-        return connection.execute(
+        return latest_projection(connection)
+    finally:
+        connection.close()
+
+
+def latest_projection(state: duckdb.DuckDBPyConnection) -> tuple[str, str, str | None] | None:
+    """`last_projection` over an open connection to the state database."""
+    try:
+        return state.execute(
             "select fingerprint, outcome, failure from projection_runs "
             "order by started_at desc limit 1"
         ).fetchone()
     except duckdb.CatalogException:  # a state no projection of this version has written
         return None
-    finally:
-        connection.close()
 
 
 def _refresh_reason(state: Path, fingerprint: str) -> str | None:

@@ -16,6 +16,7 @@ import duckdb
 from slackquery.embedding import GenerationIdentity, configured_identity
 from slackquery.embedding.current import CURRENT_ITEMS, WANTED_DOCUMENTS
 from slackquery.errors import SlackqueryError
+from slackquery.projection import latest_projection
 from slackquery.settings import Settings
 
 # Counts, the newest payload hash and an order-independent 128-bit digest of every row
@@ -52,7 +53,15 @@ class Generation:
 
 
 def require_marts(conn: duckdb.DuckDBPyConnection, marts: Iterable[str]) -> None:
-    """Fail clearly when the projection has not built these marts in this state database."""
+    """Fail clearly when the projection has not built these marts in this state database,
+    or its last run did not succeed: a failed dbt test leaves the tables dbt wrote."""
+    last = latest_projection(conn)
+    if last is not None and last[1] != "succeeded":
+        _, outcome, failure = last
+        what = "did not finish" if outcome == "running" else f"failed ({failure})"
+        raise SlackqueryError(
+            f"the last `slackquery project` {what}: fix the cause and run it again first"
+        )
     present = {
         name
         for (name,) in conn.execute(
