@@ -11,7 +11,13 @@ Reads the canonical store (through dbt, attached read-only). Writes the state da
   the published artifact; a build that was validated but never published (a run killed
   between the two) is published instead of rebuilt; a build of another artifact schema
   version counts for neither, so an upgrade that changes the schema rebuilds on its own;
-- build and publish only ever add files and swap the pointer atomically.
+- an operator's rollback sticks: while the inputs are those of a newer build that was
+  published and then rolled back from, nothing is built or published (a build that was
+  published once is a rollback target the operator publishes by hand, never reconcile);
+  new inputs give a new build, published as usual;
+- build and publish only ever add files and swap the pointer atomically; a run with
+  nothing to publish still brings the build history in line with the pointer (a publish
+  killed right after its swap left it behind).
 
 Embedding runs as the `embed` flow (a subflow, on Dask when `dask_workers` or
 `dask_address` is given), so the deployed reconcile gets the same task retries and fan-out
@@ -37,7 +43,7 @@ from flows.embed import with_dask
 from slackquery.artifacts import files, history, inputs, schema
 from slackquery.artifacts.build import build_artifact
 from slackquery.artifacts.pointer import current_artifact
-from slackquery.artifacts.publish import publish
+from slackquery.artifacts.publish import publish, record_pointer
 from slackquery.duckdb_setup import connect
 from slackquery.embedding.work import embed_pending
 from slackquery.errors import SlackqueryError
@@ -60,7 +66,8 @@ def project_documents(full_refresh: bool) -> dict[str, Any]:
 
 @task(cache_policy=NO_CACHE, persist_result=False)
 def plan_build(force: bool) -> dict[str, Any]:
-    """Decide: `build`, `publish` an already validated build, or `skip` (nothing changed)."""
+    """Decide: `build`, `publish` an already validated build, or `skip` (nothing changed,
+    or the operator rolled back from the build of these inputs)."""
     settings = get_settings()
     conn = connect(str(settings.state_path), read_only=True)
     try:
@@ -81,17 +88,44 @@ def plan_build(force: bool) -> dict[str, Any]:
         for build in builds
         if build["source_watermark"] == watermark
         and build["generation_id"] == generation.generation_id
-        and _of_this_schema(settings, build["build_id"])
     ]
+    servable = [build for build in same_inputs if _of_this_schema(settings, build["build_id"])]
     if force:
         return plan
-    if published_id and any(build["build_id"] == published_id for build in same_inputs):
+    if published_id and any(build["build_id"] == published_id for build in servable):
         return {**plan, "action": "skip", "build_id": published_id}
-    for build in same_inputs:
+    rolled_back_from = _rolled_back_from(settings, builds, published_id, same_inputs)
+    if rolled_back_from:
+        return {
+            **plan,
+            "action": "skip",
+            "build_id": published_id,
+            "rolled_back_from": rolled_back_from,
+        }
+    for build in servable:
         path = files.artifact_file(settings.artifact_path, build["build_id"])
-        if build["status"] in ("validated", "superseded") and path.is_file():
+        # `validated` is never published; one that was stays for an operator to publish.
+        if build["status"] == "validated" and path.is_file():
             return {**plan, "action": "publish", "build_id": build["build_id"]}
     return plan
+
+
+def _rolled_back_from(
+    settings: Settings,
+    builds: list[dict[str, Any]],
+    published_id: str | None,
+    same_inputs: list[dict[str, Any]],
+) -> str | None:
+    """The newest build of these inputs that was published, then replaced by an older
+    build (an operator's rollback), or None; a published build serving refuses (another
+    schema) holds no rollback."""
+    published = next((build for build in builds if build["build_id"] == published_id), None)
+    if published is None or not _of_this_schema(settings, published["build_id"]):
+        return None
+    for build in same_inputs:  # newest first
+        if build["published_at"] is not None and build["started_at"] > published["started_at"]:
+            return build["build_id"]
+    return None
 
 
 def _of_this_schema(settings: Settings, build_id: str) -> bool:
@@ -116,6 +150,12 @@ def publish_candidate(build_id: str) -> dict[str, Any]:
     return publish(get_settings(), build_id)
 
 
+@task(cache_policy=NO_CACHE, persist_result=False)
+def record_published() -> None:
+    """Record the pointer's build published in the history, when nothing is published."""
+    record_pointer(get_settings())
+
+
 @dataclass(frozen=True)
 class ReconcileSteps:
     """The steps of one reconcile: the flow runs them as Prefect tasks, a plain run bare."""
@@ -125,6 +165,7 @@ class ReconcileSteps:
     plan_build: Callable[[bool], dict[str, Any]]
     build_candidate: Callable[[], str]
     publish_candidate: Callable[[str], dict[str, Any]]
+    record_published: Callable[[], None]
 
 
 def _run(
@@ -149,6 +190,7 @@ def _run(
         logger.info("plan: %s", plan)
         result: dict[str, Any] = {"projection": projected, "embedding": embedded, "plan": plan}
         if plan["action"] == "skip":
+            steps.record_published()
             result.update(status="unchanged", build_id=plan["build_id"])
             return result
         build_id = plan["build_id"] if plan["action"] == "publish" else steps.build_candidate()
@@ -175,6 +217,7 @@ def reconcile(
         plan_build,
         build_candidate,
         publish_candidate,
+        record_published,
     )
     return _run(tasks, get_run_logger(), full_refresh, force_build)
 
@@ -187,5 +230,6 @@ def reconcile_plain(full_refresh: bool = False, force_build: bool = False) -> di
         plan_build.fn,
         build_candidate.fn,
         publish_candidate.fn,
+        record_published.fn,
     )
     return _run(bare, logging.getLogger("slackquery.reconcile"), full_refresh, force_build)

@@ -327,11 +327,23 @@ def verify_sealed(folder: Path, recorded: dict[str, Any] | None) -> None:
             f"the manifest records no arrays for {folder.name}: the artifact was built "
             "by an older version; build a new one"
         )
-    if recorded.get("folder") != folder.name or set(recorded.get("files", {})) != set(DTYPES):
+    entries = recorded.get("files") if isinstance(recorded, dict) else None
+    if (
+        not isinstance(entries, dict)
+        or recorded.get("folder") != folder.name
+        or set(entries) != set(DTYPES)
+        or not all(isinstance(entry, dict) for entry in entries.values())
+    ):
         raise SlackqueryError(f"the manifest names other arrays than {folder.name}")
     if not folder.is_dir() or folder.is_symlink():
         raise SlackqueryError(f"arrays {folder.name} are missing")
-    for name, entry in recorded["files"].items():
+    expected = {array_file(folder, name).name for name in entries}
+    extra = sorted(path.name for path in folder.iterdir() if path.name not in expected)
+    if extra:
+        raise SlackqueryError(
+            f"arrays {folder.name} hold files the manifest does not record: {', '.join(extra)}"
+        )
+    for name, entry in entries.items():
         path = array_file(folder, name)
         if not path.is_file() or path.is_symlink():
             raise SlackqueryError(f"array {folder.name}/{path.name} is missing")

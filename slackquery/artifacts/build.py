@@ -1,8 +1,10 @@
 """`build_artifact`: write, index, validate and seal a new immutable search artifact.
 
 Order of work, and why each step is safe to die in:
-1. Under the artifact lock, earlier builds left `building` are marked failed and their
-   `.tmp` files removed (a build holds the lock for its whole run, so none is running).
+1. Under the artifact lock, earlier builds left `building` are recorded interrupted, and
+   what dead runs left is removed (`retention.remove_leftovers`: `.tmp` files, and the
+   final-named files of a build killed after renaming them but before its manifest); a
+   build holds the lock for its whole run, so none is running.
 2. Coverage gate (`artifact_min_vector_coverage` of the active messages have a vector),
    then a `building` row in `search_builds`.
 3. The serving subset is copied into `search-<id>.duckdb.tmp` (readers never look at
@@ -13,12 +15,13 @@ Order of work, and why each step is safe to die in:
    them read-only.
 5. Rename the arrays folder to `search-<id>.arrays`, then the file to
    `search-<id>.duckdb`, chmod 0444, sha256 of each, manifest written atomically
-   (publish refuses a file without a matching manifest), status `validated`.
+   (publish refuses a file without a matching manifest), status `validated`. A build
+   that fails at any step removes what it wrote, under either name, and is recorded
+   failed; one killed is cleaned up by the next build or publish (step 1).
 """
 
 import json
 import os
-import stat
 import subprocess
 import uuid
 from dataclasses import dataclass
@@ -29,7 +32,16 @@ from typing import Any
 import duckdb
 
 from slackquery import __version__, projection
-from slackquery.artifacts import arrays, files, fts, history, inputs, schema, validate
+from slackquery.artifacts import (
+    arrays,
+    files,
+    fts,
+    history,
+    inputs,
+    retention,
+    schema,
+    validate,
+)
 from slackquery.crash import crash_point
 from slackquery.duckdb_setup import connect
 from slackquery.embedding import current
@@ -57,9 +69,6 @@ class Copy:
             f"where {self.where} order by {self.order_by}"
         )
 
-
-# A sealed artifact's file, arrays and manifest: r--r--r--.
-READ_ONLY = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
 
 # The artifact tables copied from the projection's marts as they are (vectors aside).
 COPIES = (
@@ -237,25 +246,22 @@ def seal_candidate(
     }
 
 
-def remove_stale_temp_files(artifact_dir: Path) -> list[str]:
-    """Delete `.tmp` files and arrays folders of dead builds; only call while holding the
-    artifact lock."""
-    removed = []
-    for path in artifact_dir.glob(f"{files.ARTIFACT_PREFIX}*{files.TEMP_SUFFIX}*"):
+def remove_candidate(artifact_dir: Path, build_id: str) -> None:
+    """Delete what a failed build wrote of its artifact under either name: the temp file,
+    the DuckDB log a failed write leaves beside it and the temp arrays, or, once `finalize`
+    renamed them, the final file, arrays and manifest (a failure there, say a full disk
+    while writing the manifest, must not leave what looks like a rollback target)."""
+    temp = files.temp_file(artifact_dir, build_id)
+    final = files.artifact_file(artifact_dir, build_id)
+    for path in (
+        temp,
+        temp.with_name(f"{temp.name}.wal"),
+        final,
+        files.manifest_file(artifact_dir, build_id),
+    ):
         path.unlink(missing_ok=True)
-        removed.append(path.name)
-    for folder in artifact_dir.glob(f"{files.ARTIFACT_PREFIX}*{files.TEMP_ARRAYS_SUFFIX}"):
-        arrays.remove(folder)
-        removed.append(folder.name)
-    return removed
-
-
-def remove_candidate(temp: Path) -> None:
-    """Delete a build's temp file, its DuckDB log (left behind when writing the file
-    failed) and temp arrays folder (the build failed or was refused)."""
-    temp.unlink(missing_ok=True)
-    temp.with_name(f"{temp.name}.wal").unlink(missing_ok=True)
-    arrays.remove(files.arrays_dir_of(temp))
+    for artifact in (temp, final):
+        arrays.remove(files.arrays_dir_of(artifact))
 
 
 def finalize(temp: Path, final: Path) -> str:
@@ -268,7 +274,7 @@ def finalize(temp: Path, final: Path) -> str:
     files.fsync_dir(final.parent)
     crash_point("after_rename")
     for path in (final, *final_arrays.iterdir()):
-        path.chmod(READ_ONLY)
+        path.chmod(files.READ_ONLY)
     return files.sha256_file(final)
 
 
@@ -326,8 +332,8 @@ def build_artifact(settings: Settings) -> str:
             conn.execute("set temp_directory = ?", [str(spill)])
             conn.execute("set enable_progress_bar = false")
             history.ensure_table(conn)
-            history.fail_interrupted(conn)
-            remove_stale_temp_files(artifact_dir)
+            history.mark_interrupted(conn)
+            retention.remove_leftovers(conn, artifact_dir)
             inputs.require_marts(conn, [copy.mart for copy in COPIES])
             watermark = inputs.source_watermark(conn)
             generation = inputs.current_generation(settings, conn)
@@ -337,7 +343,6 @@ def build_artifact(settings: Settings) -> str:
             temp = files.temp_file(artifact_dir, build_id)
             final = files.artifact_file(artifact_dir, build_id)
             result_path = files.validation_file(artifact_dir, build_id)
-            history.supersede_failed(conn, watermark, generation.generation_id)
             history.insert_building(
                 conn,
                 build_id=build_id,
@@ -378,7 +383,7 @@ def build_artifact(settings: Settings) -> str:
                 # Read-only like the files it seals: publish trusts a manifest whose
                 # checksums match, so it must not be easier to rewrite than they are.
                 files.write_json_atomic(
-                    files.manifest_file(artifact_dir, build_id), manifest, mode=READ_ONLY
+                    files.manifest_file(artifact_dir, build_id), manifest, mode=files.READ_ONLY
                 )
                 history.mark_validated(
                     conn,
@@ -389,7 +394,7 @@ def build_artifact(settings: Settings) -> str:
                     validation=result,
                 )
             except BaseException as error:
-                remove_candidate(temp)
+                remove_candidate(artifact_dir, build_id)
                 if not isinstance(error, validate.ValidationFailed):
                     history.mark_failed(conn, build_id, f"{type(error).__name__}: {error}")
                 raise

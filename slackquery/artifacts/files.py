@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,9 +26,14 @@ ARRAYS_SUFFIX = ".arrays"
 TEMP_ARRAYS_SUFFIX = ".arrays.tmp"
 MANIFEST_SUFFIX = ".manifest.json"
 VALIDATION_SUFFIX = ".validation.json"
+# A publish's own checkpoint run that failed: kept apart, so the build's passing result
+# (what a later publish may reuse) is never overwritten by it.
+REFUSED_VALIDATION_SUFFIX = ".refused" + VALIDATION_SUFFIX
 CURRENT_NAME = "current.duckdb"
 LOCK_NAME = ".artifacts.lock"
 BUILD_ID_PATTERN = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{8}-[0-9a-f]{8}$")
+# A sealed artifact's file, arrays, manifest and validation result: r--r--r--.
+READ_ONLY = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
 
 
 def is_build_id(value: str) -> bool:
@@ -67,6 +73,11 @@ def manifest_file(artifact_dir: Path, build_id: str) -> Path:
 def validation_file(artifact_dir: Path, build_id: str) -> Path:
     """The Great Expectations result kept beside a build (passed or failed)."""
     return artifact_dir / f"{ARTIFACT_PREFIX}{build_id}{VALIDATION_SUFFIX}"
+
+
+def refused_validation_file(artifact_dir: Path, build_id: str) -> Path:
+    """Where a publish or rollback keeps the checkpoint result that refused the build."""
+    return artifact_dir / f"{ARTIFACT_PREFIX}{build_id}{REFUSED_VALIDATION_SUFFIX}"
 
 
 def build_id_of(path: Path) -> str | None:

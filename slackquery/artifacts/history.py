@@ -1,8 +1,10 @@
 """Build history: the `search_builds` table in the state database.
 
-Statuses: building → validated → published → superseded, or building → failed. A row
-left in `building` by a killed process is marked failed by the next build, which can tell
-because builds hold the artifact lock for their whole run.
+Statuses: building → validated → published → superseded (published once, then replaced:
+a rollback target while its file is kept), building → failed, or building → interrupted
+(the process ended before the build finished). A row left in `building` is recorded
+interrupted by the next build or publish, which can tell because builds hold the artifact
+lock for their whole run.
 """
 
 import json
@@ -13,7 +15,10 @@ import duckdb
 
 from slackquery.errors import SlackqueryError
 
-STATUSES = ("building", "validated", "published", "failed", "superseded")
+STATUSES = ("building", "validated", "published", "failed", "interrupted", "superseded")
+# The builds whose file, arrays and manifest were sealed under their final names: the ones
+# publish and rollback accept, and the only ones whose files a cleanup never deletes.
+SEALED = ("validated", "published", "superseded")
 MAX_ERROR_CHARS = 4000
 
 DDL = """
@@ -59,6 +64,14 @@ def now() -> datetime:
 def ensure_table(conn: duckdb.DuckDBPyConnection) -> None:
     """Create `search_builds` if this state database has none yet."""
     conn.execute(DDL)
+    # Earlier versions relabelled failed and interrupted builds `superseded` once their
+    # inputs were built again, the label of a build that was published and then replaced:
+    # publish took them for rollback targets. Only a published build has `published_at`.
+    conn.execute(
+        "update search_builds set status = case when error_message like 'interrupted%' "
+        "then 'interrupted' else 'failed' end "
+        "where status = 'superseded' and published_at is null"
+    )
 
 
 def table_exists(conn: duckdb.DuckDBPyConnection) -> bool:
@@ -124,24 +137,12 @@ def mark_failed(
     )
 
 
-def fail_interrupted(conn: duckdb.DuckDBPyConnection) -> list[str]:
-    """Mark every `building` row failed; only call while holding the artifact lock."""
-    rows = conn.execute(
-        "select build_id from search_builds where status = 'building' order by build_id"
-    ).fetchall()
-    for (build_id,) in rows:
-        mark_failed(conn, build_id, "interrupted: the build process ended before finishing")
-    return [row[0] for row in rows]
-
-
-def supersede_failed(
-    conn: duckdb.DuckDBPyConnection, source_watermark: str, generation_id: str
-) -> None:
-    """Older failed builds of the same inputs are superseded by a new attempt."""
+def mark_interrupted(conn: duckdb.DuckDBPyConnection) -> None:
+    """Record every `building` row interrupted; only call while holding the artifact lock."""
     conn.execute(
-        "update search_builds set status = 'superseded' where status = 'failed' "
-        "and source_watermark = ? and generation_id = ?",
-        [source_watermark, generation_id],
+        "update search_builds set status = 'interrupted', error_message = ?, completed_at = ? "
+        "where status = 'building'",
+        ["the build process ended before finishing", now()],
     )
 
 
@@ -156,6 +157,15 @@ def mark_published(conn: duckdb.DuckDBPyConnection, build_id: str) -> None:
         "update search_builds set status = 'published', published_at = ? where build_id = ?",
         [now(), build_id],
     )
+
+
+def previously_published(conn: duckdb.DuckDBPyConnection) -> str | None:
+    """The build published just before the current one: the natural rollback target."""
+    row = conn.execute(
+        "select build_id from search_builds where status = 'superseded' "
+        "order by published_at desc, build_id desc limit 1"
+    ).fetchone()
+    return row[0] if row else None
 
 
 def latest_validated(conn: duckdb.DuckDBPyConnection) -> str:

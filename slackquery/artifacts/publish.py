@@ -1,11 +1,13 @@
 """Publish and roll back: make a sealed artifact `current`, record it, apply retention.
 
 `publish` accepts a build that a build run validated; `rollback` a retained older one.
-Both re-check the seal (manifest, sha256, metadata) before the pointer moves, and run the
-full GX checkpoint in a fresh read-only process again unless the build's passing result
-still holds (`validate.reusable_result`: same bytes, same published artifact compared
-against, same checks); a rollback always runs it. Both refuse anything that is not a
-sealed artifact directly inside the artifact directory.
+Both re-check the seal (manifest, sha256, metadata, and the file's sha256 against the one
+the build history recorded) before the pointer moves, and run the full GX checkpoint in a
+fresh read-only process again unless the build's passing result still holds
+(`validate.reusable_result`: same bytes, same published artifact compared against, same
+checks); a rollback always runs it. A run that refuses the build is kept beside the
+build's result (`search-<id>.refused.validation.json`), never over it. Both refuse
+anything that is not a sealed artifact directly inside the artifact directory.
 """
 
 from pathlib import Path
@@ -21,9 +23,9 @@ from slackquery.duckdb_setup import connect
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
 
-__all__ = ["current_artifact", "publish", "rollback", "sync_history"]
+__all__ = ["current_artifact", "publish", "record_pointer", "rollback", "sync_history"]
 
-PUBLISHABLE = ("validated", "published", "superseded")
+PUBLISHABLE = history.SEALED
 LATEST = "latest"  # publish reference meaning the newest validated build
 
 
@@ -38,6 +40,17 @@ def sync_history(conn: duckdb.DuckDBPyConnection, artifact_dir: Path) -> None:
         history.mark_published(conn, build_id)
 
 
+def record_pointer(settings: Settings) -> None:
+    """`sync_history` under the artifact lock, for a run that publishes nothing itself."""
+    artifact_dir = settings.artifact_path.resolve()
+    with files.artifact_lock(artifact_dir):
+        conn = _open_state(settings)
+        try:
+            sync_history(conn, artifact_dir)
+        finally:
+            conn.close()
+
+
 def _open_state(settings: Settings) -> duckdb.DuckDBPyConnection:
     if not settings.state_path.exists():
         raise SlackqueryError(f"no state database at {settings.state_path}")
@@ -46,39 +59,71 @@ def _open_state(settings: Settings) -> duckdb.DuckDBPyConnection:
     return conn
 
 
+def _sealed_manifest(
+    conn: duckdb.DuckDBPyConnection, artifact_dir: Path, build_id: str, path: Path
+) -> dict[str, Any]:
+    """The manifest of a build that may be published, once its seal is checked."""
+    row = history.get_build(conn, build_id)
+    if row is None:
+        raise SlackqueryError(f"build {build_id} is not in the build history")
+    if row["status"] not in PUBLISHABLE:
+        raise SlackqueryError(f"build {build_id} is {row['status']}; not publishable")
+    manifest = validate.verify_sealed(artifact_dir, build_id, path)
+    # The manifest proves the file is the one it describes; the history proves the
+    # manifest is the one the build wrote (a file edited with its manifest is caught here).
+    if manifest["checksum_sha256"] != row["checksum_sha256"]:
+        raise SlackqueryError(
+            f"refusing build {build_id}: its file and manifest are not the ones the build "
+            f"sealed (sha256 {str(manifest['checksum_sha256'])[:12]}…, build history "
+            f"{str(row['checksum_sha256'])[:12]}…)"
+        )
+    return manifest
+
+
+def _validation(
+    settings: Settings, artifact_dir: Path, build_id: str, path: Path, *, is_rollback: bool
+) -> tuple[dict[str, Any], bool]:
+    """The passing checkpoint result the build is published on, and whether it is the
+    build's own result reused; raises ValidationFailed naming where the refusal is kept."""
+    result_path = files.validation_file(artifact_dir, build_id)
+    reused = None if is_rollback else validate.reusable_result(settings, path, result_path)
+    if reused is not None:
+        return reused, True
+    refused_path = files.refused_validation_file(artifact_dir, build_id)
+    # A rollback is a deliberate step back, so it skips the count-drift check against the
+    # artifact it replaces.
+    validation = validate.recheck(
+        settings, path, result_path, refused_path, compare_with_current=not is_rollback
+    )
+    if not validation["success"]:
+        action = "rollback to" if is_rollback else "publish of"
+        raise validate.ValidationFailed(
+            f"{action} {build_id} refused: {validate.failure_summary(validation)} "
+            f"(details: {refused_path})"
+        )
+    return validation, False
+
+
 def _publish(settings: Settings, reference: str, *, is_rollback: bool) -> dict[str, Any]:
     artifact_dir = settings.artifact_path.resolve()
     artifact_dir.mkdir(parents=True, exist_ok=True)
     with files.artifact_lock(artifact_dir):
         conn = _open_state(settings)
         try:
+            history.mark_interrupted(conn)
+            sync_history(conn, artifact_dir)
             if reference == LATEST:
                 reference = history.latest_validated(conn)
             build_id, path = validate.resolve_artifact(settings, reference)
-            sync_history(conn, artifact_dir)
-            row = history.get_build(conn, build_id)
-            if row is None:
-                raise SlackqueryError(f"build {build_id} is not in the build history")
-            if row["status"] not in PUBLISHABLE:
-                raise SlackqueryError(f"build {build_id} is {row['status']}; not publishable")
-            manifest = validate.verify_sealed(artifact_dir, build_id, path)
-            result_path = files.validation_file(artifact_dir, build_id)
-            reused = None if is_rollback else validate.reusable_result(settings, path, result_path)
-            # A rollback is a deliberate step back, so it skips the count-drift check
-            # against the artifact it replaces.
-            validation = reused or validate.run_checkpoint(
-                settings, path, result_path, compare_with_current=not is_rollback
+            manifest = _sealed_manifest(conn, artifact_dir, build_id, path)
+            validation, reused = _validation(
+                settings, artifact_dir, build_id, path, is_rollback=is_rollback
             )
-            if not validation["success"]:
-                action = "rollback to" if is_rollback else "publish of"
-                raise validate.ValidationFailed(
-                    f"{action} {build_id} refused: {validate.failure_summary(validation)}"
-                )
             previous = current_target(artifact_dir)
             swap_current(artifact_dir, path.name)
             crash_point("after_swap")
             history.mark_published(conn, build_id)
-            retention = apply_retention(settings)
+            retention = apply_retention(settings, conn)
         finally:
             conn.close()
     return {
@@ -89,7 +134,7 @@ def _publish(settings: Settings, reference: str, *, is_rollback: bool) -> dict[s
         "counts": manifest["counts"],
         "generation_id": manifest["generation_id"],
         "source_watermark": manifest["source_watermark"],
-        "validation": {"success": validation["success"], "reused": reused is not None},
+        "validation": {"success": validation["success"], "reused": reused},
         "retention": retention,
     }
 
@@ -101,4 +146,9 @@ def publish(settings: Settings, build_id: str) -> dict[str, Any]:
 
 def rollback(settings: Settings, reference: str) -> dict[str, Any]:
     """Republish a retained artifact (build id or path) after full GX validation."""
+    if reference == LATEST:
+        raise SlackqueryError(
+            "rollback needs the build id or artifact path to go back to (see `slackquery "
+            "artifacts`); `latest` is a publish reference, the newest validated build"
+        )
     return _publish(settings, reference, is_rollback=True)

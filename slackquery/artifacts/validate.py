@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -113,7 +114,26 @@ def run_checkpoint(
             )
     result = files.read_json(result_path)
     result["inputs"] = checkpoint_inputs(settings, previous)
-    files.write_json_atomic(result_path, result)
+    # Read-only like the manifest: a passing result here lets publish skip the checkpoint.
+    files.write_json_atomic(result_path, result, mode=files.READ_ONLY)
+    return result
+
+
+def recheck(
+    settings: Settings,
+    path: Path,
+    result_path: Path,
+    refused_path: Path,
+    *,
+    compare_with_current: bool,
+) -> dict[str, Any]:
+    """Run the checkpoint on a sealed artifact again (publish, rollback): a pass replaces
+    the result at `result_path`, a failure is kept at `refused_path`, so a refusal never
+    overwrites the passing result the build recorded."""
+    scratch = result_path.with_name(f".{result_path.name}.{uuid.uuid4().hex}.tmp")
+    result = run_checkpoint(settings, path, scratch, compare_with_current=compare_with_current)
+    os.replace(scratch, result_path if result["success"] else refused_path)
+    files.fsync_dir(result_path.parent)
     return result
 
 
@@ -201,9 +221,13 @@ def resolve_artifact(settings: Settings, reference: str) -> tuple[str, Path]:
             "`slackquery artifacts`) nor an artifact path"
         )
     else:
-        candidate = Path(reference)
+        # A bare file name means one in the artifact directory, wherever the command runs.
+        candidate = artifact_dir / reference if "/" not in reference else Path(reference)
         if candidate.is_symlink():
-            raise SlackqueryError(f"refusing {reference}: a symlink is not an artifact")
+            raise SlackqueryError(
+                f"refusing {reference}: a symlink is not an artifact; name the build id "
+                "(see `slackquery artifacts`)"
+            )
         path = candidate.resolve()
         if path.parent != artifact_dir:
             raise SlackqueryError(
@@ -227,9 +251,12 @@ def verify_sealed(artifact_dir: Path, build_id: str, path: Path) -> dict[str, An
         manifest = files.read_json(manifest_path)
     except ValueError as error:
         raise SlackqueryError(f"manifest of build {build_id} is unreadable: {error}") from error
+    if not isinstance(manifest, dict):
+        raise SlackqueryError(f"manifest of build {build_id} is not a JSON object")
     if manifest.get("build_id") != build_id or manifest.get("artifact_file") != path.name:
         raise SlackqueryError(f"manifest of build {build_id} names another artifact")
-    if not manifest.get("validation", {}).get("success"):
+    validation, counts = manifest.get("validation"), manifest.get("counts")
+    if not isinstance(validation, dict) or validation.get("success") is not True:
         raise SlackqueryError(f"build {build_id} did not pass validation")
     files.require_checksum(path, manifest.get("checksum_sha256"), path.name)
     try:
@@ -253,7 +280,7 @@ def verify_sealed(artifact_dir: Path, build_id: str, path: Path) -> dict[str, An
         build_id,
         manifest.get("source_watermark"),
         manifest.get("generation_id"),
-        manifest.get("counts", {}).get("document_count"),
+        counts.get("document_count") if isinstance(counts, dict) else None,
     )
     if len(row) != 1 or tuple(row[0]) != expected:
         raise SlackqueryError(f"metadata of {path.name} does not match its manifest")

@@ -16,19 +16,34 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "artifacts",
         help="list builds: status, counts, which one is current, which files remain",
-        description="List the build history from the state database (building, validated, "
-        "published, failed, superseded, or interrupted: a build whose process ended before "
-        "it finished), newest first, marking the artifact that artifacts/current.duckdb "
-        "points to and whether each file is still retained.",
+        description="List the build history from the state database, newest first, marking "
+        "the artifact that artifacts/current.duckdb points to and whether each file is still "
+        "retained. Statuses: validated (sealed, never published: what `publish latest` and "
+        "`reconcile` publish), published (current), superseded (published once, then "
+        "replaced: a rollback target while its file is kept), failed, and interrupted (its "
+        "process ended before the build finished; never publishable).",
     )
-    parser.add_argument("--limit", type=int, default=20, help="most builds to list (default 20)")
+    parser.add_argument(
+        "--limit", type=_at_least_one, default=20, help="most builds to list (default 20)"
+    )
     add_json_flag(parser)
     parser.set_defaults(handler=run)
 
 
+def _at_least_one(value: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number of at least 1")
+    return number
+
+
 def list_artifacts(settings: Settings, limit: int | None = None) -> list[dict[str, Any]]:
     """Builds newest first, each with `is_current` and `file_exists`; a build whose process
-    is gone is `interrupted`."""
+    is gone is `interrupted`, and the pointer's build is the `published` one."""
     if not settings.state_path.exists():
         return []
     conn = connect(str(settings.state_path), read_only=True, what="state database")
@@ -41,12 +56,18 @@ def list_artifacts(settings: Settings, limit: int | None = None) -> list[dict[st
         # A build keeps the state open for writing from recording itself `building` until
         # it records how it ended, and DuckDB lets no other process open a file meanwhile:
         # a `building` row this connection could read was left by a process that died.
-        # (The next build records it failed, "interrupted".)
+        # (The next build or publish records it interrupted.)
         if row["status"] == "building":
             row["status"] = "interrupted"
         path = artifact_file(settings.artifact_path, row["build_id"])
         row["is_current"] = path.name == current
         row["file_exists"] = path.is_file()
+        # The pointer is what is served: a publish that died right after swapping it left
+        # the history behind until the next publish or reconcile records it.
+        if current is not None and row["is_current"]:
+            row["status"] = "published"
+        elif current is not None and row["status"] == "published":
+            row["status"] = "superseded"
     return rows
 
 

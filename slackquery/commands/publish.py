@@ -13,11 +13,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "publish",
         help="atomically point `current` at a validated artifact",
         description="Check a validated build's seal (manifest, sha256 of the file and its "
-        "arrays, metadata), run the full Great Expectations checkpoint again in a fresh "
-        "read-only process unless the build's result still holds (same published artifact "
-        "compared with, same drift settings, same checks), then swap "
-        "artifacts/current.duckdb to it atomically (readers with an open connection keep "
-        "their file), record it in the build history and apply retention.",
+        "arrays, the file's sha256 against the build history, metadata), run the full Great "
+        "Expectations checkpoint again in a fresh read-only process unless the build's "
+        "result still holds (same published artifact compared with, same drift settings, "
+        "same checks), then swap artifacts/current.duckdb to it atomically (readers with an "
+        "open connection keep their file), record it in the build history and apply "
+        "retention. A refusing checkpoint run is kept in search-<build_id>.refused."
+        "validation.json; the build's own result is left as it was.",
     )
     parser.add_argument(
         "build",

@@ -6,6 +6,7 @@ a Prefect API is configured, otherwise the same steps as plain Python; `--dask-w
 """
 
 import argparse
+from typing import Any
 
 from slackquery.commands import add_engine_flag, add_json_flag, emit, use_prefect
 from slackquery.commands.embed import add_dask_flags, uses_dask
@@ -20,7 +21,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Run the Prefect flow `reconcile` once: dbt projection, embedding of new "
         "or changed documents, then a new validated artifact published atomically. The build "
         "is skipped when neither the source watermark nor the embedding generation changed "
-        "since the published artifact. Only one reconcile runs at a time. prefect.yaml "
+        "since the published artifact, and while they are those of a build an operator "
+        "rolled back from (a rollback holds until new input gives a new build). Only one "
+        "reconcile runs at a time. prefect.yaml "
         "schedules the same flow hourly; without PREFECT_API_URL the command runs the same "
         "steps as plain Python (no temporary Prefect API).",
     )
@@ -52,12 +55,25 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         )
     else:
         result = reconcile_plain(full_refresh=args.full_refresh, force_build=args.force_build)
+    emit(args, result, summary(result))
+    return 0
+
+
+def summary(result: dict[str, Any]) -> str:
+    """One line saying what the run did."""
     status = result["status"]
     if status == "skipped":
-        text = f"reconcile skipped: {result['reason']}"
-    elif status == "unchanged":
-        text = f"reconcile: nothing changed; {result['build_id']} stays published"
-    else:
-        text = f"reconcile: published {result['build_id']}"
-    emit(args, result, text)
-    return 0
+        return f"reconcile skipped: {result['reason']}"
+    plan = result["plan"]
+    if status == "unchanged" and plan.get("rolled_back_from"):
+        rolled_back_from = plan["rolled_back_from"]
+        return (
+            f"reconcile: nothing changed; {result['build_id']} stays published (rolled back "
+            f"from {rolled_back_from}, built from the current inputs; `slackquery publish "
+            f"{rolled_back_from}` serves it again)"
+        )
+    if status == "unchanged":
+        return f"reconcile: nothing changed; {result['build_id']} stays published"
+    if plan["action"] == "publish":
+        return f"reconcile: published {result['build_id']}, already built from the current inputs"
+    return f"reconcile: built and published {result['build_id']}"

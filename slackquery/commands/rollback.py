@@ -13,11 +13,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "rollback",
         help="republish a retained artifact after full re-validation",
         description="Point artifacts/current.duckdb back at a retained artifact, given by "
-        "build id or by its path in the artifact directory. The file's checksum, manifest "
-        "and every Great Expectations suite are checked first (count drift is not, since "
-        "a rollback is deliberate). Files outside the artifact directory are refused.",
+        "build id, by its file name in the artifact directory or by its path there. The "
+        "file's checksum (against its manifest and the build history), the manifest and "
+        "every Great Expectations suite are checked first (count drift is not, since a "
+        "rollback is deliberate). Files outside the artifact directory, the current.duckdb "
+        "pointer and `latest` (a publish reference) are refused. A rollback holds: "
+        "`reconcile` publishes nothing while the inputs are those of the build rolled back "
+        "from.",
     )
-    parser.add_argument("build", metavar="BUILD", help="build id or artifact path to restore")
+    parser.add_argument(
+        "build",
+        metavar="BUILD",
+        help="build id, search-<build_id>.duckdb or artifact path to restore",
+    )
     add_json_flag(parser)
     parser.set_defaults(handler=run)
 

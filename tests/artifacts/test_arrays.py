@@ -12,6 +12,7 @@ from slackquery.artifacts.arrays import Int8Codes, map_all
 from slackquery.artifacts.build import build_artifact
 from slackquery.artifacts.postings import Postings
 from slackquery.artifacts.publish import publish
+from slackquery.cli import main
 from slackquery.duckdb_setup import connect
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
@@ -210,5 +211,36 @@ def test_a_changed_or_missing_array_makes_the_build_unsealed(state_settings: Set
     files.write_json_atomic(manifest_path, {**manifest, "arrays": None})
     with pytest.raises(SlackqueryError, match="built by an older version"):
         validate.verify_sealed(artifact_dir, build_id, path)
+    recorded = manifest["arrays"]
+    for arrays_entry in (
+        ["vectors"],
+        {**recorded, "files": ["vectors"]},
+        {**recorded, "files": {name: entry["sha256"] for name, entry in recorded["files"].items()}},
+    ):
+        files.write_json_atomic(manifest_path, {**manifest, "arrays": arrays_entry})
+        with pytest.raises(SlackqueryError, match="the manifest names other arrays"):
+            validate.verify_sealed(artifact_dir, build_id, path)
     files.write_json_atomic(manifest_path, manifest)
+
+    extra = folder / "notes.txt"  # "exactly the arrays the manifest recorded"
+    extra.write_text("not an array\n", encoding="utf-8")
+    with pytest.raises(SlackqueryError, match="hold files the manifest does not record: notes"):
+        validate.verify_sealed(artifact_dir, build_id, path)
+    extra.unlink()
     assert publish(state_settings, build_id)["build_id"] == build_id
+
+
+def test_a_manifest_that_is_not_an_object_is_one_line(
+    state_settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    build_id = build_artifact(state_settings)
+    publish(state_settings, build_id)
+    manifest_path = files.manifest_file(state_settings.artifact_path, build_id)
+    names = {"build_id": build_id, "artifact_file": f"search-{build_id}.duckdb"}
+    for manifest, said in (
+        ([], f"manifest of build {build_id} is not a JSON object"),
+        ({**names, "validation": [True]}, f"build {build_id} did not pass validation"),
+    ):
+        files.write_json_atomic(manifest_path, manifest)
+        assert main(["rollback", build_id]) == 1
+        assert capsys.readouterr().err == f"error: {said}\n"

@@ -17,6 +17,7 @@ from expectations.suites.vector_coverage import RULE
 from slackquery import projection
 from slackquery.artifacts import arrays, files, history, schema, validate
 from slackquery.artifacts.build import build_artifact, new_build_id, remove_candidate
+from slackquery.artifacts.pointer import swap_current
 from slackquery.artifacts.publish import current_artifact, publish, rollback
 from slackquery.artifacts.retention import apply_retention
 from slackquery.artifacts.validate import ValidationFailed
@@ -167,6 +168,8 @@ def test_partial_coverage_publishes_but_never_goes_backwards_in_one_generation(
     publish(settings, full)
     full_path = files.artifact_file(settings.artifact_path, full)
 
+    partial_result = files.validation_file(settings.artifact_path, partial)
+    built = partial_result.read_bytes()
     with pytest.raises(ValidationFailed) as caught:
         publish(settings, partial)  # same generation, same messages, 23 vectors fewer
     message = str(caught.value)
@@ -174,6 +177,12 @@ def test_partial_coverage_publishes_but_never_goes_backwards_in_one_generation(
     assert f"published {full} covers 100.0% (59/59 messages" in message
     assert f"candidate {partial} covers 61.0% (36/59 messages" in message
     assert current_artifact(settings) == full_path
+    # The refusal is kept beside the build's passing result, which stays as it was.
+    refused = files.refused_validation_file(settings.artifact_path, partial)
+    assert message.endswith(f"(details: {refused.resolve()})")
+    assert not files.read_json(refused)["success"]
+    assert partial_result.read_bytes() == built
+    assert stat.S_IMODE(partial_result.stat().st_mode) == 0o444
 
     # A model switch re-embeds from nothing: a lower share of a new generation publishes.
     monkeypatch.setenv("SLACKQUERY_EMBEDDING_MODEL_REVISION", "r2")
@@ -281,7 +290,9 @@ def test_failing_suite_marks_build_failed_with_sample_ids(state_settings: Settin
     assert not list(settings.artifact_path.glob("*.tmp"))
 
 
-def test_rollback_retention_and_refusals(state_settings: Settings, tmp_path: Path) -> None:
+def test_rollback_retention_and_refusals(
+    state_settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     settings = state_settings
     first = build_artifact(settings)
     publish(settings, first)
@@ -297,9 +308,14 @@ def test_rollback_retention_and_refusals(state_settings: Settings, tmp_path: Pat
         rollback(settings, str(outside))
     with pytest.raises(SlackqueryError, match="a symlink is not an artifact"):
         rollback(settings, str(settings.artifact_path / files.CURRENT_NAME))
+    monkeypatch.chdir(tmp_path)  # a bare file name is one in the artifact directory
+    with pytest.raises(SlackqueryError, match="a symlink is not an artifact; name the build id"):
+        rollback(settings, files.CURRENT_NAME)
     for step in (rollback, publish):  # a mistyped id is named as such
         with pytest.raises(SlackqueryError, match="no build nonsense: not a build id"):
             step(settings, "nonsense")
+    with pytest.raises(SlackqueryError, match="`latest` is a publish reference"):
+        rollback(settings, "latest")
 
     manifest_path = files.manifest_file(settings.artifact_path, first)
     manifest = files.read_json(manifest_path)
@@ -309,23 +325,31 @@ def test_rollback_retention_and_refusals(state_settings: Settings, tmp_path: Pat
     assert current_artifact(settings) == files.artifact_file(settings.artifact_path, second)
     files.write_json_atomic(manifest_path, manifest)
 
-    result = rollback(settings, first)
+    result = rollback(settings, first_path.name)
     assert result["validation"]["success"] and result["previous"].endswith(f"{second}.duckdb")
     assert current_artifact(settings) == first_path.resolve()
     statuses = {build_id: row["status"] for build_id, row in _builds(settings).items()}
     assert statuses == {first: "published", second: "superseded"}
 
-    # A third build: retention keeps current + 1 newest (SLACKQUERY_RETAIN_ARTIFACTS=1).
+    # A third build: retention keeps current, the one published before it (`first`, just
+    # rolled back to) and 1 newest other (SLACKQUERY_RETAIN_ARTIFACTS=1).
     synthesize_state(settings.state_path, identity_for(settings), messages=64, seed=2)
     third = build_artifact(settings)
     outcome = publish(settings, third)
-    assert sorted(outcome["retention"]["kept"]) == [f"search-{b}.duckdb" for b in (second, third)]
+    assert sorted(outcome["retention"]["kept"]) == sorted(
+        f"search-{b}.duckdb" for b in (first, second, third)
+    )
+    # A fourth: `third` is both the previous and the newest other.
+    synthesize_state(settings.state_path, identity_for(settings), messages=66, seed=3)
+    fourth = build_artifact(settings)
+    outcome = publish(settings, fourth)
+    assert sorted(outcome["retention"]["kept"]) == [f"search-{b}.duckdb" for b in (third, fourth)]
     assert f"search-{first}.duckdb" in outcome["retention"]["removed"]
     assert not files.manifest_file(settings.artifact_path, first).exists()
     assert not files.arrays_dir_of(first_path).exists()  # the arrays go with their artifact
     assert all(
         files.arrays_dir_of(files.artifact_file(settings.artifact_path, kept)).is_dir()
-        for kept in (second, third)
+        for kept in (third, fourth)
     )
     with pytest.raises(SlackqueryError, match="no artifact file"):
         rollback(settings, first)
@@ -377,8 +401,12 @@ def test_retention_removes_arrays_folders_of_dead_builds(state_settings: Setting
     for folder in dead:
         folder.mkdir()
         (folder / "vectors.npy").write_bytes(b"partial")
-    with files.artifact_lock(artifact_dir):
-        removed = apply_retention(settings)["removed"]
+    conn = connect(str(settings.state_path))
+    try:
+        with files.artifact_lock(artifact_dir):
+            removed = apply_retention(settings, conn)["removed"]
+    finally:
+        conn.close()
     assert sorted(removed) == sorted(folder.name for folder in dead)
     assert not any(folder.exists() for folder in dead)
     assert files.arrays_dir_of(files.artifact_file(artifact_dir, build_id)).is_dir()
@@ -409,13 +437,103 @@ def test_a_full_disk_fails_the_build_in_one_line_and_keeps_what_is_published(
     assert len(failed) == 1 and "No space left on device" in failed[0]["error_message"]
 
 
+def test_a_build_failing_after_its_rename_leaves_no_final_named_files(
+    state_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk while writing the manifest: the file and arrays already carry their
+    final names, and left there they would look like a rollback target."""
+    settings = state_settings
+    published = build_artifact(settings)
+    publish(settings, published)
+    write_json_atomic = files.write_json_atomic
+
+    def disk_full_for_manifests(path: Path, payload: object, mode: int | None = None) -> None:
+        if path.name.endswith(files.MANIFEST_SUFFIX):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        write_json_atomic(path, payload, mode)
+
+    monkeypatch.setattr(files, "write_json_atomic", disk_full_for_manifests)
+    with pytest.raises(OSError, match="No space left on device"):
+        build_artifact(settings)
+    [failed] = [key for key, row in _builds(settings).items() if row["status"] == "failed"]
+    artifact_dir = settings.artifact_path
+    assert not files.artifact_file(artifact_dir, failed).exists()
+    assert not files.arrays_dir_of(files.artifact_file(artifact_dir, failed)).exists()
+    assert [path.name for path in artifact_dir.glob("search-*.duckdb")] == [
+        files.artifact_file(artifact_dir, published).name
+    ]
+
+
+def test_retention_keeps_the_previous_build_and_counts_only_sealed_ones(
+    state_settings: Settings,
+) -> None:
+    settings = state_settings  # SLACKQUERY_RETAIN_ARTIFACTS=1
+    artifact_dir = settings.artifact_path
+    previous = build_artifact(settings)
+    publish(settings, previous)
+    sealed = build_artifact(settings)
+    unsealed = build_artifact(settings)  # validated, then its manifest lost
+    files.manifest_file(artifact_dir, unsealed).unlink()
+    current = build_artifact(settings)
+
+    retention = publish(settings, current)["retention"]
+    assert sorted(retention["kept"]) == sorted(
+        files.artifact_file(artifact_dir, build_id).name for build_id in (previous, sealed, current)
+    )
+    assert files.artifact_file(artifact_dir, unsealed).name in retention["removed"]
+    assert rollback(settings, previous)["build_id"] == previous
+
+
+def test_publish_refuses_a_file_edited_together_with_its_manifest(
+    state_settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = state_settings
+    build_id = build_artifact(settings)
+    path = files.artifact_file(settings.artifact_path, build_id)
+    path.chmod(0o644)
+    conn = duckdb.connect(str(path))
+    try:
+        conn.execute("update search_documents set text_lexical = 'edited' where text_lexical <> ''")
+        conn.execute("checkpoint")
+    finally:
+        conn.close()
+    manifest_path = files.manifest_file(settings.artifact_path, build_id)
+    manifest = files.read_json(manifest_path)
+    edited = {**manifest, "checksum_sha256": files.sha256_file(path)}
+    files.write_json_atomic(manifest_path, {**edited, "size_bytes": path.stat().st_size})
+    validate.verify_sealed(settings.artifact_path, build_id, path)  # the two agree
+
+    assert main(["publish", build_id]) == 1
+    error = capsys.readouterr().err
+    assert error.startswith(f"error: refusing build {build_id}: its file and manifest are not ")
+    assert error.count("\n") == 1
+    assert current_artifact(settings) is None
+
+
+def test_artifacts_shows_the_pointers_build_published_when_a_publish_died_after_its_swap(
+    state_settings: Settings,
+) -> None:
+    settings = state_settings
+    first = build_artifact(settings)
+    publish(settings, first)
+    second = build_artifact(settings)
+    # What a publish killed right after swapping the pointer leaves: the history behind.
+    swap_current(settings.artifact_path, files.artifact_file(settings.artifact_path, second).name)
+    assert _builds(settings)[second]["status"] == "validated"
+    listed = {
+        row["build_id"]: (row["status"], row["is_current"]) for row in list_artifacts(settings)
+    }
+    assert listed == {first: ("superseded", False), second: ("published", True)}
+
+
 def test_a_failed_candidate_leaves_no_duckdb_log_behind(tmp_path: Path) -> None:
-    temp = files.temp_file(tmp_path, new_build_id("0" * 8))
+    build_id = new_build_id("0" * 8)
+    temp = files.temp_file(tmp_path, build_id)
     log = temp.with_name(f"{temp.name}.wal")  # what a write that ran out of space leaves
     for path in (temp, log):
         path.write_bytes(b"partial")
     files.arrays_dir_of(temp).mkdir()
-    remove_candidate(temp)
+    remove_candidate(tmp_path, build_id)
     assert not list(tmp_path.iterdir())
 
 
@@ -441,6 +559,36 @@ def test_a_build_whose_process_is_gone_is_listed_interrupted(
     assert main(["artifacts"]) == 0
     listed = capsys.readouterr().out.splitlines()[1:]
     assert [line.split()[:2] for line in listed] == [[build_id, "interrupted"]]
+
+
+def test_failures_an_earlier_version_labelled_superseded_get_their_own_status_back(
+    state_settings: Settings,
+) -> None:
+    settings = state_settings
+    conn = connect(str(settings.state_path))
+    try:
+        history.ensure_table(conn)
+        for error in ("interrupted: the build process ended before finishing", "ValueError"):
+            build_id = new_build_id("0" * 8)
+            history.insert_building(
+                conn,
+                build_id=build_id,
+                source_watermark="0" * 8,
+                generation_id=identity_for(settings).generation_id,
+                artifact_path=str(files.artifact_file(settings.artifact_path, build_id)),
+                code_version="test",
+            )
+            # What `supersede_failed` did to a failed build once its inputs were built again.
+            conn.execute(
+                "update search_builds set status = 'superseded', error_message = ? "
+                "where build_id = ?",
+                [error, build_id],
+            )
+        history.ensure_table(conn)  # as the next build or publish does
+    finally:
+        conn.close()
+    statuses = sorted(row["status"] for row in _builds(settings).values())
+    assert statuses == ["failed", "interrupted"]
 
 
 # Holds the database at argv[1] open for writing until its stdin closes.

@@ -42,13 +42,13 @@ def test_sigkill_during_build_and_publish_leaves_current_valid(state_settings: S
         leftovers = sorted(path.name for path in settings.artifact_path.glob("*.tmp"))
         assert [name.split(".", 1)[1] for name in leftovers] == ["arrays.tmp", "duckdb.tmp"]
 
-    rebuilt = build_artifact(settings)  # marks the killed builds failed, drops their .tmp
+    rebuilt = build_artifact(settings)  # records the killed builds, drops their .tmp
     assert not list(settings.artifact_path.glob("*.tmp"))
     statuses = {row["build_id"]: row for row in list_artifacts(settings)}
     interrupted = [row for key, row in statuses.items() if key not in (baseline, rebuilt)]
-    # Marked failed by the next build, then superseded by the retry of the same inputs.
-    assert [row["status"] for row in interrupted] == ["superseded", "superseded"]
-    assert all("interrupted" in row["error_message"] for row in interrupted)
+    # Their own status, not `superseded` (published, then replaced: a rollback target).
+    assert [row["status"] for row in interrupted] == ["interrupted", "interrupted"]
+    assert all("ended before finishing" in row["error_message"] for row in interrupted)
 
     env = pipeline_env(settings.home)
     assert run_cli_until("before_swap", env, "publish", rebuilt) == -signal.SIGKILL
@@ -68,3 +68,42 @@ def test_sigkill_during_build_and_publish_leaves_current_valid(state_settings: S
     assert not any(
         name.startswith(".current.duckdb.") for name in os.listdir(settings.artifact_path)
     )
+
+
+def _unsealed_leftovers(settings: Settings) -> list[str]:
+    """Builds with a final-named file or arrays folder but no manifest."""
+    artifact_dir = settings.artifact_path
+    return sorted(
+        row["build_id"]
+        for row in list_artifacts(settings)
+        if not files.manifest_file(artifact_dir, row["build_id"]).exists()
+        and (
+            files.artifact_file(artifact_dir, row["build_id"]).exists()
+            or files.arrays_dir_of(files.artifact_file(artifact_dir, row["build_id"])).exists()
+        )
+    )
+
+
+def test_a_build_killed_after_its_rename_is_cleaned_up_by_the_next_build_or_publish(
+    state_settings: Settings,
+) -> None:
+    """Killed between renaming its file and arrays and writing their manifest, a build
+    leaves what looks like a rollback target and can never be published."""
+    settings = state_settings
+    baseline = build_artifact(settings)
+    publish(settings, baseline)
+    env = pipeline_env(settings.home)
+
+    assert run_cli_until("after_rename", env, "build") == -signal.SIGKILL
+    [first] = _unsealed_leftovers(settings)
+    assert run_cli_until("after_rename", env, "build") == -signal.SIGKILL
+    [second] = _unsealed_leftovers(settings)  # the second build removed the first's
+    assert second != first
+
+    removed = publish(settings, baseline)["retention"]["removed"]
+    second_file = files.artifact_file(settings.artifact_path, second)
+    assert {second_file.name, files.arrays_dir_of(second_file).name} <= set(removed)
+    assert _unsealed_leftovers(settings) == []
+    statuses = {row["build_id"]: row["status"] for row in list_artifacts(settings)}
+    assert statuses == {baseline: "published", first: "interrupted", second: "interrupted"}
+    _assert_published_intact(settings, baseline)

@@ -16,10 +16,12 @@ import flows.embed as embed_module
 import flows.reconcile as reconcile_module
 import slackquery.embedding.work as work
 from flows.reconcile import plan_build, reconcile, reconcile_lock_path, reconcile_plain
-from slackquery.artifacts import files
+from slackquery.artifacts import files, history
 from slackquery.artifacts.build import build_artifact
-from slackquery.artifacts.publish import current_artifact
+from slackquery.artifacts.pointer import swap_current
+from slackquery.artifacts.publish import current_artifact, publish, rollback
 from slackquery.cli import main
+from slackquery.duckdb_setup import connect
 from slackquery.embedding.base import GenerationIdentity
 from slackquery.settings import Settings
 from tests.artifacts.conftest import apply_env, identity_for
@@ -101,6 +103,20 @@ def test_plan_publishes_a_validated_build_instead_of_rebuilding(pipeline: Settin
     assert plan_build.fn(True)["action"] == "build"
 
 
+def test_plan_never_publishes_a_build_again_that_was_published_before(
+    pipeline: Settings,
+) -> None:
+    earlier = reconcile_plain()["build_id"]
+    synthesize_state(pipeline.state_path, identity_for(pipeline), messages=30)
+    publish(pipeline, build_artifact(pipeline))  # other inputs, published after `earlier`
+    # The inputs are `earlier`'s again (say, a model switched back): `earlier` was
+    # published and replaced, so it is a rollback target for an operator, not for reconcile.
+    synthesize_state(pipeline.state_path, identity_for(pipeline), messages=40)
+    assert _statuses(pipeline)[earlier] == "superseded"
+    plan = plan_build.fn(False)
+    assert plan["action"] == "build" and "build_id" not in plan
+
+
 def test_plain_reconcile_runs_the_same_steps_without_prefect(
     pipeline: Settings, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -115,3 +131,50 @@ def test_plain_reconcile_runs_the_same_steps_without_prefect(
     assert again["status"] == "unchanged" and again["build_id"] == first["build_id"]
     with files.exclusive_lock(reconcile_lock_path(pipeline), "test holder"):
         assert reconcile_plain()["status"] == "skipped"
+
+
+def _statuses(settings: Settings) -> dict[str, str]:
+    conn = connect(str(settings.state_path), read_only=True)
+    try:
+        return {row["build_id"]: row["status"] for row in history.list_builds(conn)}
+    finally:
+        conn.close()
+
+
+def test_a_rollback_holds_until_new_input_gives_a_new_build(
+    pipeline: Settings, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    synthesize_state(pipeline.state_path, identity_for(pipeline), messages=30)
+    older = build_artifact(pipeline)
+    publish(pipeline, older)
+    assert main(["reconcile", "--engine", "plain"]) == 0  # projects the current 40 messages
+    current = current_artifact(pipeline)
+    newer = files.build_id_of(current) if current else None
+    assert newer != older
+    assert capsys.readouterr().out == f"reconcile: built and published {newer}\n"
+
+    rollback(pipeline, older)  # the operator steps back from the newer build
+    assert main(["reconcile", "--engine", "plain"]) == 0
+    assert capsys.readouterr().out == (
+        f"reconcile: nothing changed; {older} stays published (rolled back from {newer}, "
+        f"built from the current inputs; `slackquery publish {newer}` serves it again)\n"
+    )
+    assert current_artifact(pipeline) == files.artifact_file(pipeline.artifact_path, older)
+    assert _statuses(pipeline) == {older: "published", newer: "superseded"}
+
+    def grown_project(settings: Settings, *, full_refresh: bool = False) -> dict[str, Any]:
+        return synthesize_state(settings.state_path, identity_for(settings), messages=50)
+
+    monkeypatch.setattr(reconcile_module, "project", grown_project)
+    result = reconcile_plain()  # new input: a new build, published as usual
+    assert result["status"] == "published" and result["build_id"] not in (older, newer)
+
+
+def test_a_run_with_nothing_to_publish_records_the_pointers_build(pipeline: Settings) -> None:
+    first = reconcile_plain()["build_id"]
+    second = build_artifact(pipeline)  # the same inputs, as `--force-build` builds them
+    # What a publish killed right after swapping the pointer leaves: the history behind.
+    swap_current(pipeline.artifact_path, files.artifact_file(pipeline.artifact_path, second).name)
+    again = reconcile_plain()
+    assert again["status"] == "unchanged" and again["build_id"] == second
+    assert _statuses(pipeline) == {first: "superseded", second: "published"}
