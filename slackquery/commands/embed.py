@@ -89,10 +89,13 @@ def scheduler_address(value: str) -> str:
 
 
 def uses_dask(args: argparse.Namespace) -> bool:
-    """Whether a Dask cluster was asked for; refuses the plain engine, which has none."""
+    """Whether a Dask cluster was asked for; refuses the plain engine, which has none, and
+    a scheduler address nothing listens at (`ensure_scheduler_listens`)."""
     wanted = bool(args.dask_workers or args.dask_address)
     if wanted and args.engine == "plain":
         raise SlackqueryError("--dask-workers/--dask-address need the Prefect engine")
+    if args.dask_address:
+        ensure_scheduler_listens(args.dask_address)
     return wanted
 
 
@@ -130,8 +133,6 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     """Run the embed flow or loop; exit 1 when items ended terminal_failed."""
     progress = not args.json
     if uses_dask(args) or use_prefect(args):
-        if args.dask_address:
-            ensure_scheduler_listens(args.dask_address)
         from flows.embed import with_dask
 
         # The flow reads the same settings from the environment (keys stay out of Prefect).

@@ -242,11 +242,14 @@ def test_malformed_dask_options_are_usage_errors(
     assert error.startswith(f"slackquery embed: error: argument {option}: ")
 
 
-def test_an_unreachable_scheduler_is_one_line_naming_it(settings: Settings, capsys) -> None:
+@pytest.mark.parametrize("command", ["embed", "reconcile"])
+def test_an_unreachable_scheduler_is_one_line_naming_it(
+    settings: Settings, capsys, command: str
+) -> None:
     with socket.socket() as closed:  # bound, never listening: connections are refused
         closed.bind(("127.0.0.1", 0))
         address = f"tcp://127.0.0.1:{closed.getsockname()[1]}"
-        assert main(["embed", "--engine", "prefect", "--dask-address", address]) == 1
+        assert main([command, "--engine", "prefect", "--dask-address", address]) == 1
     assert capsys.readouterr().err == (
         f"error: cannot reach the Dask scheduler at {address}: connection refused\n"
     )
