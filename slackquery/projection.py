@@ -126,7 +126,6 @@ def project(
     return counts
 
 
-@functools.cache
 def project_fingerprint() -> str:
     """sha256 of the dbt project's sources (`PROJECT_SOURCES`), paths and contents."""
     digest = hashlib.sha256()

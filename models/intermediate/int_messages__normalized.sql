@@ -112,7 +112,7 @@ names_watermark as (
             on messages.message_id = previous.message_id
         where
             previous.message_id is null
-            or previous.payload_hash <> messages.payload_hash
+            or previous.payload_hash is distinct from messages.payload_hash
             or list_has_any(
                 previous.mentioned_ids,
                 (select renamed_ids.entity_ids from renamed_ids)

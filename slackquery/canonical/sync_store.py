@@ -8,8 +8,8 @@ nothing half-written is visible, and only the page in flight is fetched again.
 
 A pass over a channel reads the history between two bounds; when it and the threads it
 queued are read, the messages in those bounds that no page returned are tombstoned. A
-thread Slack no longer has is tombstoned whole; a private conversation the token can no
-longer read has its member list emptied (`revoke_members`, see `slackquery.slack.sync`).
+thread Slack no longer has is tombstoned whole; a conversation the token lost is closed
+(`close_conversation`: no members, and not public; see `slackquery.slack.sync`).
 """
 
 from dataclasses import dataclass
@@ -364,16 +364,19 @@ class SyncStore:
         ).fetchall()
         return {channel_id: StoredConversation(name, kind) for channel_id, name, kind in rows}
 
-    def revoke_members(self, workspace_id: str, channel_id: str, now: datetime) -> None:
-        """Empty a conversation's stored member list, so that only the operator sees it.
+    def close_conversation(self, workspace_id: str, channel_id: str, now: datetime) -> None:
+        """Make a conversation private with no members, so that only the operator sees it.
 
         Counted, stamped and restored like any channel change: the next directory merge that
-        reads its members from Slack finds them different and writes them back.
+        reads it from Slack finds its type and members different and writes them back.
         """
         changed = self.connection.execute(
-            "update channels set member_ids = []::varchar[], latest_run_id = $run_id, "
-            "last_changed_at = $now where workspace_id = $w and channel_id = $c "
-            "and member_ids is distinct from []::varchar[]",
+            "update channels set member_ids = []::varchar[], conversation_type = case "
+            "when conversation_type = 'public_channel' then 'private_channel' "
+            "else conversation_type end, latest_run_id = $run_id, last_changed_at = $now "
+            "where workspace_id = $w and channel_id = $c "
+            "and (member_ids is distinct from []::varchar[] "
+            "or conversation_type = 'public_channel')",
             {"w": workspace_id, "c": channel_id, "run_id": self.run_id, "now": now},
         ).fetchone()
         self.counts["channels"]["updated"] += int(changed[0]) if changed else 0

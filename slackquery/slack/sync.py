@@ -22,8 +22,9 @@ Access fails closed: a private channel, group DM or DM that a sync of this works
 before, of a type the run asks for, that this run cannot read (no longer listed, or
 `not_in_channel` / `channel_not_found` at any step) has its stored member list emptied, so
 that only the operator sees it until a sync that can read it stores its members again; a
-public channel no longer listed is only warned about. A conversation known only from an
-`import` keeps the members of its export.
+public channel no longer listed (deleted, or made private without this token) is stored
+as private with no members the same way. A conversation known only from an `import` keeps
+the members of its export.
 
 The run holds the canonical store's writer lock from start to end, pacing waits included:
 meanwhile `import` refuses to start and `project` cannot open the store.
@@ -65,6 +66,7 @@ CONVERSATION_TYPES = {
     "im": "im",
 }
 PRIVATE_TYPES = ("private_channel", "mpim", "im")
+UNLISTED = "no longer listed"
 DAY_S = 86_400
 
 
@@ -178,7 +180,7 @@ def _sync_directory(run: _Run) -> list[_Conversation]:
     run.db.write_directory(user_rows, [item.row for item in kept], now)
     for channel_id in unlisted:
         stored = run.synced_before[channel_id]
-        _unreadable(run, channel_id, stored.conversation_type, stored.name, "no longer listed")
+        _unreadable(run, channel_id, stored.conversation_type, stored.name, UNLISTED)
     _upsert_identity(run, identity, team, now)
     return kept
 
@@ -326,8 +328,11 @@ def _skip(run: _Run, entry: dict[str, Any], error: SlackApiError) -> None:
 def _unreadable(run: _Run, channel_id: str, kind: str, name: object, reason: str) -> None:
     """A conversation this run cannot read, with a warning that says what became of it.
 
-    One a sync read before is no longer kept current; if it is private, its members are
-    emptied so that nobody keeps searching it on the strength of an old member list.
+    One a sync read before is no longer kept current, and is closed (`SyncStore.close_conversation`:
+    no members, and not public) when nobody may go on searching it on the strength of what
+    was stored: a private one whatever the reason, a public one once it is no longer listed
+    (deleted, or made private without this token; a bot not in a public channel that is
+    still listed gets `not_in_channel`, and the channel stays public).
     """
     stored = run.synced_before.get(channel_id)
     label = (
@@ -336,19 +341,18 @@ def _unreadable(run: _Run, channel_id: str, kind: str, name: object, reason: str
     where = f"slack:{channel_id}"
     if stored is None:
         run.warnings.add(where, f"{label} skipped: {reason}")
-    elif kind not in PRIVATE_TYPES:
+    elif kind not in PRIVATE_TYPES and reason != UNLISTED:
         run.warnings.add(
-            where,
-            f"{label} cannot be read ({reason}: deleted, or private without this token); "
-            "its stored copy is no longer kept current",
+            where, f"{label} cannot be read ({reason}); its stored copy is no longer kept current"
         )
     else:
-        run.db.revoke_members(run.workspace_id, channel_id, _now(run))
+        run.db.close_conversation(run.workspace_id, channel_id, _now(run))
         run.revoked.append({"channel_id": channel_id, "reason": reason})
+        made_private = "" if kind in PRIVATE_TYPES else "stored as private and "
         run.warnings.add(
             where,
-            f"{label} cannot be read ({reason}); its stored member list is emptied, so only "
-            "the operator sees it until a sync can read it again",
+            f"{label} cannot be read ({reason}); it is {made_private}its stored member list is "
+            "emptied, so only the operator sees it until a sync can read it again",
         )
 
 
@@ -482,7 +486,8 @@ def _threads_to_read(run: _Run, channel_id: str, messages: list[Any]) -> list[st
         message["ts"]: message
         for message in messages
         if isinstance(message, dict)
-        and message.get("thread_ts") == message.get("ts")
+        and isinstance(message.get("ts"), str)
+        and message.get("thread_ts") == message["ts"]
         and message.get("reply_count")
         and isinstance(message.get("latest_reply"), str)
     }
@@ -490,7 +495,8 @@ def _threads_to_read(run: _Run, channel_id: str, messages: list[Any]) -> list[st
     window_start_us = int(_window_start_s(run) * 1_000_000)
     wanted = []
     for thread_ts, parent in parents.items():
-        try:
+        try:  # staging skips (with a warning) a message whose ts does not parse
+            ts_to_us(thread_ts)
             latest_us = ts_to_us(parent["latest_reply"])
         except ValueError:
             continue

@@ -161,3 +161,22 @@ def test_root_edit_re_embeds_its_replies(projected: Projected, tmp_path: Path) -
     for reply in replies:
         assert after[reply]["text_embedding"].endswith(": db down again: error 08006)")
         assert after[reply]["text_hash"] != original[reply]["text_hash"]
+
+
+def test_a_document_whose_lexical_text_alone_differs_is_rewritten(
+    projected: Projected, tmp_path: Path
+) -> None:
+    # What BM25 indexes can change alone: a mention in attachment text renders anew when
+    # its channel is renamed or made private, while the displayed text stays the same.
+    settings = copy_projection(projected, tmp_path / "home")
+    original = documents(settings)[EDITED_REPLY]["text_lexical"]
+    connection = duckdb.connect(str(settings.state_path))
+    try:
+        connection.execute(
+            "update search_documents set text_lexical = 'stale' where document_id = ?",
+            [EDITED_REPLY],
+        )
+    finally:
+        connection.close()
+    project(settings, tests=False)
+    assert documents(settings)[EDITED_REPLY]["text_lexical"] == original

@@ -454,6 +454,15 @@ ODD = "1700000000.000200"
         ({"reply_count": 2**40}, f"message ts={ODD} has a reply_count out of range"),
         ({"files": [{"id": "F1", "size": 2**63}]}, f"message ts={ODD} shares a file whose size"),
         ({"ts": "253402300800.000000"}, "ts=253402300800.000000 lies after the year 9999"),
+        # A thread parent without a ts: `thread_ts == ts` held (None == None).
+        (
+            {"ts": None, "reply_count": 2, "latest_reply": FIRST},
+            "message without a valid ts (None) skipped",
+        ),
+        (
+            {"ts": 5, "thread_ts": 5, "reply_count": 2, "latest_reply": FIRST},
+            "message without a valid ts (5) skipped",
+        ),
     ],
     ids=[
         "same-ts",
@@ -463,6 +472,8 @@ ODD = "1700000000.000200"
         "beyond-32-bits",
         "file-size",
         "after-9999",
+        "parent-without-ts",
+        "parent-with-a-number-ts",
     ],
 )
 def test_an_odd_message_is_skipped_with_a_warning_naming_it(

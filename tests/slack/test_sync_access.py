@@ -88,11 +88,16 @@ def test_channels_names_a_conversation_no_longer_listed_that_sync_read_before(
     public_members = stored_members(db, OPS_LEGACY)
     del live.slack.conversations[LEADERSHIP], live.slack.conversations[OPS_LEGACY]
     report = sync(live.settings, named, clock=live.clock)
-    assert report["revoked"] == [{"channel_id": LEADERSHIP, "reason": "no longer listed"}]
+    assert report["revoked"] == [
+        {"channel_id": OPS_LEGACY, "reason": "no longer listed"},
+        {"channel_id": LEADERSHIP, "reason": "no longer listed"},
+    ]
     assert stored_members(db, LEADERSHIP) == []
-    # A public channel gone from the list is deleted, or private without the token: a warning.
-    assert stored_members(db, OPS_LEGACY) == public_members
-    assert warned(report, OPS_LEGACY, "no longer kept current")
+    # A public channel gone from the list is deleted, or private without the token: closed.
+    assert public_members and stored_members(db, OPS_LEGACY) == []
+    kind = query(db, "select conversation_type from channels where channel_id = ?", [OPS_LEGACY])
+    assert kind == [("private_channel",)]
+    assert warned(report, OPS_LEGACY, "stored as private")
     with pytest.raises(SlackqueryError, match=r"no such conversation.*: never-synced$"):
         sync(live.settings, SyncRequest(channels=("leadership", "never-synced")), clock=live.clock)
 

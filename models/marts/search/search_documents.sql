@@ -196,6 +196,9 @@ messages_in_context as (
             payload_hash,
             text_hash,
             text_display,
+            {#- A digest, so the hash table stays narrow: what BM25 indexes can
+                change alone (a mention in attachment text renders anew). -#}
+            md5_number(text_lexical) as text_lexical_digest,
             author_name,
             channel_name,
             conversation_type,
@@ -242,6 +245,8 @@ messages_in_context as (
             or previous_messages.text_hash
             is distinct from sha256(messages_in_context.text_embedding)
             or previous_messages.text_display is distinct from messages_in_context.text_display
+            or previous_messages.text_lexical_digest
+            is distinct from md5_number(messages_in_context.text_lexical)
             or previous_messages.author_name is distinct from messages_in_context.author_name
             or previous_messages.channel_name is distinct from messages_in_context.channel_name
             or previous_messages.conversation_type
@@ -269,6 +274,8 @@ messages_in_context as (
         where
             previous_threads.document_id is null
             or previous_threads.text_hash is distinct from threads_placed.text_hash
+            or previous_threads.text_lexical_digest
+            is distinct from md5_number(threads_placed.text_lexical)
             or previous_threads.payload_hash is distinct from threads_placed.payload_hash
             or previous_threads.author_name is distinct from threads_placed.author_name
             or previous_threads.channel_name is distinct from threads_placed.channel_name
