@@ -36,6 +36,18 @@ def _build_id_in(name: str) -> str | None:
     return candidate if files.is_build_id(candidate) else None
 
 
+def _sealed_ids(conn: duckdb.DuckDBPyConnection) -> set[str]:
+    """The builds the history records sealed (validated, published or superseded)."""
+    return {
+        build_id
+        for (build_id,) in conn.execute(
+            "select build_id from search_builds where status in "
+            f"({', '.join('?' for _ in history.SEALED)})",
+            list(history.SEALED),
+        ).fetchall()
+    }
+
+
 def _remove_unsealed(conn: duckdb.DuckDBPyConnection, artifact_dir: Path) -> list[str]:
     """Delete the final-named file and arrays of every build that never sealed them.
 
@@ -44,14 +56,7 @@ def _remove_unsealed(conn: duckdb.DuckDBPyConnection, artifact_dir: Path) -> lis
     rollback target. They go when the history does not record the build sealed either
     (failed, interrupted, or absent); a build it records sealed keeps its files.
     """
-    sealed = {
-        build_id
-        for (build_id,) in conn.execute(
-            "select build_id from search_builds where status in "
-            f"({', '.join('?' for _ in history.SEALED)})",
-            list(history.SEALED),
-        ).fetchall()
-    }
+    sealed = _sealed_ids(conn)
     current = current_target(artifact_dir)
     unsealed = {
         build_id
@@ -99,12 +104,15 @@ def _kept_names(
     artifact_dir = settings.artifact_path
     current = current_target(artifact_dir)
     previous = history.previously_published(conn)
-    # Only a sealed build can be rolled back to, so only those count towards the newest.
+    # Only a sealed build can be rolled back to, so only those count towards the newest
+    # (a build killed after its manifest but before the history recorded it is not one).
+    sealed = _sealed_ids(conn)
     sealed_others = [
         path
         for path in artifacts
         if path.name != current
-        and files.manifest_file(artifact_dir, files.build_id_of(path) or "").is_file()
+        and (build_id := files.build_id_of(path) or "") in sealed
+        and files.manifest_file(artifact_dir, build_id).is_file()
     ]
     kept = {path.name for path in sealed_others[: settings.retain_artifacts]}
     if current:
