@@ -537,22 +537,28 @@ def test_a_failed_candidate_leaves_no_duckdb_log_behind(tmp_path: Path) -> None:
     assert not list(tmp_path.iterdir())
 
 
+def _insert_building(conn: duckdb.DuckDBPyConnection, settings: Settings) -> str:
+    """A `building` row of a new build id, as a build that started records; its id."""
+    build_id = new_build_id("0" * 8)
+    history.insert_building(
+        conn,
+        build_id=build_id,
+        source_watermark="0" * 8,
+        generation_id=identity_for(settings).generation_id,
+        artifact_path=str(files.artifact_file(settings.artifact_path, build_id)),
+        code_version="test",
+    )
+    return build_id
+
+
 def test_a_build_whose_process_is_gone_is_listed_interrupted(
     state_settings: Settings, capsys: pytest.CaptureFixture[str]
 ) -> None:
     settings = state_settings
-    build_id = new_build_id("0" * 8)
     conn = connect(str(settings.state_path))
     try:
         history.ensure_table(conn)
-        history.insert_building(  # as a build killed while it ran leaves it
-            conn,
-            build_id=build_id,
-            source_watermark="0" * 8,
-            generation_id=identity_for(settings).generation_id,
-            artifact_path=str(files.artifact_file(settings.artifact_path, build_id)),
-            code_version="test",
-        )
+        build_id = _insert_building(conn, settings)  # as a build killed while it ran leaves it
     finally:
         conn.close()
     assert [row["status"] for row in list_artifacts(settings)] == ["interrupted"]
@@ -569,15 +575,7 @@ def test_failures_an_earlier_version_labelled_superseded_get_their_own_status_ba
     try:
         history.ensure_table(conn)
         for error in ("interrupted: the build process ended before finishing", "ValueError"):
-            build_id = new_build_id("0" * 8)
-            history.insert_building(
-                conn,
-                build_id=build_id,
-                source_watermark="0" * 8,
-                generation_id=identity_for(settings).generation_id,
-                artifact_path=str(files.artifact_file(settings.artifact_path, build_id)),
-                code_version="test",
-            )
+            build_id = _insert_building(conn, settings)
             # What `supersede_failed` did to a failed build once its inputs were built again.
             conn.execute(
                 "update search_builds set status = 'superseded', error_message = ? "
