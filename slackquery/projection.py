@@ -94,7 +94,7 @@ def project(
         "SLACKQUERY_CANONICAL_DB": str(canonical.resolve()),
         "SLACKQUERY_STATE_DB": str(state.resolve()),
     }
-    run = _record_start(state, fingerprint)
+    recorded_at = _record_start(state, fingerprint)
     try:
         try:
             result = run_dbt(
@@ -114,9 +114,9 @@ def project(
                 settings, args, environment=environment, target_subdir="target", progress=progress
             )
     except SlackqueryError as error:
-        _record_end(state, run, failure=str(error))
+        _record_end(state, recorded_at, failure=str(error))
         raise
-    _record_end(state, run, failure=None)
+    _record_end(state, recorded_at, failure=None)
     counts = document_counts(state)
     counts["dbt_nodes"] = dict(Counter(str(node.node.resource_type) for node in result.results))
     counts["full_refresh"] = refresh_reason is not None
@@ -176,6 +176,7 @@ def _refresh_reason(state: Path, fingerprint: str) -> str | None:
 
 
 def _record_start(state: Path, fingerprint: str) -> datetime:
+    """Record a projection as running (what a killed one stays); the row's start time."""
     started_at = datetime.now(UTC)
     connection = open_database(str(state), what="state database")
     try:
@@ -190,6 +191,7 @@ def _record_start(state: Path, fingerprint: str) -> datetime:
 
 
 def _record_end(state: Path, started_at: datetime, *, failure: str | None) -> None:
+    """Record how the projection that started at `started_at` ended."""
     connection = open_database(str(state), what="state database")
     try:
         connection.execute(
