@@ -89,6 +89,15 @@ def build_id_of(path: Path) -> str | None:
     return candidate if is_build_id(candidate) else None
 
 
+def build_id_in(name: str) -> str | None:
+    """The build id any `search-<build_id>.<suffix>` name carries (the file, its arrays,
+    manifest, validation results, temp names), or None."""
+    if not name.startswith(ARTIFACT_PREFIX):
+        return None
+    candidate = name[len(ARTIFACT_PREFIX) :].split(".", 1)[0]
+    return candidate if is_build_id(candidate) else None
+
+
 def fsync_dir(directory: Path) -> None:
     """Make renames and new names in `directory` durable."""
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)

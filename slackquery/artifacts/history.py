@@ -159,6 +159,18 @@ def mark_published(conn: duckdb.DuckDBPyConnection, build_id: str) -> None:
     )
 
 
+def sealed_build_ids(conn: duckdb.DuckDBPyConnection) -> set[str]:
+    """The builds recorded sealed (`SEALED`)."""
+    return {
+        build_id
+        for (build_id,) in conn.execute(
+            "select build_id from search_builds "
+            f"where status in ({', '.join('?' for _ in SEALED)})",
+            list(SEALED),
+        ).fetchall()
+    }
+
+
 def previously_published(conn: duckdb.DuckDBPyConnection) -> str | None:
     """The build published just before the current one: the natural rollback target."""
     row = conn.execute(

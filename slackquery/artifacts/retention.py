@@ -28,26 +28,6 @@ def _sidecars(artifact_dir: Path, build_id: str) -> list[Path]:
     ]
 
 
-def _build_id_in(name: str) -> str | None:
-    """The build id a `search-<build_id>.<anything>` name carries, or None."""
-    if not name.startswith(files.ARTIFACT_PREFIX):
-        return None
-    candidate = name[len(files.ARTIFACT_PREFIX) :].split(".", 1)[0]
-    return candidate if files.is_build_id(candidate) else None
-
-
-def _sealed_ids(conn: duckdb.DuckDBPyConnection) -> set[str]:
-    """The builds the history records sealed (validated, published or superseded)."""
-    return {
-        build_id
-        for (build_id,) in conn.execute(
-            "select build_id from search_builds where status in "
-            f"({', '.join('?' for _ in history.SEALED)})",
-            list(history.SEALED),
-        ).fetchall()
-    }
-
-
 def _remove_unsealed(conn: duckdb.DuckDBPyConnection, artifact_dir: Path) -> list[str]:
     """Delete the final-named file and arrays of every build that never sealed them.
 
@@ -56,12 +36,12 @@ def _remove_unsealed(conn: duckdb.DuckDBPyConnection, artifact_dir: Path) -> lis
     rollback target. They go when the history does not record the build sealed either
     (failed, interrupted, or absent); a build it records sealed keeps its files.
     """
-    sealed = _sealed_ids(conn)
+    sealed = history.sealed_build_ids(conn)
     current = current_target(artifact_dir)
     unsealed = {
         build_id
         for path in artifact_dir.glob(f"{files.ARTIFACT_PREFIX}*")
-        if (build_id := _build_id_in(path.name))
+        if (build_id := files.build_id_in(path.name))
         and build_id not in sealed
         and not files.manifest_file(artifact_dir, build_id).exists()
         and files.artifact_file(artifact_dir, build_id).name != current
@@ -106,7 +86,7 @@ def _kept_names(
     previous = history.previously_published(conn)
     # Only a sealed build can be rolled back to, so only those count towards the newest
     # (a build killed after its manifest but before the history recorded it is not one).
-    sealed = _sealed_ids(conn)
+    sealed = history.sealed_build_ids(conn)
     sealed_others = [
         path
         for path in artifacts
@@ -162,7 +142,7 @@ def apply_retention(
     ):
         for sidecar in artifact_dir.glob(pattern):
             old = moment - sidecar.stat().st_mtime >= settings.retention_min_age_s
-            if _build_id_in(sidecar.name) not in kept_ids and old:
+            if files.build_id_in(sidecar.name) not in kept_ids and old:
                 if sidecar.is_dir():
                     arrays.remove(sidecar)
                 else:
