@@ -6,7 +6,9 @@ the build history recorded) before the pointer moves, and run the full GX checkp
 fresh read-only process again unless the build's passing result still holds
 (`validate.reusable_result`: same bytes, same published artifact compared against, same
 checks); a rollback always runs it. A run that refuses the build is kept beside the
-build's result (`search-<id>.refused.validation.json`), never over it. Both refuse
+build's result (`search-<id>.refused.validation.json`), never over it, and a publish while
+that refusal still holds (`validate.standing_refusal`) refuses again without running the
+checkpoint: the hourly reconcile does not re-validate a build it cannot publish. Both refuse
 anything that is not a sealed artifact directly inside the artifact directory.
 """
 
@@ -90,15 +92,17 @@ def _validation(
     if reused is not None:
         return reused, True
     refused_path = files.refused_validation_file(artifact_dir, build_id)
+    standing = None if is_rollback else validate.standing_refusal(settings, path, refused_path)
     # A rollback is a deliberate step back, so it skips the count-drift check against the
     # artifact it replaces.
-    validation = validate.recheck(
+    validation = standing or validate.recheck(
         settings, path, result_path, refused_path, compare_with_current=not is_rollback
     )
     if not validation["success"]:
         action = "rollback to" if is_rollback else "publish of"
+        again = " again (nothing it was checked against has changed)" if standing else ""
         raise validate.ValidationFailed(
-            f"{action} {build_id} refused: {validate.failure_summary(validation)} "
+            f"{action} {build_id} refused{again}: {validate.failure_summary(validation)} "
             f"(details: {refused_path})"
         )
     return validation, False

@@ -65,19 +65,36 @@ def checkpoint_inputs(settings: Settings, previous: Path | None) -> dict[str, An
     }
 
 
-def reusable_result(settings: Settings, path: Path, result_path: Path) -> dict[str, Any] | None:
-    """The passing result at `result_path` when running the checkpoint on `path` now
-    would repeat it; None when it must run. Call only after `verify_sealed`: the seal is
-    what proves the bytes are the ones that result validated.
-    """
+def _repeated(
+    settings: Settings, path: Path, result_path: Path, success: bool
+) -> dict[str, Any] | None:
+    """The result at `result_path` when it has `success` and running the checkpoint on
+    `path` now would repeat it (the same inputs); None otherwise."""
     try:
         result = files.read_json(result_path)
     except (OSError, ValueError):
         return None
     inputs = checkpoint_inputs(settings, _previous_for(settings, path, True))
-    if result.get("success") is not True or result.get("inputs") != inputs:
+    if not isinstance(result, dict) or result.get("success") is not success:
         return None
-    return result
+    return result if result.get("inputs") == inputs else None
+
+
+def reusable_result(settings: Settings, path: Path, result_path: Path) -> dict[str, Any] | None:
+    """The passing result at `result_path` when running the checkpoint on `path` now
+    would repeat it; None when it must run. Call only after `verify_sealed`: the seal is
+    what proves the bytes are the ones that result validated.
+    """
+    return _repeated(settings, path, result_path, True)
+
+
+def standing_refusal(settings: Settings, path: Path, refused_path: Path) -> dict[str, Any] | None:
+    """The failed re-check at `refused_path` when running the checkpoint on `path` now
+    would repeat it (the same published artifact, drift settings and checks), so an
+    hourly reconcile does not validate a refused build again and again; call only after
+    `verify_sealed`, like `reusable_result`.
+    """
+    return _repeated(settings, path, refused_path, False)
 
 
 def run_checkpoint(

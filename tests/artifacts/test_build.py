@@ -183,6 +183,17 @@ def test_partial_coverage_publishes_but_never_goes_backwards_in_one_generation(
     assert not files.read_json(refused)["success"]
     assert partial_result.read_bytes() == built
     assert stat.S_IMODE(partial_result.stat().st_mode) == 0o444
+    # Asked again with nothing changed (the hourly reconcile), the refusal stands without
+    # a checkpoint run (which would replace the file); another drift setting runs it.
+    refused_inode = refused.stat().st_ino
+    with pytest.raises(ValidationFailed, match=r"refused again \(nothing it was checked"):
+        publish(settings, partial)
+    assert refused.stat().st_ino == refused_inode
+    stricter = settings.model_copy(update={"max_count_drift": 0.01})
+    with pytest.raises(ValidationFailed) as rechecked:
+        publish(stricter, partial)
+    assert "refused again" not in str(rechecked.value)
+    assert refused.stat().st_ino != refused_inode
 
     # A model switch re-embeds from nothing: a lower share of a new generation publishes.
     monkeypatch.setenv("SLACKQUERY_EMBEDDING_MODEL_REVISION", "r2")
