@@ -5,13 +5,16 @@ number of clients share one engine and a publish needs no session migration. Hea
 probes stay public; everything else can require a bearer token.
 """
 
+import asyncio
 import hmac
 import logging
 import socket
+import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 from datetime import UTC, datetime
+from typing import Any
 
-import anyio
 import pydantic_core
 import uvicorn
 from mcp.server.mcpserver import MCPServer
@@ -63,6 +66,44 @@ How to search well:
 
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz"})
 READY_FIELDS = ("ready", "artifact_id", "generation_id")
+# How long `/readyz` waits for its check: probes time out in seconds, while validating an
+# HTTP embedding endpoint that does not answer takes SLACKQUERY_EMBEDDING_TIMEOUT_S.
+READY_TIMEOUT_S = 5.0
+
+
+class ReadinessCheck:
+    """`engine.status` on a thread of its own, shared by the probes that arrive while it
+    runs: a check that hangs (an embedding endpoint that never answers) holds one thread,
+    never one more per probe, and each probe waits at most `READY_TIMEOUT_S`. The thread
+    is a daemon, so a hung check never delays the server's exit."""
+
+    def __init__(self, engine: SearchEngine) -> None:
+        self._engine = engine
+        self._lock = threading.Lock()
+        self._running: Future[dict[str, Any]] | None = None
+
+    def _check(self) -> Future[dict[str, Any]]:
+        with self._lock:
+            if self._running is None or self._running.done():
+                self._running = Future()
+                threading.Thread(
+                    target=self._run, args=(self._running,), name="readiness", daemon=True
+                ).start()
+            return self._running
+
+    def _run(self, future: Future[dict[str, Any]]) -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            future.set_result(self._engine.status())
+        except BaseException as error:  # handed to the probes, which raise it
+            future.set_exception(error)
+
+    async def status(self) -> dict[str, Any]:
+        """The engine's status; raises what it raises, or TimeoutError past the wait."""
+        check = asyncio.wrap_future(self._check())
+        # Shielded: a probe that gives up must not cancel the check other probes share.
+        return await asyncio.wait_for(asyncio.shield(check), READY_TIMEOUT_S)
 
 
 def build_server(engine: SearchEngine, metrics: Metrics) -> MCPServer:
@@ -91,10 +132,20 @@ def build_server(engine: SearchEngine, metrics: Metrics) -> MCPServer:
     async def healthz(request: Request) -> Response:
         return JSONResponse({"healthy": True})
 
+    readiness = ReadinessCheck(engine)
+
     @server.custom_route("/readyz", methods=["GET"])
     async def readyz(request: Request) -> Response:
         try:
-            status = await anyio.to_thread.run_sync(engine.status)
+            status = await readiness.status()
+        except TimeoutError:
+            logger.warning(
+                "not ready: the readiness check has not finished after %s s (an embedding "
+                "endpoint that does not answer?)",
+                READY_TIMEOUT_S,
+            )
+            unready = {"ready": False, "error": "the readiness check has not finished"}
+            return JSONResponse(unready, status_code=503)
         except SlackqueryError as error:
             # Public and unauthenticated: the details (a path, a build id) go to the log.
             logger.warning("not ready: %s", error)

@@ -18,6 +18,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.mcpserver.exceptions import ToolError
 
+from serving import server
 from serving.budget import BudgetExceeded, Deadline
 from serving.engine import SearchEngine
 from serving.fusion import FusionConfig
@@ -322,6 +323,34 @@ def test_not_ready_while_the_configured_model_is_not_the_artifacts(
     assert any(line.startswith("not ready: embedding generation mismatch") for line in logged)
     # Readiness answers what searches find: hybrid fails, lexical still works.
     assert "embedding generation mismatch" in hybrid and lexical["results"]
+
+
+def test_readiness_waits_a_bounded_time_on_an_endpoint_that_never_answers(
+    published: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(server, "READY_TIMEOUT_S", 0.3)
+    with socket.socket() as silent:  # accepts connections (its backlog), never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        endpoint = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        hanging = published.model_copy(
+            update={
+                "embedding_transport": "ollama",
+                "embedding_url": endpoint,
+                "embedding_timeout_s": 5.0,
+            }
+        )
+        engine = SearchEngine(hanging)
+        try:
+            with http_server(hanging, engine) as url:
+                probes = [httpx.get(f"{url}/readyz", timeout=10) for _ in range(3)]
+                checking = [t for t in threading.enumerate() if t.name == "readiness"]
+        finally:
+            engine.close()
+    for probe in probes:
+        assert probe.status_code == 503
+        assert probe.json() == {"ready": False, "error": "the readiness check has not finished"}
+    assert len(checking) == 1  # the probes shared the one check still waiting
 
 
 def test_not_ready_while_the_embedding_endpoint_fails_validation(published: Settings) -> None:
