@@ -101,6 +101,10 @@ def plan_build(force: bool) -> dict[str, Any]:
             "action": "skip",
             "build_id": published_id,
             "rolled_back_from": rolled_back_from,
+            # Retention may have removed it since (after a second rollback).
+            "rolled_back_from_kept": files.artifact_file(
+                settings.artifact_path, rolled_back_from
+            ).is_file(),
         }
     for build in servable:
         path = files.artifact_file(settings.artifact_path, build["build_id"])

@@ -67,10 +67,14 @@ def summary(result: dict[str, Any]) -> str:
     plan = result["plan"]
     if status == "unchanged" and plan.get("rolled_back_from"):
         rolled_back_from = plan["rolled_back_from"]
+        again = (
+            f"`slackquery publish {rolled_back_from}` serves it again"
+            if plan["rolled_back_from_kept"]
+            else "retention has removed it; `slackquery reconcile --force-build` builds them again"
+        )
         return (
             f"reconcile: nothing changed; {result['build_id']} stays published (rolled back "
-            f"from {rolled_back_from}, built from the current inputs; `slackquery publish "
-            f"{rolled_back_from}` serves it again)"
+            f"from {rolled_back_from}, built from the current inputs; {again})"
         )
     if status == "unchanged":
         return f"reconcile: nothing changed; {result['build_id']} stays published"

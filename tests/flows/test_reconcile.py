@@ -161,6 +161,14 @@ def test_a_rollback_holds_until_new_input_gives_a_new_build(
     )
     assert current_artifact(pipeline) == files.artifact_file(pipeline.artifact_path, older)
     assert _statuses(pipeline) == {older: "published", newer: "superseded"}
+    # Once retention has removed it (after a second rollback), publishing it cannot work.
+    files.artifact_file(pipeline.artifact_path, newer).unlink()
+    assert main(["reconcile", "--engine", "plain"]) == 0
+    assert capsys.readouterr().out.endswith(
+        f"(rolled back from {newer}, built from the current inputs; retention has removed it; "
+        "`slackquery reconcile --force-build` builds them again)\n"
+    )
+    assert current_artifact(pipeline) == files.artifact_file(pipeline.artifact_path, older)
 
     def grown_project(settings: Settings, *, full_refresh: bool = False) -> dict[str, Any]:
         return synthesize_state(settings.state_path, identity_for(settings), messages=50)
