@@ -9,7 +9,9 @@ import asyncio
 import hmac
 import logging
 import socket
+import sys
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from datetime import UTC, datetime
@@ -43,9 +45,11 @@ GUIDE = """\
 Slackquery searches an offline copy of Slack history (messages and threads).
 
 How to search well:
-- Use search_slack in its default hybrid mode for most questions. Hybrid also searches
-  each part of a multi-part question on its own (listed in notes) and favours messages by
-  people the question names, without filtering others out.
+- Use search_slack in its default hybrid mode for most questions. Hybrid fuses exact-word
+  (BM25) and meaning (embedding) rankings; it also favours messages in a channel or on the
+  days the question names, the newest messages when it asks how things stand now, and
+  messages holding the kind of answer it asks for (a person, a time, a number, a place),
+  without filtering others out.
 - Use mode="lexical" for exact strings: error codes (ERR-42, 28P01), ids, URLs, file
   names, versions, or quoted text. Use mode="semantic" for paraphrased or conceptual
   questions whose wording you cannot guess.
@@ -295,16 +299,35 @@ def build_http_app(
     )
 
 
+def configure_logging() -> None:
+    """One plain line per record on stderr, at INFO for Slackquery and WARNING for the
+    libraries. Set before the MCP SDK configures its own (a Rich console that wraps each
+    record over several lines at 80 columns, and logs every request at INFO)."""
+    handler = logging.StreamHandler(sys.stderr)
+    formatter = logging.Formatter(
+        "%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%Y-%m-%dT%H:%M:%SZ"
+    )
+    formatter.converter = time.gmtime
+    handler.setFormatter(formatter)
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
+    for library in ("mcp", "uvicorn", "httpx"):
+        logging.getLogger(library).setLevel(logging.WARNING)
+
+
 def run_http(settings: Settings, host: str | None = None, port: int | None = None) -> None:
     """Serve Streamable HTTP until interrupted (host and port default to the settings')."""
+    configure_logging()
     host = host or settings.serve_host
-    sockets = listen_on(host, settings.serve_port if port is None else port)
+    port = settings.serve_port if port is None else port
+    sockets = listen_on(host, port)
     app = build_http_app(settings.model_copy(update={"serve_host": host}))
+    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    logger.info("serving MCP at http://%s/mcp (probes /healthz, /readyz; Ctrl-C stops)", where)
     uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=sockets)
 
 
 def listen_on(host: str, port: int) -> list[socket.socket]:
-    """Sockets bound to every address `host` resolves to, as asyncio's `create_server`
+    """Sockets listening on every address `host` resolves to, as asyncio's `create_server`
     binds them, or a one-line error naming HOST:PORT: uvicorn, left to bind, logs a
     failure between its own lines without the address it tried and exits with 3."""
     sockets: list[socket.socket] = []
@@ -317,6 +340,7 @@ def listen_on(host: str, port: int) -> list[socket.socket]:
             if family == socket.AF_INET6:  # as asyncio does: a dual-stack `::` takes `0.0.0.0`
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
             sock.bind(address)
+            sock.listen(socket.SOMAXCONN)  # connections queue from the start line on
     except (OSError, OverflowError, UnicodeError) as error:
         for sock in sockets:
             sock.close()
@@ -334,6 +358,7 @@ def listen_on(host: str, port: int) -> list[socket.socket]:
 def run_stdio(settings: Settings, requester: Requester | None = None) -> None:
     """Serve MCP over stdin/stdout (desktop clients launch this as a subprocess), as the
     local operator or as `requester` (`serve --stdio --as`)."""
+    configure_logging()
     server = build_server(SearchEngine(settings), Metrics())
     current_requester.set(requester)
     server.run("stdio")

@@ -2,10 +2,14 @@
 readable output escapes the terminal controls archive text may hold."""
 
 import json
+import os
 import socket
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
+import httpx
 import pytest
 
 from serving.answer_models import (
@@ -179,6 +183,38 @@ def test_serve_names_the_address_it_cannot_listen_on(
     assert main(["serve", "--host", overlong, "--port", str(port)]) == 1
     expected = f"error: cannot listen on {overlong}:{port}: not a host name\n"
     assert capsys.readouterr().err == expected
+
+
+def test_serve_says_where_it_listens_and_logs_one_line_per_record(home: Path) -> None:
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    env = {key: value for key, value in os.environ.items() if not key.startswith("SLACKQUERY_")}
+    env.update(SLACKQUERY_HOME=str(home), COLUMNS="80")
+    command = [sys.executable, "-m", "slackquery.cli", "serve", "--port", str(port)]
+    server = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        assert server.stderr is not None
+        started = server.stderr.readline()
+        url = f"http://127.0.0.1:{port}"
+        assert started.endswith(
+            f" INFO serving.server: serving MCP at {url}/mcp (probes /healthz, /readyz; "
+            "Ctrl-C stops)\n"
+        )
+        assert httpx.get(f"{url}/readyz").status_code == 503  # nothing published in `home`
+        refused = {"jsonrpc": "2.0", "id": 1, "method": "tools/call"}
+        refused["params"] = {"name": "search_slack", "arguments": {"query": "x", "limit": 0}}
+        headers = {"Accept": "application/json, text/event-stream"}
+        assert httpx.post(f"{url}/mcp", json=refused, headers=headers).status_code == 200
+    finally:
+        server.terminate()
+        _, logged = server.communicate(timeout=30)
+    # The unready probe is one record on one line, however long; the SDK's INFO lines for
+    # each request (a refused tool call, a stateless session ending) are not logged.
+    assert logged.splitlines() == [
+        next(line for line in logged.splitlines() if "WARNING serving.server: not ready:" in line)
+    ]
+    assert "run `slackquery build` then `slackquery publish`" in logged
 
 
 # Archive text as an export can hold it: an ESC sequence that would recolour (or clear)
