@@ -220,6 +220,10 @@ def rank_scope(ctx: QueryContext) -> ArmRanking | None:
     rows = ctx.rows_of(keys)
     named: dict[str, np.ndarray] = {}
     if channels.size:
+        # `rows` are the messages the requester may see: a named channel with none of them
+        # is left out one by one, never named, so a hidden one reads as a nonexistent one.
+        channels = channels[np.isin(channels, artifact.channel_codes[rows])]
+    if channels.size:
         names = artifact.channel_names_of(channels)
         named[", ".join(names)] = np.isin(artifact.channel_codes[rows], channels)
     if days:

@@ -375,6 +375,18 @@ def test_a_hidden_channel_named_in_a_question_is_not_a_scope(engine: SearchEngin
         on_day = scoped(f"the launch checklist in {channel} on Mar 3", chen)
         assert on_day and "G1" not in on_day
 
+    # Named beside a channel they see, a hidden channel is not named in the notes either.
+    def scope_notes(question: str, requester: Requester) -> list[str]:
+        response = engine.search(SearchRequest(query=question), requester=requester)
+        return [note for note in response.notes if "scope" in note]
+
+    named = "ranked up messages in the scope the question names: #eng"
+    assert scope_notes("the checklist in #eng and #no-such-channel", chen) == [named]
+    assert scope_notes("the checklist in #eng and #secret-plans", chen) == [named]
+    assert scope_notes("the checklist in #eng and #secret-plans", bob) == [
+        named + ", #secret-plans"
+    ]
+
 
 def test_bm25_counts_only_the_documents_a_requester_sees(engine: SearchEngine) -> None:
     chen = Requester("U3", ACME)
