@@ -24,6 +24,7 @@ from functools import cache, lru_cache
 from pathlib import Path
 
 import duckdb
+import numpy as np
 
 from serving.access import Requester, Visibility
 from serving.answer_models import (
@@ -37,7 +38,7 @@ from serving.answer_models import (
 )
 from serving.artifact import LoadedArtifact
 from serving.budget import Deadline
-from serving.engine import SearchEngine, visible_message_row
+from serving.engine import SearchEngine, visible_frequency, visible_message_row
 from serving.models import SearchHitBase, SearchRequest, SearchResponse
 from serving.query import (
     answer_types,
@@ -115,16 +116,32 @@ class PartTerms:
         return sum(weight for key, weight in self.weights.items() if key in present) / total
 
 
-def part_terms(artifact: LoadedArtifact, part: str) -> PartTerms:
+def part_terms(artifact: LoadedArtifact, part: str, visible: Visibility | None = None) -> PartTerms:
     """Content words of `part` (stop words dropped), weighted by idf; a word no message
-    contains gets the highest idf, so it pulls strength down as the rarest word would."""
+    contains gets the highest idf, so it pulls strength down as the rarest word would.
+    For a requester (`visible`), idf counts only the messages they may see, as search does
+    (`visible_terms`): weights from every message would tell how often hidden ones use a
+    word, and evidence strength would show it."""
     bm25 = artifact.bm25
-    ceiling = float(bm25.idf.max(initial=1.0))
+    tokens = content_tokens(part)
+    term_ids = [bm25.term_ids.get(token) for token in tokens]
+    if visible is None:
+        ceiling = float(bm25.idf.max(initial=1.0))
+        found = [None if term_id is None else float(bm25.idf[term_id]) for term_id in term_ids]
+    else:
+        counts = [
+            0 if term_id is None else visible_frequency(artifact, visible, term_id)
+            for term_id in term_ids
+        ]
+        idf = bm25.idf_of(np.array([1, *counts], dtype=np.float64), visible.document_count)
+        ceiling = float(idf[0])  # a word in one message
+        found = [
+            float(weight) if count else None for weight, count in zip(idf[1:], counts, strict=True)
+        ]
     weights: dict[str, float] = {}
-    for token in content_tokens(part):
-        term_id = bm25.term_ids.get(token)
-        weight = float(bm25.idf[term_id]) if term_id is not None else ceiling
-        weights[stem(token)] = max(weights.get(stem(token), 0.0), weight)
+    for token, weight in zip(tokens, found, strict=True):
+        key = stem(token)
+        weights[key] = max(weights.get(key, 0.0), ceiling if weight is None else weight)
     return PartTerms(part, weights, answer_types(part))
 
 
@@ -371,7 +388,8 @@ def answer_question(
     # later win.
     asks_first = time_frames(text) == {"earliest"}
     with engine.artifact() as artifact:
-        terms = [part_terms(artifact, name) for name in names]
+        visible = artifact.visibility(requester)
+        terms = [part_terms(artifact, name, visible) for name in names]
     parts = [
         answer_part(name, hits, part, threshold, room, len(names) > 1, asks_first=asks_first)
         for name, part in zip(names, terms, strict=True)

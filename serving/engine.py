@@ -737,6 +737,13 @@ def _sees(visible: Visibility | None, row: Row) -> bool:
     return visible is None or (row["workspace_id"], row["channel_id"]) in visible.channels
 
 
+def visible_frequency(artifact: LoadedArtifact, visible: Visibility, term_id: int) -> int:
+    """How many rows the requester may see hold the term."""
+    bm25 = artifact.bm25
+    postings = bm25.posting_rows[bm25.offsets[term_id] : bm25.offsets[term_id + 1]]
+    return visible.frequency(term_id, postings)
+
+
 def visible_terms(
     artifact: LoadedArtifact,
     terms: QueryTerms,
@@ -750,11 +757,9 @@ def visible_terms(
     idf is that of the visible rows, so scores do not reveal how many hidden messages use
     a word. Costs the postings of each term the first time this requester uses it."""
     bm25 = artifact.bm25
-    frequencies: dict[str, int] = {}
-    for token in terms.known:
-        term_id = bm25.term_ids[token]
-        postings = bm25.posting_rows[bm25.offsets[term_id] : bm25.offsets[term_id + 1]]
-        frequencies[token] = visible.frequency(term_id, postings)
+    frequencies = {
+        token: visible_frequency(artifact, visible, bm25.term_ids[token]) for token in terms.known
+    }
     known = [token for token in terms.known if frequencies[token]]
     hidden = set(terms.known) - set(known)
     unknown = set(terms.unknown) | hidden

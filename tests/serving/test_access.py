@@ -21,6 +21,7 @@ from mcp.client.stdio import StdioServerParameters
 
 import serving.artifact
 from serving.access import Requester, rows_with_codes
+from serving.answers import answer_question
 from serving.engine import SearchEngine
 from serving.models import SearchRequest
 from serving.server import build_http_app
@@ -386,6 +387,20 @@ def test_a_hidden_channel_named_in_a_question_is_not_a_scope(engine: SearchEngin
     assert scope_notes("the checklist in #eng and #secret-plans", bob) == [
         named + ", #secret-plans"
     ]
+
+
+def test_evidence_strength_counts_only_the_messages_a_requester_sees(
+    engine: SearchEngine,
+) -> None:
+    chen = Requester("U3", ACME)  # no member of G1, where alone "narwhal" was written
+
+    def strengths(question: str, requester: Requester | None) -> list[float]:
+        answered = answer_question(engine, question, requester=requester)
+        return [part.strength for part in answered.parts]
+
+    hidden, unknown = "ERR-42 on payments narwhal", "ERR-42 on payments zzqqxx"
+    assert strengths(hidden, chen) == strengths(unknown, chen)
+    assert strengths(hidden, None) != strengths(unknown, None)  # the operator sees G1
 
 
 def test_bm25_counts_only_the_documents_a_requester_sees(engine: SearchEngine) -> None:
