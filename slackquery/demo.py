@@ -1,9 +1,9 @@
 """`make demo`: the main job end to end on the bundled sample workspace.
 
 Runs the same CLI commands a user would, in order, so the demo shows their real output:
-generate the sample export, import it, project it with dbt, embed it with the Prefect flow,
-build a validated artifact, publish it, then run four example searches and answer one
-question with citations.
+generate the sample export, import it, project it with dbt, embed it (resumable; a Prefect
+flow run when PREFECT_API_URL is set), build a validated artifact, publish it, then run four
+example searches and answer one question with citations.
 """
 
 import shlex
@@ -19,7 +19,8 @@ from slackquery.settings import get_settings
 SAMPLE_MESSAGES = 2_000
 
 EXAMPLE_QUERIES: tuple[tuple[str, ...], ...] = (
-    # An error code: the lexical arm finds the exact identifier.
+    # An error code, hybrid by default: the messages holding the identifier (the lexical
+    # arm), beside ones near it in meaning (`--mode lexical` keeps only exact matches).
     ("search", "28P01", "--limit", "3"),
     # A paraphrased question that shares few words with the answer.
     (
@@ -38,8 +39,10 @@ EXAMPLE_QUERIES: tuple[tuple[str, ...], ...] = (
 
 
 def _step(console: Console, argv: Sequence[str]) -> None:
-    """Run one `slackquery` command, echoing it first; stop the demo if it fails."""
-    console.print(Rule(f"[bold]slackquery {shlex.join(argv)}"))
+    """Run one `slackquery` command, echoing it first (whole, so it can be copied); stop
+    the demo if it fails."""
+    console.print(Rule())
+    console.print(f"$ slackquery {shlex.join(argv)}", markup=False, highlight=False, soft_wrap=True)
     status = slackquery(list(argv))
     if status:
         console.print(f"[red]demo stopped: `slackquery {argv[0]}` exited with {status}")
