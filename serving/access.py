@@ -156,15 +156,8 @@ def resolve_requester(
     ).fetchall()
     where = f" in workspace {workspace!r}" if workspace else ""
     if not rows:
-        if (
-            workspace is not None
-            and not conn.execute(
-                "select count(*) from workspaces where lower($w) in "
-                "(lower(workspace_id), lower(workspace_slug), lower(workspace_name))",
-                {"w": workspace},
-            ).fetchone()[0]
-        ):  # type: ignore[index]
-            raise SlackqueryError(f"unknown workspace {workspace!r} in the published artifact")
+        if workspace is not None:
+            _require_workspace(conn, workspace)
         raise SlackqueryError(f"unknown user {user!r}{where} in the published artifact")
     if len(rows) > 1:
         found = ", ".join(f"{ws}:{uid}" for ws, uid in rows)
@@ -172,6 +165,20 @@ def resolve_requester(
             f"user {user!r}{where} is ambiguous ({found}); pass --workspace or a user id"
         )
     return Requester(user_id=rows[0][1], workspace_id=rows[0][0], no_dms=no_dms)
+
+
+def _require_workspace(conn: duckdb.DuckDBPyConnection, workspace: str) -> None:
+    """Raise naming the artifact's workspaces unless `workspace` is one of their ids,
+    slugs or names (the operator resolves requesters, and sees every workspace)."""
+    known = conn.execute(
+        "select workspace_slug, workspace_id, workspace_name from workspaces order by 1"
+    ).fetchall()
+    labels = {label.casefold() for row in known for label in row if label}
+    if workspace.casefold() not in labels:
+        listed = ", ".join(f"{slug} ({workspace_id}, {name})" for slug, workspace_id, name in known)
+        raise SlackqueryError(
+            f"unknown workspace {workspace!r} in the published artifact; it has: {listed}"
+        )
 
 
 def published_requester(

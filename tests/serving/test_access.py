@@ -106,8 +106,10 @@ def test_grants_from_the_cli(published: Settings, capsys: pytest.CaptureFixture[
     assert made["token"].startswith("sqr_") and made["label"] == "chen"
     assert "ambiguous" in cli_error(capsys, "access", "grant", "--user", "@chen.wei")
     assert "unknown user 'U404'" in cli_error(capsys, "access", "grant", "--user", "U404")
-    assert "unknown workspace 'gamma'" in cli_error(
-        capsys, "access", "grant", "--user", "U2", "--workspace", "gamma"
+    unknown = cli_error(capsys, "access", "grant", "--user", "U2", "--workspace", "gamma")
+    assert unknown == (
+        "error: unknown workspace 'gamma' in the published artifact; it has: "
+        "acme (T0ACME, Acme Corp), beta (T0BETA, Beta Labs)\n"
     )
     assert "exists" in cli_error(
         capsys, "access", "grant", "--user", "U3", "--label", "chen", "--workspace", "acme"
