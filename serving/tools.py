@@ -17,6 +17,7 @@ Cost is bounded here too: at most `serve_max_in_flight` calls run at once (more 
 """
 
 import inspect
+import json
 import logging
 import time
 import uuid
@@ -27,7 +28,9 @@ from typing import Annotated, Any, Literal, TypeVar
 import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
-from mcp.types import CallToolResult
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+from mcp.types import PARSE_ERROR, CallToolResult, ErrorData, JSONRPCError
 from pydantic import Field, ValidationError, WithJsonSchema, WrapValidator
 
 from serving.access import current_requester
@@ -134,6 +137,15 @@ class ToolServer(MCPServer):
 
     metrics: Metrics | None = None
 
+    async def run_stdio_async(self) -> None:
+        """The SDK's stdio transport, with a reply to each request it cannot parse."""
+        async with stdio_server() as (read_stream, write_stream):
+            await self._lowlevel_server.run(
+                UnparsedRequestsAnswered(read_stream, write_stream),
+                write_stream,
+                self._lowlevel_server.create_initialization_options(),
+            )
+
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Any = None
     ) -> CallToolResult:  # type: ignore[override]
@@ -154,6 +166,75 @@ class ToolServer(MCPServer):
             if isinstance(cause, ValidationError):
                 raise ToolError(one_line(validation_message(name, cause))) from None
             raise ToolError(one_line(str(cause or error))) from None
+
+
+class UnparsedRequestsAnswered:
+    """A transport's read stream, less the requests the SDK could not parse, each answered
+    with a parse error on the write stream.
+
+    Over stdio the SDK hands a line it cannot parse (a lone surrogate escape such as
+    `\\ud800`, which its JSON parser refuses) to the session as an exception, which drops
+    it: the client waited for its reply forever (over HTTP the same body gets a 400). The
+    line is still JSON to Python's parser, which names the request to answer.
+    """
+
+    def __init__(self, inner: Any, write_stream: Any) -> None:
+        self._inner = inner
+        self._write_stream = write_stream
+
+    @property
+    def last_context(self) -> Any:
+        """The sender's context of the last item, where the inner stream carries one."""
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> Any:
+        while True:
+            item = await self._inner.receive()
+            request_id = _unparsed_request_id(item)
+            if request_id is None:
+                return item
+            error = ErrorData(
+                code=PARSE_ERROR,
+                message="the message is not valid Unicode (a lone surrogate such as \\ud800); "
+                "nothing was run",
+            )
+            reply = JSONRPCError(jsonrpc="2.0", id=request_id, error=error)
+            await self._write_stream.send(SessionMessage(reply))
+
+    def __aiter__(self) -> "UnparsedRequestsAnswered":
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> "UnparsedRequestsAnswered":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+def _unparsed_request_id(item: object) -> int | str | None:
+    """The id of the request whose line failed to parse as `item`, or None."""
+    if not isinstance(item, ValidationError):
+        return None
+    unparsed = (error["input"] for error in item.errors() if error["type"] == "json_invalid")
+    line = next(unparsed, None)
+    try:
+        message = json.loads(line) if isinstance(line, str) else None
+    except ValueError:
+        return None
+    if not isinstance(message, dict) or "method" not in message:
+        return None
+    request_id = message.get("id")
+    is_id = isinstance(request_id, int | str) and not isinstance(request_id, bool)
+    return request_id if is_id else None
 
 
 class _Refused(ToolError):

@@ -1,7 +1,10 @@
 """The MCP server through the official client, over real Streamable HTTP and stdio."""
 
+import json
 import os
+import select
 import socket
+import subprocess
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Iterator
@@ -387,6 +390,44 @@ def test_stdio_transport(published: Settings) -> None:
     assert tools == TOOLS
     assert found["results"][0]["channel_name"] == "support"
     assert found["results"][0]["semantic"] is not None
+
+
+def test_stdio_answers_a_request_its_parser_refuses(published: Settings) -> None:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("SLACKQUERY_")}
+    env["SLACKQUERY_HOME"] = str(published.home)
+    command = [sys.executable, "-m", "serving", "--stdio"]
+    server = subprocess.Popen(
+        command, env=env, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert server.stdin is not None and server.stdout is not None
+
+    def ask(message: dict[str, Any], *, raw: str | None = None) -> dict[str, Any]:
+        assert server.stdin is not None and server.stdout is not None
+        server.stdin.write((raw or json.dumps(message)) + "\n")
+        server.stdin.flush()
+        replied, _, _ = select.select([server.stdout], [], [], 60)  # fails, never hangs
+        assert replied, "no reply within 60 s"
+        return json.loads(server.stdout.readline())
+
+    try:
+        hello = {"protocolVersion": "2025-06-18", "capabilities": {}}
+        hello["clientInfo"] = {"name": "test", "version": "0"}
+        assert "result" in ask({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": hello})
+        server.stdin.write('{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+        # A lone surrogate escape: JSON to Python, refused by the SDK's parser.
+        broken = (
+            '{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": '
+            '"search_slack", "arguments": {"query": "the \\ud800 deploy"}}}'
+        )
+        refused = ask({}, raw=broken)
+        assert refused["id"] == 7 and refused["error"]["code"] == -32700
+        assert "not valid Unicode" in refused["error"]["message"]
+        call = {"name": "search_slack", "arguments": {"query": "deploy"}}
+        after = ask({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": call})
+        assert after["id"] == 8 and not after["result"]["isError"]
+    finally:
+        server.stdin.close()
+        server.wait(timeout=30)
 
 
 def test_hostile_inputs_get_one_short_line_each(served: str) -> None:
