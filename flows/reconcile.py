@@ -17,7 +17,7 @@ Reads the canonical store (through dbt, attached read-only). Writes the state da
   new inputs give a new build, published as usual;
 - build and publish only ever add files and swap the pointer atomically; a run with
   nothing to publish still brings the build history in line with the pointer (a publish
-  killed right after its swap left it behind).
+  killed right after its swap left it behind) and removes what killed builds left.
 
 Embedding runs as the `embed` flow (a subflow, on Dask when `dask_workers` or
 `dask_address` is given), so the deployed reconcile gets the same task retries and fan-out
@@ -155,9 +155,10 @@ def publish_candidate(build_id: str) -> dict[str, Any]:
 
 
 @task(cache_policy=NO_CACHE, persist_result=False)
-def record_published() -> None:
-    """Record the pointer's build published in the history, when nothing is published."""
-    record_pointer(get_settings())
+def record_published() -> list[str]:
+    """When nothing is published: record the pointer's build published in the history and
+    remove what killed builds left; the names removed."""
+    return record_pointer(get_settings())
 
 
 @dataclass(frozen=True)
@@ -169,7 +170,7 @@ class ReconcileSteps:
     plan_build: Callable[[bool], dict[str, Any]]
     build_candidate: Callable[[], str]
     publish_candidate: Callable[[str], dict[str, Any]]
-    record_published: Callable[[], None]
+    record_published: Callable[[], list[str]]
 
 
 def _run(
@@ -194,8 +195,9 @@ def _run(
         logger.info("plan: %s", plan)
         result: dict[str, Any] = {"projection": projected, "embedding": embedded, "plan": plan}
         if plan["action"] == "skip":
-            steps.record_published()
-            result.update(status="unchanged", build_id=plan["build_id"])
+            result.update(
+                status="unchanged", build_id=plan["build_id"], removed=steps.record_published()
+            )
             return result
         build_id = plan["build_id"] if plan["action"] == "publish" else steps.build_candidate()
         result["publish"] = steps.publish_candidate(build_id)

@@ -19,7 +19,7 @@ import duckdb
 
 from slackquery.artifacts import files, history, validate
 from slackquery.artifacts.pointer import current_artifact, current_target, swap_current
-from slackquery.artifacts.retention import apply_retention
+from slackquery.artifacts.retention import apply_retention, remove_leftovers
 from slackquery.crash import crash_point
 from slackquery.duckdb_setup import connect
 from slackquery.errors import SlackqueryError
@@ -42,13 +42,18 @@ def sync_history(conn: duckdb.DuckDBPyConnection, artifact_dir: Path) -> None:
         history.mark_published(conn, build_id)
 
 
-def record_pointer(settings: Settings) -> None:
-    """`sync_history` under the artifact lock, for a run that publishes nothing itself."""
+def record_pointer(settings: Settings) -> list[str]:
+    """For a run that publishes nothing itself: under the artifact lock, `sync_history`,
+    and what killed builds left is removed (as the next build or publish would: an
+    unsealed build's files can be gigabytes, and new input may be days away). Returns
+    the names removed."""
     artifact_dir = settings.artifact_path.resolve()
     with files.artifact_lock(artifact_dir):
         conn = _open_state(settings)
         try:
+            history.mark_interrupted(conn)
             sync_history(conn, artifact_dir)
+            return remove_leftovers(conn, artifact_dir)
         finally:
             conn.close()
 
