@@ -51,12 +51,15 @@ from slackquery.artifacts import files
 from slackquery.artifacts.build import build_artifact
 from slackquery.artifacts.publish import current_artifact, publish
 from slackquery.canonical.importer import import_source
+from slackquery.commands import whole_number
+from slackquery.commands.bench import MIN_QUERIES
 from slackquery.duckdb_setup import connect
 from slackquery.embedding import build_embedder, configured_identity
 from slackquery.embedding.base import GenerationIdentity
 from slackquery.errors import SlackqueryError
 from slackquery.projection import project
 from slackquery.sample import generate_sample, vocab
+from slackquery.sample.generator import MAX_MESSAGES, MIN_MESSAGES
 from slackquery.settings import Settings
 
 if __package__:
@@ -437,7 +440,7 @@ def throughput(
 
 def run_benchmark(
     count: int,
-    query_count: int = 200,
+    query_count: int = MIN_QUERIES,
     clients: int = 8,
     folder: Path | None = None,
     reuse: bool = False,
@@ -446,6 +449,12 @@ def run_benchmark(
 ) -> dict[str, Any]:
     """Build, load and time everything; returns the report. With `as_user`, the random-
     vector timings are repeated as that requester (visibility mask on every query)."""
+    # Checked before the corpus is built: percentiles of no queries failed only at the end.
+    if query_count < MIN_QUERIES or clients < 0:
+        raise ValueError(
+            f"need at least {MIN_QUERIES} queries and 0 or more clients, "
+            f"got {query_count} and {clients}"
+        )
     folder = folder or Path(tempfile.mkdtemp(prefix="slackquery-bench-"))
     load_before = round(os.getloadavg()[0], 2)
     started = time.perf_counter()
@@ -529,9 +538,13 @@ def cold_searches(folder: Path) -> dict[str, Any]:
 def main() -> None:
     """CLI entry point: print the report as JSON."""
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--messages", type=int, default=100_000)
-    parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--clients", type=int, default=8, help="0 skips the throughput run")
+    parser.add_argument(
+        "--messages", type=whole_number(MIN_MESSAGES, MAX_MESSAGES), default=100_000
+    )
+    parser.add_argument("--queries", type=whole_number(MIN_QUERIES), default=MIN_QUERIES)
+    parser.add_argument(
+        "--clients", type=whole_number(0), default=8, help="0 skips the throughput run"
+    )
     parser.add_argument("--folder", type=Path, help="work folder (default: a new temporary one)")
     parser.add_argument(
         "--reuse", action="store_true", help="keep an artifact already built in --folder"

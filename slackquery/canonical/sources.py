@@ -24,6 +24,8 @@ DAY_FILE = re.compile(r"^(\d{4}-\d{2}-\d{2})\.json$")
 CONVERSATION_LISTS = ("channels.json", "groups.json", "dms.json", "mpims.json")
 USER_LISTS = ("users.json", "org_users.json")
 _WINDOWS_DRIVE = re.compile(r"^[A-Za-z]:")
+# How a ZIP file starts: a local file header, or the end record of an empty archive.
+_ZIP_SIGNATURES = (b"PK\x03\x04", b"PK\x05\x06")
 
 
 def detect_format(path: Path) -> SourceFormat:
@@ -184,6 +186,13 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     if not path.is_file():
         raise SlackqueryError(f"{path}: no such file")
     with path.open("rb") as handle:
+        # A ZIP would fail as "invalid UTF-8" in its binary header: say what the file is.
+        if handle.read(4) in _ZIP_SIGNATURES:
+            raise SlackqueryError(
+                f"{path}: is a ZIP archive, not a Beacon JSON-lines file; import a Slack "
+                "export ZIP with --format slack-export"
+            )
+        handle.seek(0)
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue

@@ -4,6 +4,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from datetime import date
 from typing import Any
 
@@ -23,6 +24,23 @@ def iso_day(value: str) -> date:
         return date.fromisoformat(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{value!r} is not a day; use YYYY-MM-DD") from None
+
+
+def whole_number(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+    """An argparse type: a whole number from `minimum` (to `maximum`, when given), so that
+    an out-of-range count is a usage error (exit 2) before any work starts."""
+    bounds = f"of at least {minimum:,}" if maximum is None else f"from {minimum:,} to {maximum:,}"
+
+    def parse(value: str) -> int:
+        try:
+            number = int(value)
+        except ValueError:
+            number = None
+        if number is None or number < minimum or (maximum is not None and number > maximum):
+            raise argparse.ArgumentTypeError(f"{value!r} is not a whole number {bounds}")
+        return number
+
+    return parse
 
 
 def emit(args: argparse.Namespace, result: Any, text: str) -> None:

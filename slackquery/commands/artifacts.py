@@ -6,7 +6,7 @@ from typing import Any
 from slackquery.artifacts import history
 from slackquery.artifacts.files import artifact_file
 from slackquery.artifacts.pointer import current_target
-from slackquery.commands import add_json_flag, emit
+from slackquery.commands import add_json_flag, emit, whole_number
 from slackquery.duckdb_setup import connect
 from slackquery.settings import Settings
 
@@ -24,21 +24,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "process ended before the build finished; never publishable).",
     )
     parser.add_argument(
-        "--limit", type=_at_least_one, default=20, help="most builds to list (default 20)"
+        "--limit", type=whole_number(1), default=20, help="most builds to list (default 20)"
     )
     add_json_flag(parser)
     parser.set_defaults(handler=run)
-
-
-def _at_least_one(value: str) -> int:
-    """An argparse type: a whole number of at least 1."""
-    try:
-        number = int(value)
-    except ValueError:
-        number = 0
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number of at least 1")
-    return number
 
 
 def list_artifacts(settings: Settings, limit: int | None = None) -> list[dict[str, Any]]:

@@ -6,8 +6,21 @@ import sys
 from serving.answer_models import AnswerResponse
 from serving.answers import answer_question
 from serving.engine import SearchEngine
-from slackquery.commands import add_json_flag, add_requester_flags, emit, requester_from
-from slackquery.commands.search import add_filter_flags, byline, filtered_query, in_reply_to_line
+from slackquery.commands import (
+    add_json_flag,
+    add_requester_flags,
+    emit,
+    requester_from,
+    whole_number,
+)
+from slackquery.commands.search import (
+    MAX_RESULTS_DEFAULT,
+    add_filter_flags,
+    byline,
+    check_max_results,
+    filtered_query,
+    in_reply_to_line,
+)
 from slackquery.escaping import terminal_line, terminal_text
 from slackquery.settings import Settings
 
@@ -26,15 +39,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("question", help="the question (quote it)")
     add_filter_flags(parser)
     parser.add_argument(
-        "--max-evidence", type=int, default=12, help="supporting messages in all (1-50, default 12)"
+        "--max-evidence",
+        type=whole_number(1),
+        default=12,
+        help="supporting messages in all (default 12; at most SLACKQUERY_SEARCH_MAX_RESULTS, "
+        f"default {MAX_RESULTS_DEFAULT})",
     )
     add_requester_flags(parser)
     add_json_flag(parser)
-    parser.set_defaults(handler=run)
+    parser.set_defaults(handler=run, usage_error=parser.error)
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Answer and print."""
+    check_max_results(args, "--max-evidence", args.max_evidence, settings)
     engine = SearchEngine(settings)
     try:
         response = answer_question(

@@ -6,9 +6,14 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from slackquery.commands import add_json_flag, emit
+from slackquery.commands import add_json_flag, emit, whole_number
 from slackquery.errors import SlackqueryError
+from slackquery.sample.generator import MAX_MESSAGES, MIN_MESSAGES
 from slackquery.settings import Settings
+
+# The fewest distinct queries per mode: the p50/p95 the benchmark reports are over at
+# least this many (benchmarks/serving_bench.py imports it for its own command line).
+MIN_QUERIES = 200
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -18,18 +23,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="benchmark retrieval latency and MCP throughput on a generated corpus",
         description="Build an N-message sample workspace through the real pipeline (seeded "
         "random unit document vectors instead of the model) in a temporary folder, then "
-        "report p50/p95/max latency per mode over at least 200 varied queries (with and "
-        "without query embedding), the sustained throughput of 8 concurrent MCP clients and "
-        "cold `slackquery search` processes. Does not touch your artifacts.",
+        f"report p50/p95/max latency per mode over at least {MIN_QUERIES} varied queries "
+        "(with and without query embedding), the sustained throughput of --clients "
+        "concurrent MCP clients and cold `slackquery search` processes. Does not touch your "
+        "artifacts.",
     )
     parser.add_argument(
-        "--messages", type=int, default=100_000, help="corpus size (default 100,000)"
+        "--messages",
+        type=whole_number(MIN_MESSAGES, MAX_MESSAGES),
+        default=100_000,
+        help=f"corpus size ({MIN_MESSAGES:,} to {MAX_MESSAGES:,}; default 100,000)",
     )
     parser.add_argument(
-        "--queries", type=int, default=200, help="distinct queries per mode (default 200)"
+        "--queries",
+        type=whole_number(MIN_QUERIES),
+        default=MIN_QUERIES,
+        help=f"distinct queries per mode (at least {MIN_QUERIES}, the default)",
     )
     parser.add_argument(
-        "--clients", type=int, default=8, help="concurrent MCP clients (default 8; 0 skips the run)"
+        "--clients",
+        type=whole_number(0),
+        default=8,
+        help="concurrent MCP clients (default 8; 0 skips the throughput run)",
     )
     parser.add_argument(
         "--as",

@@ -12,7 +12,7 @@ import re
 import socket
 from typing import Any
 
-from slackquery.commands import add_engine_flag, add_json_flag, emit, use_prefect
+from slackquery.commands import add_engine_flag, add_json_flag, emit, use_prefect, whole_number
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
 
@@ -37,7 +37,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "documents are never embedded again. Shows a progress bar, then counts by state.",
     )
     parser.add_argument(
-        "--max-items", type=int, default=None, metavar="N", help="stop after claiming N items"
+        "--max-items",
+        type=whole_number(1),
+        default=None,
+        metavar="N",
+        help="stop after claiming N items (at least 1)",
     )
     add_dask_flags(parser)
     add_engine_flag(parser)
@@ -50,7 +54,7 @@ def add_dask_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_mutually_exclusive_group()
     group.add_argument(
         "--dask-workers",
-        type=worker_count,
+        type=whole_number(1),
         default=None,
         metavar="N",
         help="embed on a local Dask cluster of N (at least 1) single-threaded worker processes",
@@ -63,17 +67,6 @@ def add_dask_flags(parser: argparse.ArgumentParser) -> None:
         help="embed on the Dask cluster whose scheduler listens here (tcp://HOST:PORT, or "
         "tls://, ws://, wss://; e.g. tcp://10.0.0.5:8786)",
     )
-
-
-def worker_count(value: str) -> int:
-    """An argparse type: a number of Dask workers, at least 1."""
-    try:
-        count = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number of workers") from None
-    if count < 1:
-        raise argparse.ArgumentTypeError(f"{value} workers: use at least 1")
-    return count
 
 
 def scheduler_address(value: str) -> str:

@@ -10,6 +10,8 @@ import argparse
 import ipaddress
 from urllib.parse import urlsplit
 
+from slackquery.commands import whole_number
+from slackquery.commands.serve import tcp_port
 from slackquery.embedding.packaged import PACKAGED_MODELS
 from slackquery.embedding.server import create_app, validate_api_key
 from slackquery.errors import SlackqueryError
@@ -28,9 +30,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback)")
     parser.add_argument(
         "--port",
-        type=int,
+        type=tcp_port,
         default=None,
-        help="TCP port (default: the port of SLACKQUERY_EMBEDDING_URL, 11435)",
+        help="TCP port, 1-65535 (default: the port of SLACKQUERY_EMBEDDING_URL, 11435)",
     )
     parser.add_argument(
         "--api-key",
@@ -40,15 +42,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--max-batch",
-        type=int,
+        type=whole_number(1),
         default=None,
-        help="most inputs per request (over: 400; default: SLACKQUERY_EMBED_SERVER_MAX_BATCH, 256)",
+        help="most inputs per request, at least 1 (over: 400; default: "
+        "SLACKQUERY_EMBED_SERVER_MAX_BATCH, 256)",
     )
     parser.add_argument(
         "--max-body-bytes",
-        type=int,
+        type=whole_number(1024),  # the least SLACKQUERY_EMBED_SERVER_MAX_BODY_BYTES takes
         default=None,
-        help="largest request body, streamed bodies included (over: 413; default: "
+        help="largest request body, at least 1,024, streamed bodies included (over: 413; default: "
         "SLACKQUERY_EMBED_SERVER_MAX_BODY_BYTES, 4 MiB)",
     )
     parser.set_defaults(handler=run)

@@ -46,6 +46,9 @@ from slackquery.evaluation.report import (
 from slackquery.settings import Settings
 
 DEFAULT_MODES = ",".join(MODES)
+# The built-in sweep as help shows it: a space after each `;` lets argparse wrap the line
+# between axes, never inside a value (`candidate_window=30,50,10` / `0,200`).
+STANDARD_AXES = "; ".join(STANDARD_GRID.split(";"))
 
 if TYPE_CHECKING:  # the answer path imports the serving engine; only `--answers` needs it
     from slackquery.evaluation.answer_compare import AnswerComparison
@@ -98,7 +101,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "varied alone from the default; prefix `product:` for all combinations), a YAML "
         f"file, or `standard` for the built-in sweep. Axes: {', '.join(FIXED_AXES)}; and for "
         f"each arm ({', '.join(arm_names())}): arm.ARM=on|off, weight.ARM=W and "
-        f"weight.ROUTE.ARM=W (routes: exact, conceptual, mixed). standard = {STANDARD_GRID}",
+        f"weight.ROUTE.ARM=W (routes: exact, conceptual, mixed). standard = {STANDARD_AXES}",
     )
     parser.add_argument(
         "--json",
@@ -158,7 +161,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "and precision, part coverage, latency; each query file a set; see "
         "docs/evaluation.md, Answer path)",
     )
-    parser.set_defaults(handler=run)
+    parser.set_defaults(handler=run, usage_error=parser.error)
 
 
 def parse_modes(text: str) -> list[str]:
@@ -210,11 +213,14 @@ def query_sets(queries: Sequence[Path], corpora: Sequence[Path] | None) -> list[
     ]
 
 
-def require_input(sets: Sequence[tuple], pairs: Sequence[Any] | None) -> None:
+def require_input(
+    args: argparse.Namespace, sets: Sequence[tuple], pairs: Sequence[Any] | None
+) -> None:
     """Refuse a run with neither a query set to evaluate nor a pair to compare: it would
-    do nothing and exit 0, which reads as success."""
+    do nothing and exit 0, which reads as success. QUERIES.yaml is optional only beside
+    --compare, which argparse cannot say, so this is its missing-argument usage error."""
     if not sets and not pairs:
-        raise SlackqueryError("give a judged query file (QUERIES.yaml) or --compare")
+        args.usage_error("the following arguments are required: QUERIES.yaml (or --compare)")
 
 
 def comparisons_wanted(args: argparse.Namespace, grid: list[GridPoint]) -> list[tuple[Side, Side]]:
@@ -290,9 +296,12 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             modes.append(side.mode)
         if side.mode == "hybrid" and side.point.name not in {p.name for p in grid}:
             grid.append(side.point)
-    require_input(sets, pairs)
+    require_input(args, sets, pairs)
     if not sets and not all(side.rows_file for pair in pairs for side in pair):
-        raise SlackqueryError("give a judged query file (QUERIES.yaml)")
+        args.usage_error(
+            "the following arguments are required: QUERIES.yaml (to run a --compare or "
+            "--baseline side that is not a rows file)"
+        )
     several = len(sets) > 1
     evaluations: dict[str, Evaluation] = {}
     for (name, path, corpus), prepare in zip(sets, first_uses(sets), strict=True):
@@ -435,7 +444,7 @@ def answer_sets(
             "--answers answers in hybrid mode with the default configuration and prints its "
             f"own tables: {', '.join(refused)} does not apply"
         )
-    require_input(sets, args.compare)
+    require_input(args, sets, args.compare)
     return [(name, judged_queries(args, path), corpus) for name, path, corpus in sets]
 
 

@@ -1,7 +1,10 @@
 """`slackquery publish BUILD`: make a validated artifact the one serving reads."""
 
 import argparse
+from pathlib import Path
+from typing import Any
 
+from slackquery.artifacts.files import build_id_of
 from slackquery.artifacts.publish import publish
 from slackquery.commands import add_json_flag, emit
 from slackquery.settings import Settings
@@ -33,11 +36,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Publish one build."""
     result = publish(settings, args.build)
-    removed = result["retention"]["removed"]
-    validation = "build's validation reused" if result["validation"]["reused"] else "validated"
-    text = (
-        f"published {result['build_id']} ({validation}; previous: {result['previous'] or 'none'})"
-        + (f"; retention removed {len(removed)} file(s)" if removed else "")
-    )
-    emit(args, result, text)
+    emit(args, result, render(result))
     return 0
+
+
+def previous_build(result: dict[str, Any]) -> str | None:
+    """The build id of the artifact that was current before (`previous` is its file name),
+    or None when nothing was published."""
+    previous = result["previous"]
+    return None if previous is None else build_id_of(Path(previous)) or previous
+
+
+def render(result: dict[str, Any]) -> str:
+    """One line: what is current now, how it was validated, what it replaced. Publishing
+    the build that is already current re-checks it and keeps it, which the line says
+    rather than naming the build as its own predecessor."""
+    build_id, previous = result["build_id"], previous_build(result)
+    reused = result["validation"]["reused"]
+    if previous == build_id:
+        validation = "its validation still holds" if reused else "validated again"
+        text = f"{build_id} was already published and stays current (seal re-checked, {validation})"
+    else:
+        validation = "build's validation reused" if reused else "validated"
+        text = f"published {build_id} ({validation}; previous: {previous or 'none'})"
+    removed = result["retention"]["removed"]
+    return text + (f"; retention removed {len(removed)} file(s)" if removed else "")

@@ -1,9 +1,11 @@
 """`slackquery rollback BUILD`: republish a retained artifact after full validation."""
 
 import argparse
+from typing import Any
 
 from slackquery.artifacts.publish import rollback
 from slackquery.commands import add_json_flag, emit
+from slackquery.commands.publish import previous_build
 from slackquery.settings import Settings
 
 
@@ -33,5 +35,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Roll back to one retained build."""
     result = rollback(settings, args.build)
-    emit(args, result, f"rolled back to {result['build_id']} (was: {result['previous']})")
+    emit(args, result, render(result))
     return 0
+
+
+def render(result: dict[str, Any]) -> str:
+    """`rolled back to B (was: A)`, in build ids as `artifacts` lists them. A rollback to
+    the build already current re-checks it and keeps it, which the line says."""
+    build_id, previous = result["build_id"], previous_build(result)
+    if previous == build_id:
+        return f"{build_id} was already current and stays so (seal re-checked, validated again)"
+    return f"rolled back to {build_id} (was: {previous or 'none'})"

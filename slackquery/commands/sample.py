@@ -3,8 +3,9 @@
 import argparse
 from pathlib import Path
 
-from slackquery.commands import add_json_flag, emit
-from slackquery.sample import MIN_MESSAGES, generate_sample
+from slackquery.commands import add_json_flag, emit, whole_number
+from slackquery.sample import generate_sample
+from slackquery.sample.generator import MAX_MESSAGES, MIN_MESSAGES
 from slackquery.settings import Settings
 
 
@@ -21,17 +22,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--messages",
-        type=int,
+        type=whole_number(MIN_MESSAGES, MAX_MESSAGES),
         required=True,
         metavar="N",
-        help=f"exact number of messages in the export (at least {MIN_MESSAGES}; the planted "
-        "facts are always included)",
+        help=f"exact number of messages in the export ({MIN_MESSAGES:,} to {MAX_MESSAGES:,}; "
+        "the planted facts are always included)",
     )
     parser.add_argument(
-        "--out", type=Path, required=True, metavar="PATH.zip", help="where to write the ZIP"
+        "--out", type=zip_path, required=True, metavar="PATH.zip", help="where to write the ZIP"
     )
     parser.add_argument(
-        "--seed", type=int, default=7, help="random seed for the background chatter (default: 7)"
+        "--seed",
+        type=whole_number(0),
+        default=7,
+        help="random seed for the background chatter (0 or more; default: 7)",
     )
     parser.add_argument(
         "--judged-set",
@@ -42,6 +46,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_json_flag(parser)
     parser.set_defaults(handler=run)
+
+
+def zip_path(value: str) -> Path:
+    """An argparse type: a path whose name ends in .zip (the export is a ZIP)."""
+    path = Path(value)
+    if path.suffix.lower() != ".zip":
+        raise argparse.ArgumentTypeError(f"{value!r} does not name a .zip file")
+    return path
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:

@@ -5,7 +5,13 @@ from contextlib import closing
 
 from serving.engine import MAX_SCOPE_LIMIT, SearchEngine, iso_timestamp
 from serving.models import ScopesResponse
-from slackquery.commands import add_json_flag, add_requester_flags, emit, requester_from
+from slackquery.commands import (
+    add_json_flag,
+    add_requester_flags,
+    emit,
+    requester_from,
+    whole_number,
+)
 from slackquery.escaping import terminal_line
 from slackquery.settings import Settings
 
@@ -23,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--channel", help="only channels of this name (#eng or eng)")
     parser.add_argument(
         "--limit",
-        type=int,
+        type=whole_number(1, MAX_SCOPE_LIMIT),
         default=200,
         help=f"most channels to list (default 200, at most {MAX_SCOPE_LIMIT})",
     )

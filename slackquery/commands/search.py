@@ -9,7 +9,14 @@ from serving.cursor import home_secret
 from serving.engine import SearchEngine
 from serving.models import MessageRecord, SearchRequest, SearchResponse
 from serving.query import NEWEST, content_tokens, parse_query
-from slackquery.commands import add_json_flag, add_requester_flags, emit, requester_from
+from slackquery.commands import (
+    add_json_flag,
+    add_requester_flags,
+    emit,
+    iso_day,
+    requester_from,
+    whole_number,
+)
 from slackquery.escaping import terminal_line
 from slackquery.settings import Settings
 
@@ -17,6 +24,9 @@ SNIPPET_CHARS = 240
 # Without SLACKQUERY_CURSOR_SECRET each process would sign with a random key, and the
 # `more: --cursor …` a search prints would be refused by the next command.
 CURSOR_KEY_NAME = "cursor.key"
+# The most results a call may return is a setting; help states its default, not the
+# environment's value, which the parser does not read.
+MAX_RESULTS_DEFAULT = Settings.model_fields["search_max_results"].default
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -39,12 +49,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_filter_flags(parser)
     parser.add_argument(
-        "--limit", type=int, default=10, help="results per page (default 10, at most 50)"
+        "--limit",
+        type=whole_number(1),
+        default=10,
+        help="results per page (default 10; at most SLACKQUERY_SEARCH_MAX_RESULTS, "
+        f"default {MAX_RESULTS_DEFAULT})",
     )
     parser.add_argument("--cursor", help="next_cursor of a previous page (same query and flags)")
     add_requester_flags(parser)
     add_json_flag(parser)
-    parser.set_defaults(handler=run)
+    parser.set_defaults(handler=run, usage_error=parser.error)
+
+
+def check_max_results(
+    args: argparse.Namespace, option: str, value: int, settings: Settings
+) -> None:
+    """Refuse a result count over SLACKQUERY_SEARCH_MAX_RESULTS as a usage error, as its
+    argparse type refuses one under 1: the parser is built before settings are read."""
+    most = settings.search_max_results
+    if value > most:
+        args.usage_error(
+            f"argument {option}: {str(value)!r} is not a whole number from 1 to {most} "
+            "(SLACKQUERY_SEARCH_MAX_RESULTS)"
+        )
 
 
 def add_filter_flags(parser: argparse.ArgumentParser) -> None:
@@ -72,18 +99,34 @@ def add_filter_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--after",
+        type=search_day,
         metavar="YYYY-MM-DD",
         help="only messages after this day (UTC; `today` and `yesterday` work too)",
     )
     parser.add_argument(
         "--before",
+        type=search_day,
         metavar="YYYY-MM-DD",
         help="only messages before this day (UTC; `today` and `yesterday` work too)",
     )
 
 
+def search_day(value: str) -> str:
+    """An argparse type: a day for the `after:`/`before:` operators, YYYY-MM-DD or
+    `today`/`yesterday` (which the search resolves when it runs)."""
+    if value.lower() in ("today", "yesterday"):
+        return value.lower()
+    try:
+        return iso_day(value).isoformat()
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a day; use YYYY-MM-DD, today or yesterday"
+        ) from None
+
+
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Search and print the results."""
+    check_max_results(args, "--limit", args.limit, settings)
     query = filtered_query(args.query, args)
     requester = requester_from(args, settings)
     if settings.cursor_secret is None:

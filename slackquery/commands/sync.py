@@ -4,7 +4,7 @@ import argparse
 import sys
 from typing import Any
 
-from slackquery.commands import add_json_flag, emit, iso_day
+from slackquery.commands import add_json_flag, emit, iso_day, whole_number
 from slackquery.commands.importer import render_counts
 from slackquery.escaping import terminal_line
 from slackquery.settings import Settings
@@ -46,7 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--messages",
-        type=int,
+        type=whole_number(0),
         default=100_000,
         help="with --plan: the workspace size to plan for (default 100,000 messages)",
     )

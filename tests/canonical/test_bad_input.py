@@ -232,3 +232,14 @@ def test_a_message_the_store_cannot_hold_is_skipped_with_warning(
     assert report["messages_skipped"] == 1
     assert report["counts"]["messages"]["inserted"] == 10
     assert report["warnings"][0]["problem"] == f"message ts=1704200700.000001 {problem}: skipped"
+
+
+def test_a_zip_given_as_beacon_jsonl_is_named_a_zip(settings: Settings, tmp_path: Path) -> None:
+    archive = write_export(tmp_path / "sample.zip", default_members())
+    with pytest.raises(SlackqueryError) as failure:
+        import_source(settings, archive, source_format="beacon-jsonl")
+    assert str(failure.value) == (
+        f"{archive}: is a ZIP archive, not a Beacon JSON-lines file; import a Slack export "
+        "ZIP with --format slack-export"
+    )
+    assert not settings.canonical_path.exists()

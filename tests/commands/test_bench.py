@@ -2,7 +2,10 @@
 
 from typing import Any
 
-from slackquery.commands.bench import render
+import pytest
+
+from slackquery.cli import build_parser
+from slackquery.commands.bench import MIN_QUERIES, _load_benchmark, render
 
 
 def timings(p50: float, p95: float, peak: float) -> dict[str, dict[str, float]]:
@@ -60,3 +63,21 @@ def test_throughput_and_requester_figures_when_measured() -> None:
     assert "8 MCP clients: 49.2 queries/s, p95 255.5 ms, 0 errors of 400" in text
     assert "server ready in 1.26 s at 141.5 MiB" in text
     assert "as T1:U2:all" in text and "  lexical   +3.5%" in text and "  hybrid    -1.2%" in text
+
+
+def test_help_and_check_agree_on_the_fewest_queries(capsys: pytest.CaptureFixture[str]) -> None:
+    parser = build_parser("bench")
+    assert parser.parse_args(["bench", "--queries", str(MIN_QUERIES)]).queries == MIN_QUERIES
+    with pytest.raises(SystemExit):
+        parser.parse_args(["bench", "--queries", str(MIN_QUERIES - 1)])
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        parser.parse_args(["bench", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert f"at least {MIN_QUERIES} varied queries" in help_text
+    assert f"distinct queries per mode (at least {MIN_QUERIES}, the default)" in help_text
+
+
+def test_the_benchmark_refuses_no_queries_before_building_a_corpus() -> None:
+    with pytest.raises(ValueError, match=f"need at least {MIN_QUERIES} queries"):
+        _load_benchmark().run_benchmark(1000, 0, 0)

@@ -10,6 +10,8 @@ from slackquery.cli import main
     [
         (["sync", "--since", "2024-13-01"], "--since"),
         (["access", "grant", "--user", "U1", "--expires", "2024-13-01"], "--expires"),
+        (["search", "foo", "--after", "2024-13-01"], "--after"),
+        (["ask", "why?", "--before", "2024-13-01"], "--before"),
     ],
 )
 def test_a_malformed_day_says_how_to_write_it(

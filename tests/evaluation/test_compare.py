@@ -213,9 +213,6 @@ def test_a_malformed_rows_file_is_a_clear_error(tmp_path: Path, text: str, messa
         (["--compare", "ROWS", "ROWS", "--rows", "ROWS"], "--rows writes the rows of a run"),
         (["--answers", "--compare-report", "c.md"], "--compare-report writes comparisons"),
         (["--compare", "ROWS", "ROWS", "--corpus", "ROWS"], "--corpus is built for a judged"),
-        ([], "give a judged query file (QUERIES.yaml) or --compare"),
-        (["--json", "-"], "give a judged query file (QUERIES.yaml) or --compare"),
-        (["--answers"], "give a judged query file (QUERIES.yaml) or --compare"),
     ],
 )
 def test_cli_refuses_options_that_would_do_nothing(

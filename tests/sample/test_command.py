@@ -27,8 +27,27 @@ def test_sample_command_prints_a_text_summary(
     assert "300 in" in text and "planted facts" in text
 
 
-def test_sample_command_rejects_too_few_messages(
-    tmp_path: Path, home: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("argv", "problem"),
+    [
+        (["--messages", "5", "--out", "t.zip"], "--messages: '5' is not a whole number from 100"),
+        (["--messages", "200", "--out", "t.txt"], "--out: 't.txt' does not name a .zip file"),
+        (["--messages", "200", "--out", "t.zip", "--seed", "-1"], "--seed: '-1' is not a whole"),
+    ],
+)
+def test_sample_command_refuses_bad_arguments_as_usage_errors(
+    tmp_path: Path,
+    home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    problem: str,
 ) -> None:
-    assert main(["sample", "--messages", "5", "--out", str(tmp_path / "t.zip")]) == 1
-    assert capsys.readouterr().err.startswith("error: --messages must be")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exited:
+        main(["sample", *argv])
+    assert exited.value.code == 2
+    usage, *_, error = capsys.readouterr().err.strip().splitlines()
+    assert usage.startswith("usage: slackquery sample ")
+    assert error.startswith("slackquery sample: error: argument ") and problem in error
+    assert not list(tmp_path.iterdir())  # nothing written

@@ -1,0 +1,53 @@
+"""`slackquery search` and `ask`: their options are checked before the archive is read."""
+
+import pytest
+
+from slackquery.cli import main
+
+
+@pytest.mark.parametrize(
+    ("argv", "option"),
+    [
+        (["search", "x", "--limit", "51"], "--limit"),
+        (["ask", "x?", "--max-evidence", "51"], "--max-evidence"),
+    ],
+)
+def test_a_count_over_the_max_results_setting_is_a_usage_error(
+    argv: list[str], option: str, home: object, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    usage, *_, error = capsys.readouterr().err.strip().splitlines()
+    assert usage.startswith(f"usage: slackquery {argv[0]} ")
+    assert error == (
+        f"slackquery {argv[0]}: error: argument {option}: '51' is not a whole number from 1 "
+        "to 50 (SLACKQUERY_SEARCH_MAX_RESULTS)"
+    )
+
+
+def test_the_max_follows_the_setting(
+    home: object, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("SLACKQUERY_SEARCH_MAX_RESULTS", "60")
+    assert main(["search", "x", "--limit", "51"]) == 1  # past the check: nothing is published
+    assert "no published search artifact" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [["search", "x"], ["ask", "x?"]])
+def test_the_limit_help_names_the_setting(
+    command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        main([command[0], "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "at most SLACKQUERY_SEARCH_MAX_RESULTS, default 50" in help_text
+    assert "at most 50)" not in help_text and "(1-50," not in help_text
+
+
+@pytest.mark.parametrize("day", ["today", "Yesterday", "2024-02-29"])
+def test_a_day_flag_takes_a_day_or_today_or_yesterday(day: str) -> None:
+    from slackquery.cli import build_parser
+
+    args = build_parser("search").parse_args(["search", "x", "--after", day, "--before", day])
+    assert args.after == args.before == day.lower()
