@@ -510,6 +510,7 @@ class SearchEngine:
             artifact_id=artifact.build_id,
             generation_id=artifact.generation_id,
             results=[self._hit(artifact.display_row(hit.row), hit) for hit in page],
+            offset=offset,
             next_cursor=(
                 self.cursors.encode(artifact.build_id, request_fingerprint, next_offset)
                 if next_offset < len(hits)

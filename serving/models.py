@@ -107,6 +107,10 @@ class SearchResponse(BaseModel):
     artifact_id: str
     generation_id: str
     results: list[SerializeAsAny[SearchHit]]
+    offset: int = Field(
+        default=0,
+        description="How many results come before this page's first (0 on the first page).",
+    )
     next_cursor: str | None = Field(
         description="Pass back as `cursor` (same query and filters) for the next page; "
         "null when there are no more results."

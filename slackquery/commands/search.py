@@ -227,7 +227,7 @@ def render(response: SearchResponse, starts: dict[str, MessageRecord] | None = N
         f"{len(response.results)} result(s) for {searched} (mode {response.mode}, "
         f"route {response.route}, artifact {response.artifact_id}{coverage})"
     ]
-    for number, hit in enumerate(response.results, start=1):
+    for number, hit in enumerate(response.results, start=response.offset + 1):
         score = "" if listing else f" · score {hit.fused_score:.4f}"
         lines.append(
             f"{number:>2}. {byline(hit.channel_name, hit.author_name, hit.timestamp)}{score}"

@@ -89,6 +89,11 @@ def test_search_command_cursor_works_in_the_next_command(
     )
     second = json.loads(capsys.readouterr().out)
     assert second["results"] and second["results"] != first["results"]
+    assert (first["offset"], second["offset"]) == (0, 1)
+    # Read as text, the second page goes on numbering where the first stopped.
+    assert main(["search", "password", "--limit", "1", "--cursor", first["next_cursor"]]) == 0
+    header, numbered, *_ = capsys.readouterr().out.splitlines()
+    assert header.startswith("1 result(s) for 'password'") and numbered.lstrip().startswith("2.")
     key = published.home / "cursor.key"
     assert stat.S_IMODE(key.stat().st_mode) == 0o600
 
