@@ -40,6 +40,7 @@ import uvicorn
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from slackquery.commands import whole_number  # noqa: E402
 from slackquery.embedding import build_embedder  # noqa: E402
 from slackquery.embedding.onnx_bert import int8_encoding  # noqa: E402
 from slackquery.embedding.packaged import PACKAGED_MODELS  # noqa: E402
@@ -205,16 +206,55 @@ def bench_noop(settings: Settings, home: Path, count: int) -> dict[str, Any]:
     }
 
 
+PARTS = ("in_process", "http", "noop", "dask")
+
+
+def part_names(value: str) -> set[str]:
+    """An argparse type: parts of the benchmark, each one of PARTS."""
+    parts = {part.strip() for part in value.split(",")}
+    unknown = sorted(parts - set(PARTS))
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown part(s) {', '.join(unknown)}; choose from {', '.join(PARTS)}"
+        )
+    return parts
+
+
+def worker_counts(value: str) -> list[int]:
+    """An argparse type: comma-separated Dask worker counts, each at least 1."""
+    return [whole_number(1)(count.strip()) for count in value.split(",")]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--docs", type=int, default=2000)
-    parser.add_argument("--noop-docs", type=int, default=100_000)
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--docs",
+        type=whole_number(1),
+        default=2000,
+        help="synthetic messages embedded in each timed part (default 2000)",
+    )
+    parser.add_argument(
+        "--noop-docs",
+        type=whole_number(1),
+        default=100_000,
+        help="already-embedded documents for the no-op re-run (default 100000)",
+    )
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--model", action="append", help="packaged model(s) to time")
-    parser.add_argument("--only", default="in_process,http,noop", help="parts to run")
-    parser.add_argument("--dask-workers", default="1,2", help="worker counts for --only dask")
+    parser.add_argument(
+        "--only",
+        type=part_names,
+        default="in_process,http,noop",
+        help=f"comma-separated parts to run, of {', '.join(PARTS)} (default in_process,http,noop)",
+    )
+    parser.add_argument(
+        "--dask-workers",
+        type=worker_counts,
+        default="1,2",
+        help="comma-separated worker counts for --only dask (default 1,2)",
+    )
     args = parser.parse_args()
-    parts = set(args.only.split(","))
+    parts = args.only
     texts = synthetic_messages(args.docs)
     with tempfile.TemporaryDirectory(prefix="embed-bench-") as tmp:
         root = Path(tmp)
@@ -245,7 +285,7 @@ def main() -> None:
             os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # offline
             with prefect_test_harness(server_startup_timeout=180):
                 for model in args.model or [default.embedding_model]:
-                    for workers in map(int, args.dask_workers.split(",")):
+                    for workers in args.dask_workers:
                         report[f"dask {model} x{workers}"] = bench_dask(model, root, texts, workers)
         if "noop" in parts:
             report["noop_rerun"] = bench_noop(default, root / "noop", args.noop_docs)
