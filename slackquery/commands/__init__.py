@@ -106,7 +106,15 @@ def add_engine_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def use_prefect(args: argparse.Namespace) -> bool:
-    """Whether `--engine` asks for the Prefect flow (auto: only when an API is configured)."""
-    return args.engine == "prefect" or (
+    """Whether `--engine` asks for the Prefect flow (auto: only when an API is configured).
+
+    When it does, the temporary API a run without a server starts sends no usage data
+    (Prefect's default at server start): Slackquery reaches nothing outside the machine
+    but the services its settings name, and the attempt logged a long traceback whenever
+    two temporary APIs shared Prefect's database. An operator's own setting wins."""
+    chosen = args.engine == "prefect" or (
         args.engine == "auto" and bool(os.environ.get("PREFECT_API_URL"))
     )
+    if chosen:
+        os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    return chosen
