@@ -84,17 +84,21 @@ def rows_with_codes(codes: np.ndarray, wanted: Sequence[int], vocabulary_size: i
     return wanted_code[codes]
 
 
+def may_see(requester: Requester, conversation_type: str, is_member: bool) -> bool:
+    """Whether `requester` may see a conversation of their workspace: a public channel, or
+    one they are a member of (unless it is a DM or group DM and they asked for none)."""
+    direct = conversation_type in DIRECT_TYPES
+    return conversation_type == "public" or (is_member and not (requester.no_dms and direct))
+
+
 def compute_visibility(artifact: LoadedArtifact, requester: Requester) -> Visibility:
     """The rows and channels `requester` may see in `artifact` (see the module docstring)."""
     member_of = artifact.memberships.get((requester.workspace_id, requester.user_id), set())
-    channels = set()
-    for workspace, channel, _name, kind, *_counts in artifact.channels:
-        if workspace != requester.workspace_id:
-            continue
-        if kind == "public" or (
-            channel in member_of and not (requester.no_dms and kind in DIRECT_TYPES)
-        ):
-            channels.add((workspace, channel))
+    channels = {
+        (workspace, channel)
+        for workspace, channel, _name, kind, *_counts in artifact.channels
+        if workspace == requester.workspace_id and may_see(requester, kind, channel in member_of)
+    }
     workspace_code = artifact.workspace_code_of.get(requester.workspace_id, -1)
     channel_codes = [
         artifact.channel_code_of[channel]

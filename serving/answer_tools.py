@@ -8,8 +8,12 @@ user-facing failure becomes a one-line tool error.
 
 import inspect
 from functools import partial
+from typing import Annotated
 
 from mcp.server.mcpserver import MCPServer
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS
+from pydantic import Field, Strict
 
 from serving.access import current_requester
 from serving.answer_models import AnswerResponse, VerificationResponse
@@ -47,13 +51,17 @@ def register_answer_tools(server: MCPServer, engine: SearchEngine, runner: ToolR
         author_ids: list[str] | None = None,
         start_ts_us: TimestampUs | None = None,
         end_ts_us: TimestampUs | None = None,
-        max_evidence: int = 12,
+        max_evidence: Annotated[int, Strict()] = 12,  # strict: `true` and "3" are no counts
     ) -> AnswerResponse:
         """Answer a question from Slack messages only, with an evidence pack and citations.
 
         question (1-{max_query_chars} chars; Slack search syntax such as in:#eng from:@priya
         after:2024-01-31 works) is split into its parts when it asks several things.
-        Filters as in search_slack. max_evidence: 1-{max_results} messages in all (default 12).
+        Filters as in search_slack. max_evidence: 1-{max_results} messages in all (default
+        12), over all parts, handed out in part order: each part shows at most its even
+        share (at least one), more only for a correction's two citations; a part reached
+        with none left is not answered, and a correction reached with one left is cited
+        alone (`conflict` still names the message it replaced).
         Returns `verdict` (answered / partial / insufficient_evidence), `answer` (one
         extractive line per part with [document_id] after every claim; a later dated
         correction wins over what it corrects, and `conflict` says so), `citations`,
@@ -92,22 +100,40 @@ def register_answer_tools(server: MCPServer, engine: SearchEngine, runner: ToolR
         its text has not changed since. verdict is `verified` only if all hold for every
         citation; a draft with no citation is `unverified` unless it says the evidence is
         missing. Fix or drop every citation listed with problems.
+        A call that takes over {budget_s:g} s ends with an error; errors are one line.
         """
         call = partial(
             verify_citations, engine, text, cited_at_artifact, requester=current_requester.get()
         )
-        return await runner.run("verify_citations", "-", lambda deadline: call())
+        return await runner.run("verify_citations", "-", lambda deadline: call(deadline=deadline))
 
-    description = inspect.cleandoc(answer_slack_question.__doc__ or "").format(
-        **tool_limits(engine.settings)
-    )
-    server.add_tool(answer_slack_question, description=description, structured_output=True)
-    server.add_tool(verify_citations_tool, name="verify_citations", structured_output=True)
+    limits = tool_limits(engine.settings)
+    for tool, name in (
+        (answer_slack_question, "answer_slack_question"),
+        (verify_citations_tool, "verify_citations"),
+    ):
+        description = inspect.cleandoc(tool.__doc__ or "").format(**limits)
+        server.add_tool(tool, name=name, description=description, structured_output=True)
+    max_chars = engine.settings.search_max_query_chars
 
     @server.prompt(
         name="answer_from_slack",
         description="How to answer a question from Slack history: evidence, citations, "
         "latest correction, verification, and saying when the archive does not answer.",
     )
-    def answer_from_slack(question: str) -> str:
+    def answer_from_slack(
+        question: Annotated[
+            str,
+            Field(
+                description=f"The question to answer from the team's Slack history (at most "
+                f"{max_chars} characters, as answer_slack_question takes it)."
+            ),
+        ],
+    ) -> str:
+        # An MCPError reaches the client as it is; any other error, as "Error rendering prompt".
+        if len(question) > max_chars:
+            raise MCPError(
+                INVALID_PARAMS,
+                f"question is {len(question)} characters; the maximum is {max_chars}",
+            )
         return PROMPT.format(question=question)

@@ -16,6 +16,7 @@ artifact it was cited from.
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -26,7 +27,7 @@ from pathlib import Path
 import duckdb
 import numpy as np
 
-from serving.access import Requester, Visibility
+from serving.access import Requester, Visibility, may_see
 from serving.answer_models import (
     AnswerPart,
     AnswerResponse,
@@ -40,10 +41,11 @@ from serving.artifact import LoadedArtifact
 from serving.budget import Deadline
 from serving.engine import SearchEngine, visible_frequency, visible_message_row
 from serving.models import SearchHitBase, SearchRequest, SearchResponse
+from serving.permalink import is_url
 from serving.query import (
+    STOPWORDS,
     answer_types,
     asks_a_question,
-    content_tokens,
     fts_tokens,
     has_searchable_content,
     holds_answer_type,
@@ -117,13 +119,16 @@ class PartTerms:
 
 
 def part_terms(artifact: LoadedArtifact, part: str, visible: Visibility | None = None) -> PartTerms:
-    """Content words of `part` (stop words dropped), weighted by idf; a word no message
-    contains gets the highest idf, so it pulls strength down as the rarest word would.
+    """Content words of `part` (stop words dropped; none when it has only stop words),
+    weighted by idf; a word no message contains gets the highest idf, so it pulls strength
+    down as the rarest word would.
     For a requester (`visible`), idf counts only the messages they may see, as search does
     (`visible_terms`): weights from every message would tell how often hidden ones use a
     word, and evidence strength would show it."""
     bm25 = artifact.bm25
-    tokens = content_tokens(part)
+    # Stop words only: search falls back to them (`content_tokens`), to have something to
+    # look for; evidence must not, or any message with "is" in it would answer "is it?".
+    tokens = [token for token in fts_tokens(part) if token not in STOPWORDS]
     term_ids = [bm25.term_ids.get(token) for token in tokens]
     if visible is None:
         ceiling = float(bm25.idf.max(initial=1.0))
@@ -290,10 +295,19 @@ def answer_part(
     multi: bool,
     *,
     asks_first: bool = False,
+    left: int | None = None,
 ) -> AnswerPart:
     """One part's evidence, cited answer and support verdict. `asks_first`: the question
-    asks how things stood at first, so a correction's earlier message answers it."""
+    asks how things stood at first, so a correction's earlier message answers it.
+
+    `room` is the part's share of the evidence; the messages it cites may exceed it (a
+    correction cites two) within `left`, what the whole answer's `max_evidence` has still
+    unused (None: no such bound). With nothing left the part is not answered; with one, a
+    correction is cited without the message it replaces."""
     label = f"{part}: " if multi else ""
+    if not terms.weights:
+        why = "the question has no content words (only stop words) to check evidence against."
+        return unanswered_part(part, f"{label}{why}", threshold)
     # Coverage decides *whether* the part is supported; the search's fused order decides
     # which message supports it (for one part of several, `part_ranking`). Choosing among
     # the messages that pass the coverage test instead did not earn its place
@@ -302,6 +316,10 @@ def answer_part(
     strength = max((terms.coverage(hit.text) for hit in hits), default=0.0)
     if strength < threshold or not ranked:
         why = "the archive does not answer this (no retrieved message covers it)."
+        return unanswered_part(part, f"{label}{why}", threshold, strength)
+    budget = math.inf if left is None else left
+    if budget < 1:
+        why = "not answered (the earlier parts used every message max_evidence allows)."
         return unanswered_part(part, f"{label}{why}", threshold, strength)
     correction = correction_of(ranked, terms, threshold)
     conflict = None
@@ -322,11 +340,15 @@ def answer_part(
             f"{later.document_id} ({later.timestamp}) {verb} the earlier "
             f"{earlier.document_id} ({earlier.timestamp}); {outcome}"
         )
-        text = (
-            f"{label}{lead.sentence} [{lead.document_id}] ({aside}: "
-            f'"{other.sentence}" [{other.document_id}])'
-        )
-        shown = [lead, other]
+        if budget < 2:  # `conflict` still names the other message
+            text = f"{label}{lead.sentence} [{lead.document_id}] ({aside}; max_evidence is spent)"
+            shown = [lead]
+        else:
+            text = (
+                f"{label}{lead.sentence} [{lead.document_id}] ({aside}: "
+                f'"{other.sentence}" [{other.document_id}])'
+            )
+            shown = [lead, other]
     cited = {item.document_id for item in shown}
     extra = [hit for hit in ranked[1:] if hit.document_id not in cited]
     shown += [_evidence(hit, terms) for hit in extra[: max(0, room - len(shown))]]
@@ -337,7 +359,7 @@ def answer_part(
         threshold=threshold,
         answer=text,
         conflict=conflict,
-        evidence=shown[: max(room, len(cited))],
+        evidence=shown[: int(min(budget, max(room, len(cited))))],
     )
 
 
@@ -382,6 +404,8 @@ def answer_question(
     aspects = query_aspects(text, engine.settings.search_max_query_parts)
     names = aspects.parts or [aspects.asked]
     threshold = engine.settings.answer_min_coverage
+    # Each part's share; `max_evidence` bounds the messages of all parts together, and the
+    # earlier parts come first when their citations need more than their share.
     room = max(1, max_evidence // len(names))
     # Read from the whole question: in "…, originally?" the time frame is context, in no
     # part. A question asking both ("the current slot, and the earlier one") lets the
@@ -390,16 +414,21 @@ def answer_question(
     with engine.artifact() as artifact:
         visible = artifact.visibility(requester)
         terms = [part_terms(artifact, name, visible) for name in names]
-    parts = [
-        answer_part(name, hits, part, threshold, room, len(names) > 1, asks_first=asks_first)
-        for name, part in zip(names, terms, strict=True)
-    ]
+    parts: list[AnswerPart] = []
+    left = max_evidence
+    for name, part in zip(names, terms, strict=True):
+        answered = answer_part(
+            name, hits, part, threshold, room, len(names) > 1, asks_first=asks_first, left=left
+        )
+        left -= len(answered.evidence)
+        parts.append(answered)
     # Parts beyond the cap are named as unanswered, so the verdict is at most `partial`.
     cap = f"not answered (a question is answered in at most {len(names)} parts)."
     parts += [unanswered_part(name, f"{name}: {cap}", threshold) for name in aspects.dropped]
     start_of = cache(lambda root_id: thread_start(engine, root_id, requester))
     parts = with_thread_starts(parts, hits, start_of)
-    return _assemble(question, parts, response.artifact_id, response, started)
+    wordless = not any(part.weights for part in terms)
+    return _assemble(question, parts, response.artifact_id, response, started, wordless=wordless)
 
 
 def thread_start(
@@ -442,10 +471,19 @@ def _assemble(
     artifact_id: str,
     response: SearchResponse,
     started: float,
+    *,
+    wordless: bool = False,
 ) -> AnswerResponse:
-    """The verdict, the joined answer and the citations it actually makes."""
+    """The verdict, the joined answer and the citations it actually makes. `wordless`: the
+    question has only stop words, so no evidence could be weighed."""
     unsupported = [part.part for part in parts if not part.supported]
-    if len(unsupported) == len(parts):
+    if len(unsupported) == len(parts) and wordless:
+        verdict = "insufficient_evidence"
+        answer = (
+            "The archive does not answer this question: it has no content words (only stop "
+            "words) to check evidence against; ask with the words of what you want to know."
+        )
+    elif len(unsupported) == len(parts):
         verdict = "insufficient_evidence"
         answer = (
             "The archive does not answer this question: no retrieved message covers enough "
@@ -484,7 +522,15 @@ def _assemble(
 
 # `[id]` not followed by `(` (a Markdown link's text is not a citation).
 _BRACKETED = re.compile(r"\[([^\[\]\s]{3,300})\](?!\()")
-_PERMALINK = re.compile(r"https?://[\w.-]+\.slack\.com/archives/[A-Z0-9]+/p\d{7,}(?:\?[^\s)\]>]*)?")
+# A Markdown link: neither its text nor its target is a bare id (a target may be a permalink).
+_MARKDOWN_LINK = re.compile(r"\[[^\[\]]*\]\([^()\s]*\)")
+# A URL as a draft writes it: up to white space, a bracket, a quote or `|` (Slack's
+# `<url|text>`), without the punctuation that ends the sentence around it.
+_URL = re.compile(r"https?://[^\s<>()\[\]{}\"'`|]+(?<![.,;:!?*_~])", re.IGNORECASE)
+# A Slack message path anywhere in a URL makes it a permalink citation, which the whole URL
+# must then be, of one of the artifact's workspaces: a look-alike host
+# (`sample.slack.com.evil.com`) or a permalink inside another URL's query is an unknown one.
+_MESSAGE_PATH = re.compile(r"/archives/[A-Za-z0-9]+/p\d{7,}")
 # A bare id: starts with a letter and has a colon inside (`W:C:ts`, `synthetic:eng:0824-01`).
 _BARE_ID = re.compile(r"(?<![\w/:.-])[A-Za-z][\w.-]*(?::[\w.-]+)+\w")
 
@@ -499,37 +545,49 @@ class Cited:
 
 
 def find_citations(
-    artifact: LoadedArtifact, engine: SearchEngine, text: str, visible: Visibility | None
+    artifact: LoadedArtifact,
+    engine: SearchEngine,
+    text: str,
+    visible: Visibility | None,
+    deadline: Deadline | None = None,
 ) -> list[Cited]:
-    """Every `[document_id]`, Slack permalink and bare message id in `text`, in order.
+    """Every `[document_id]`, Slack permalink and bare message id in `text`, in order;
+    `deadline` is checked before each one is looked up.
 
     A bracketed id is always a citation (a made-up one fails); a bare token counts when it
-    is a document or source message id of the artifact, or has the `a:b:c` shape of one.
+    is a document or source message id of the artifact, or has the `a:b:c` shape of one; a
+    URL counts when it holds a Slack message path (`_MESSAGE_PATH`). A Markdown link's text
+    is no citation.
     A message outside `visible` resolves exactly as one that does not exist (same kind, no
     document id), so what the requester gets back cannot tell the two apart; so does a
     document no reader can open (a thread's context document, `thread:…`).
     """
+    deadline = deadline or Deadline(math.inf)
     found: list[tuple[int, str, str]] = []
     for match in _BRACKETED.finditer(text):
-        found.append((match.start(), match.group(1), "bracketed"))
-    for match in _PERMALINK.finditer(text):
-        found.append((match.start(), match.group(0), "permalink"))
-    rest = _PERMALINK.sub(" ", _BRACKETED.sub(" ", text))
+        if not is_url(match.group(1)):  # `[<permalink>]`: the URL pass finds it
+            found.append((match.start(), match.group(1), "bracketed"))
+    for match in _URL.finditer(text):
+        if _MESSAGE_PATH.search(match.group(0)):
+            found.append((match.start(), match.group(0), "permalink"))
+    rest = _URL.sub(" ", _BRACKETED.sub(" ", _MARKDOWN_LINK.sub(" ", text)))
     bare = [match.group(0) for match in _BARE_ID.finditer(rest)]
 
     def shown(document_id: str) -> bool:
+        deadline.check("checking the next citation")
         return visible_message_row(artifact, document_id, visible) is not None
 
     values = [value for _, value, _ in found] + bare
     documents = {value for value in values if shown(value)}
     sources = {
         source: document
-        for source, document in _source_documents(artifact, values).items()
+        for source, document in _source_documents(artifact, values, visible).items()
         if shown(document)
     }
     citations: list[Cited] = []
     for _, value, how in sorted(found):
         if how == "permalink":
+            deadline.check("checking the next citation")
             citations.append(
                 Cited(value, "permalink", _permalink_document(engine, artifact, value, visible))
             )
@@ -547,18 +605,29 @@ def find_citations(
     return list(dict.fromkeys(citations))
 
 
-def _source_documents(artifact: LoadedArtifact, values: list[str]) -> dict[str, str]:
-    """Source message id -> document id, for those of `values` that are source ids."""
+def _source_documents(
+    artifact: LoadedArtifact, values: list[str], visible: Visibility | None
+) -> dict[str, str]:
+    """Source message id -> document id, for those of `values` that are source ids.
+
+    For a requester, of messages in the channels they may see, in the query itself: the
+    scan then drops a hidden message's row before it reads more of it or groups it, and a
+    hidden id costs about what a made-up one does (filtering after left a ~0.3 ms gap).
+    """
     if not values:
         return {}
+    query = (
+        "select source_message_id, min(document_id) from search_documents "
+        "where document_kind = 'message' and source_message_id in (select unnest($ids)) "
+    )
+    parameters: dict[str, object] = {"ids": sorted(set(values))}
+    if visible is not None:
+        query += "and workspace_id = $workspace and channel_id in (select unnest($channels)) "
+        parameters["workspace"] = visible.workspace_id
+        parameters["channels"] = sorted(channel for _, channel in visible.channels)
     cursor = artifact.cursor()
     try:
-        rows = cursor.execute(
-            "select source_message_id, min(document_id) from search_documents "
-            "where document_kind = 'message' and source_message_id in (select unnest($ids)) "
-            "group by 1",
-            {"ids": sorted(set(values))},
-        ).fetchall()
+        rows = cursor.execute(query + "group by 1", parameters).fetchall()
     finally:
         cursor.close()
     return {str(source): str(document) for source, document in rows}
@@ -573,25 +642,74 @@ def _permalink_document(
         return None
 
 
-def _cited_texts(engine: SearchEngine, build_id: str, document_ids: list[str]) -> dict[str, str]:
-    """Texts of these documents in the artifact `build_id`, read from its file."""
+def _cited_texts(
+    engine: SearchEngine, build_id: str, document_ids: list[str], requester: Requester | None
+) -> dict[str, str]:
+    """Texts of these messages in the artifact `build_id`, read from its file.
+
+    For a requester, only of messages they could see there (membership as that build
+    records it), so one they could not see reads as one that was never there. The ids
+    outside those channels are dropped before the lookup, by their `W:C:` prefix (any other
+    id shape is dropped too): the query never touches a hidden message's row, and costs
+    for a hidden id what it costs for a made-up one.
+    """
     if not is_build_id(build_id):
         raise SlackqueryError(
             f"cited_at_artifact {build_id[:200]!r} is not a build id "
             "(YYYYmmddTHHMMSSZ-<hex8>-<hex8>, as `artifact_id` in an answer)"
         )
     path: Path = artifact_file(engine.settings.artifact_path, build_id)
+    gone = f"artifact {build_id} is no longer on disk; cannot tell whether cited text changed"
     if not path.exists():
-        raise SlackqueryError(
-            f"artifact {build_id} is no longer on disk; cannot tell whether cited text changed"
-        )
-    with duckdb.connect(str(path), read_only=True) as connection:
-        rows = connection.execute(
-            "select document_id, text_display from search_documents "
-            "where document_id in (select unnest($ids))",
-            {"ids": document_ids},
-        ).fetchall()
+        raise SlackqueryError(gone)
+    try:
+        with duckdb.connect(str(path), read_only=True) as connection:
+            if requester is not None:
+                seen = _channels_seen(connection, requester)
+                document_ids = [value for value in document_ids if _channel_of(value) in seen]
+            rows = connection.execute(
+                "select document_id, text_display from search_documents "
+                "where document_kind = 'message' and document_id in (select unnest($ids))",
+                {"ids": document_ids},
+            ).fetchall()
+    except duckdb.Error as error:
+        if not path.exists():  # retention removed it since the check above
+            raise SlackqueryError(gone) from None
+        # DuckDB names the file; the requester learns the build id, not the server's paths.
+        reason = str(error).strip().splitlines()[0].replace(str(path), path.name)
+        raise SlackqueryError(f"cannot read artifact {build_id}: {reason}") from None
     return {str(document): text or "" for document, text in rows}
+
+
+def _channels_seen(
+    connection: duckdb.DuckDBPyConnection, requester: Requester
+) -> set[tuple[str, str]]:
+    """The (workspace, channel) pairs `requester` may see in an artifact, read from its
+    channel and membership tables (`may_see`), without loading the artifact."""
+    workspace = {"workspace": requester.workspace_id}
+    channels = connection.execute(
+        "select channel_id, conversation_type from channels where workspace_id = $workspace",
+        workspace,
+    ).fetchall()
+    member_of = {
+        str(channel)
+        for (channel,) in connection.execute(
+            "select channel_id from channel_members "
+            "where workspace_id = $workspace and user_id = $user",
+            {**workspace, "user": requester.user_id},
+        ).fetchall()
+    }
+    return {
+        (requester.workspace_id, str(channel))
+        for channel, kind in channels
+        if may_see(requester, str(kind), str(channel) in member_of)
+    }
+
+
+def _channel_of(document_id: str) -> tuple[str, str] | None:
+    """(workspace, channel) of a message id `W:C:ts`, None for any other shape."""
+    pieces = document_id.split(":")
+    return (pieces[0], pieces[1]) if len(pieces) == 3 else None
 
 
 def verify_citations(
@@ -600,20 +718,24 @@ def verify_citations(
     cited_at_artifact: str | None = None,
     *,
     requester: Requester | None = None,
+    deadline: Deadline | None = None,
 ) -> VerificationResponse:
     """Check every citation of a drafted answer against the current artifact.
 
     `verified` only when every citation exists, is visible to the requester, is active and
     (with `cited_at_artifact`) has the text it had there; an answer without citations is
     `verified` only when it says the evidence is missing. For a requester, a message they
-    may not see is reported exactly like one that does not exist.
+    may not see is reported exactly like one that does not exist, and one they could not
+    see in `cited_at_artifact` like one that was not there. `deadline` (the MCP tool's
+    time budget) is checked between citations.
     """
     if len(text) > engine.settings.search_max_query_chars * 50:
         raise SlackqueryError("text is too long to verify")
+    deadline = deadline or Deadline(math.inf)
     problems: list[str] = []
     with engine.artifact() as artifact:
         visibility = artifact.visibility(requester)
-        found = find_citations(artifact, engine, text, visibility)
+        found = find_citations(artifact, engine, text, visibility, deadline)
         documents = sorted({item.document_id for item in found if item.document_id})
         current = {
             document: str(artifact.display_row(artifact.row_of[document])["text_display"] or "")
@@ -622,14 +744,12 @@ def verify_citations(
         artifact_id = artifact.build_id
     before: dict[str, str] | None = None
     if cited_at_artifact is not None and found:
+        deadline.check("reading the artifact the citations were taken from")
+        cited = [item.document_id or item.cited for item in found]
         try:
-            before = _cited_texts(
-                engine, cited_at_artifact, [c.document_id or c.cited for c in found]
-            )
+            before = _cited_texts(engine, cited_at_artifact, cited, requester)
         except SlackqueryError as error:
             problems.append(str(error))
-    if before is not None and requester is not None:
-        before = {key: value for key, value in before.items() if key in current}
     checks = [_check(item, current, before) for item in found]
     if not found and not _MISSING_EVIDENCE.search(text):
         problems.append("the text cites nothing and does not say the evidence is missing")

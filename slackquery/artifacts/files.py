@@ -31,14 +31,15 @@ VALIDATION_SUFFIX = ".validation.json"
 REFUSED_VALIDATION_SUFFIX = ".refused" + VALIDATION_SUFFIX
 CURRENT_NAME = "current.duckdb"
 LOCK_NAME = ".artifacts.lock"
-BUILD_ID_PATTERN = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{8}-[0-9a-f]{8}$")
+# Matched whole (`fullmatch`): `$` would also accept a trailing newline. ASCII digits only.
+BUILD_ID_PATTERN = re.compile(r"[0-9]{8}T[0-9]{6}Z-[0-9a-f]{8}-[0-9a-f]{8}")
 # A sealed artifact's file, arrays, manifest and validation result: r--r--r--.
 READ_ONLY = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
 
 
 def is_build_id(value: str) -> bool:
     """Whether `value` has the build id shape `YYYYmmddTHHMMSSZ-<hex8>-<hex8>`."""
-    return bool(BUILD_ID_PATTERN.match(value))
+    return bool(BUILD_ID_PATTERN.fullmatch(value))
 
 
 def artifact_file(artifact_dir: Path, build_id: str) -> Path:

@@ -318,3 +318,46 @@ def test_a_reply_is_shown_with_the_message_it_answers() -> None:
     assert by_id == {"reply": asked, "root": None, "alone": None}
     assert looked_up == ["root"]
     assert shown.answer == answered.answer  # context, never a citation
+
+
+def test_a_part_of_stop_words_alone_is_not_answered() -> None:
+    # `part_terms` keeps no stop word, so "is it?" has no weights; even a threshold any
+    # coverage meets must not let a message answer it.
+    wordless = PartTerms("is it", {}, ())
+    result = answer_part("is it", [hit("a", "is it done", 1)], wordless, 0.0, 4, False)
+    assert not result.supported and result.evidence == []
+    assert result.answer.startswith("the question has no content words")
+    answered = _assemble("is it?", [result], "build-1", _response(), 0.0, wordless=True)
+    assert answered.verdict == "insufficient_evidence" and answered.citations == []
+    assert "no content words" in answered.answer and "does not answer" in answered.answer
+
+
+def test_a_part_shows_no_more_messages_than_max_evidence_leaves() -> None:
+    part = terms("pilot", "sync")
+    hits = [
+        hit("new", "Update: pilot sync moved to Wednesday 16:00.", 200),
+        hit("old", "Pilot sync is Wednesday 10:00.", 100),
+    ]
+    # Unbounded, a correction cites both messages even beyond the part's share.
+    both = answer_part("pilot sync", hits, part, 0.5, room=1, multi=False)
+    assert [item.document_id for item in both.evidence] == ["new", "old"]
+    # One message left: the correction alone, the conflict still named.
+    one = answer_part("pilot sync", hits, part, 0.5, room=1, multi=False, left=1)
+    assert [item.document_id for item in one.evidence] == ["new"]
+    assert one.answer == (
+        "Update: pilot sync moved to Wednesday 16:00. [new] "
+        "(this corrects an earlier message; max_evidence is spent)"
+    )
+    assert one.conflict is not None and one.conflict.startswith(
+        "new (t200) corrects the earlier old"
+    )
+    # None left: not answered, and the line says why.
+    none = answer_part("pilot sync", hits, part, 0.5, room=1, multi=True, left=0)
+    assert not none.supported and none.evidence == [] and none.strength == 1.0
+    assert none.answer == (
+        "pilot sync: not answered (the earlier parts used every message max_evidence allows)."
+    )
+    # The share still bounds the extra messages shown.
+    plain = [hit("a", "pilot sync", 1), hit("b", "pilot sync notes", 2), hit("c", "sync", 3)]
+    shown = answer_part("pilot sync", plain, part, 0.5, room=2, multi=False, left=5)
+    assert [item.document_id for item in shown.evidence] == ["a", "b"]

@@ -4,27 +4,34 @@ client (Streamable HTTP and stdio) and the CLI."""
 import json
 import os
 import sys
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import anyio
+import duckdb
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import MCPError
 
+import serving.answers
+from serving.access import Requester
 from serving.answer_tools import register_answer_tools
 from serving.answers import answer_question, verify_citations
 from serving.budget import BudgetExceeded, Deadline
 from serving.engine import SearchEngine
 from serving.metrics import Metrics
 from serving.tools import ToolRunner
+from slackquery.artifacts.files import artifact_file, is_build_id
 from slackquery.artifacts.publish import publish
 from slackquery.cli import main
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
 
 from .conftest import Pipeline
-from .slack_export import ZEBRA, message_id
+from .slack_export import ACME, ZEBRA, message_id
 from .test_mcp import ROOT, call, http_server, run_client
 
 PASSWORD = message_id(6, "C2")  # "28P01 means invalid password; rotate the credentials in vault"
@@ -126,6 +133,193 @@ def test_verify_against_the_artifact_it_was_cited_from(
         engine.close()
 
 
+def test_a_question_of_stop_words_alone_abstains(engine: SearchEngine) -> None:
+    # Search falls back to the stop words to have something to look for; an answer must
+    # not, or the first message with "is" in it would answer "is it?".
+    for question in ("the and of is a to", "is it?"):
+        answer = answer_question(engine, question)
+        assert answer.verdict == "insufficient_evidence" and answer.citations == []
+        assert "no content words" in answer.answer, question
+        assert verify_citations(engine, answer.answer).verdict == "verified"
+
+
+def test_max_evidence_bounds_the_messages_of_all_parts(engine: SearchEngine) -> None:
+    question = (
+        "What should we rotate after a 28P01 invalid password error, what did cert-manager "
+        "renew, and why did the Kafka consumer lag spike?"
+    )
+    full = answer_question(engine, question)
+    assert full.verdict == "answered" and len(full.parts) == 3
+    assert [len(part.evidence) for part in full.parts] == [4, 4, 4]  # 12 // 3 each
+    for cap in (1, 2, 3, 4):
+        answer = answer_question(engine, question, max_evidence=cap)
+        assert sum(len(part.evidence) for part in answer.parts) <= cap, cap
+    # One message: the first part takes it; the others say why they are not answered.
+    one = answer_question(engine, question, max_evidence=1)
+    assert one.verdict == "partial"
+    assert [part.supported for part in one.parts] == [True, False, False]
+    assert all("max_evidence allows" in part.answer for part in one.parts[1:])
+    assert [citation.document_id for citation in one.citations] == [
+        full.parts[0].evidence[0].document_id
+    ]
+
+
+class _Recording:
+    """A DuckDB connection that records the ids each of its queries looks up."""
+
+    def __init__(self, connection: duckdb.DuckDBPyConnection, looked_up: list[list[str]]):
+        self.connection = connection
+        self.looked_up = looked_up
+
+    def __enter__(self) -> "_Recording":
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.connection.close()
+
+    def execute(self, query: str, parameters: dict[str, Any]) -> duckdb.DuckDBPyConnection:
+        if "ids" in parameters:
+            self.looked_up.append(list(parameters["ids"]))
+        return self.connection.execute(query, parameters)
+
+
+def _record_cited_at_lookups(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The ids verify_citations looks up in the artifact a draft was cited from."""
+    looked_up: list[list[str]] = []
+
+    def connect(path: str, read_only: bool) -> _Recording:
+        return _Recording(duckdb.connect(path, read_only=read_only), looked_up)
+
+    spy = SimpleNamespace(connect=connect, Error=duckdb.Error)
+    monkeypatch.setattr(serving.answers, "duckdb", spy)
+    return looked_up
+
+
+def test_a_requester_hears_of_a_deletion_only_for_what_they_saw_when_it_was_cited(
+    published: Settings, pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `first` is published. `second` also holds ZEBRA (public #eng), so a draft cited from
+    # it cites a message deleted since; and there Chen is a member of #secret-plans, which
+    # Zoë never is.
+    engine = SearchEngine(published)
+    zebra, private, made_up = message_id(ZEBRA.index), message_id(41, "G1"), message_id(99, "G1")
+    chen, zoe = Requester("U3", ACME), Requester("U4", ACME)
+    looked_up = _record_cited_at_lookups(monkeypatch)
+    try:
+        for requester in (None, chen, zoe):
+            gone = verify_citations(
+                engine, f"x [{zebra}]", pipeline.second_build, requester=requester
+            )
+            assert gone.citations[0].problems == ["deleted or emptied since it was cited"]
+        # Chen could read the private message in the build it was cited from.
+        lost = verify_citations(engine, f"x [{private}]", pipeline.second_build, requester=chen)
+        assert lost.citations[0].problems == ["deleted or emptied since it was cited"]
+        # Zoë never could: it reads as a made-up id, and the older build is not even asked
+        # about it (the same query, with no id, for both), so neither does its timing differ.
+        looked_up.clear()
+        hidden, absent = (
+            verify_citations(engine, f"x [{doc}]", pipeline.second_build, requester=zoe)
+            for doc in (private, made_up)
+        )
+        assert looked_up == [[], []]
+        assert hidden.citations[0].problems == ["no such message in the current artifact"]
+        assert hidden.model_dump(exclude={"citations": {0: {"cited"}}}) == absent.model_dump(
+            exclude={"citations": {0: {"cited"}}}
+        )
+    finally:
+        engine.close()
+
+
+def test_a_cited_at_artifact_that_cannot_be_read_is_one_problem(
+    published: Settings, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    corrupt, other_schema, removed = (f"20200101T000000Z-00000000-0000000{n}" for n in (1, 2, 3))
+    folder = published.artifact_path
+    artifact_file(folder, corrupt).write_bytes(b"not a duckdb file" * 100)
+    with duckdb.connect(str(artifact_file(folder, other_schema))) as connection:
+        connection.execute("create table search_documents (document_id varchar, body varchar)")
+    artifact_file(folder, removed).write_bytes(b"")
+    assert main(["verify", "--cited-at", corrupt, f"x [{PASSWORD}]"]) == 2
+    assert f"problem: cannot read artifact {corrupt}: " in capsys.readouterr().out
+    engine = SearchEngine(published)
+    try:
+        for build_id in (corrupt, other_schema):
+            for requester in (None, Requester("U3", ACME)):
+                checked = verify_citations(engine, f"x [{PASSWORD}]", build_id, requester=requester)
+                assert checked.verdict == "unverified" and len(checked.problems) == 1
+                assert checked.problems[0].startswith(f"cannot read artifact {build_id}: ")
+                assert str(folder) not in checked.problems[0]  # no server path
+        # Retention removes the file between the existence check and the open.
+        real_connect = duckdb.connect
+
+        def connect_after_retention(path: str, read_only: bool) -> duckdb.DuckDBPyConnection:
+            Path(path).unlink()
+            return real_connect(path, read_only=read_only)
+
+        spy = SimpleNamespace(connect=connect_after_retention, Error=duckdb.Error)
+        monkeypatch.setattr(serving.answers, "duckdb", spy)
+        checked = verify_citations(engine, f"x [{PASSWORD}]", removed)
+        assert checked.problems == [
+            f"artifact {removed} is no longer on disk; cannot tell whether cited text changed"
+        ]
+    finally:
+        engine.close()
+
+
+def test_a_build_id_with_a_trailing_newline_is_no_build_id(
+    engine: SearchEngine, pipeline: Pipeline
+) -> None:
+    assert is_build_id(pipeline.first_build)
+    assert not is_build_id(pipeline.first_build + "\n")
+    checked = verify_citations(engine, f"x [{PASSWORD}]", pipeline.first_build + "\n")
+    assert checked.verdict == "unverified" and "is not a build id" in checked.problems[0]
+
+
+def test_only_the_permalink_itself_and_no_link_text_is_a_citation(engine: SearchEngine) -> None:
+    link = engine.get_message(PASSWORD).messages[0].permalink
+    assert link is not None and ".slack.com/archives/" in link
+    host = link.split("/")[2]
+    good = [
+        f"see [{PASSWORD}]",
+        f"see {PASSWORD}.",
+        f"see {link}",
+        f"see ({link}).",
+        f"see <{link}|the message>",
+        f"see [the message]({link})",
+        f"see [{link}]",
+        f"see {link}?thread_ts=1.000000&cid=C2",
+    ]
+    for draft in good:
+        checked = verify_citations(engine, draft)
+        assert checked.verdict == "verified", draft
+        assert [check.document_id for check in checked.citations] == [PASSWORD], draft
+    look_alike = link.replace(host, f"{host}.evil.example")
+    wrapped = f"https://evil.example/?next={link}"
+    for url in (look_alike, wrapped):
+        # Beside a good citation, the unknown permalink still fails the draft.
+        checked = verify_citations(engine, f"see [{PASSWORD}] and {url}")
+        assert checked.verdict == "unverified", url
+        assert [(check.kind, check.document_id) for check in checked.citations] == [
+            ("document_id", PASSWORD),
+            ("permalink", None),
+        ]
+        assert checked.citations[1].cited == url
+    # A Markdown link's text is no citation, whatever it looks like.
+    masked = verify_citations(engine, f"see [{PASSWORD}](https://evil.example)")
+    assert masked.verdict == "unverified" and masked.citations == []
+
+
+def test_verify_checks_its_deadline_between_citations(engine: SearchEngine) -> None:
+    readings = iter([0.0, 0.0, 0.0])  # made, the first two citations; later readings: 99 s
+
+    def clock() -> float:
+        return next(readings, 99.0)
+
+    draft = " ".join(f"[{message_id(index)}]" for index in range(5))
+    with pytest.raises(BudgetExceeded, match="time budget before checking the next citation"):
+        verify_citations(engine, draft, deadline=Deadline(5.0, clock))
+
+
 def test_answer_checks_its_deadline_between_stages(engine: SearchEngine) -> None:
     readings = iter([0.0, 0.0])  # made, first arm's check; every later reading is 99 s on
 
@@ -152,10 +346,16 @@ def test_the_answer_tool_hands_its_call_budget_to_the_search(engine: SearchEngin
     with pytest.raises(ToolError, match=r"time budget before the \w+ arm"):
         anyio.run(tools["answer_slack_question"], QUESTION)
     assert runner.in_flight == 0
+    readings = iter([0.0, 0.0])  # the call's start, the first citation's check
+    with pytest.raises(ToolError, match="time budget before checking the next citation"):
+        anyio.run(tools["verify_citations"], f"[{PASSWORD}] [{message_id(7, 'C3')}]")
+    assert runner.in_flight == 0
 
 
 def test_tools_and_prompt_over_http(engine: SearchEngine, published: Settings) -> None:
-    async def body(client: Client) -> tuple[Any, Any, Any, Any]:
+    limit = published.search_max_query_chars
+
+    async def body(client: Client) -> tuple[Any, ...]:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
         answer = await call(client, "answer_slack_question", question=QUESTION, max_evidence=4)
         checked = await call(
@@ -165,18 +365,34 @@ def test_tools_and_prompt_over_http(engine: SearchEngine, published: Settings) -
             cited_at_artifact=answer["artifact_id"],
         )
         bad = await call(client, "answer_slack_question", question=QUESTION, max_evidence=0)
+        not_counts = [
+            await call(client, "answer_slack_question", question=QUESTION, max_evidence=value)
+            for value in (True, "3")
+        ]
         prompt = await client.get_prompt("answer_from_slack", {"question": "who broke prod?"})
-        return tools, answer, checked, (bad, prompt)
+        prompts = {item.name: item for item in (await client.list_prompts()).prompts}
+        with pytest.raises(MCPError) as too_long:
+            await client.get_prompt("answer_from_slack", {"question": "x" * (limit + 1)})
+        return tools, answer, checked, bad, not_counts, prompt, prompts, too_long.value
 
     with http_server(published, engine) as url:
-        tools, answer, checked, (bad, prompt) = run_client(url, body)
+        tools, answer, checked, bad, not_counts, prompt, prompts, too_long = run_client(url, body)
     assert {"answer_slack_question", "verify_citations"} <= set(tools)
     assert tools["answer_slack_question"].output_schema is not None
+    assert tools["answer_slack_question"].input_schema["properties"]["max_evidence"] == {
+        "default": 12,
+        "title": "Max Evidence",
+        "type": "integer",
+    }
     assert answer["verdict"] == "answered" and answer["citations"]
     assert checked["verdict"] == "verified"
     assert bad.startswith("ERROR") and "max_evidence must be between 1 and" in bad
+    assert all(error.startswith("ERROR") and "max_evidence" in error for error in not_counts)
     text = prompt.messages[0].content.text
     assert "who broke prod?" in text and "verify_citations" in text
+    (argument,) = prompts["answer_from_slack"].arguments or []
+    assert argument.required and f"at most {limit} characters" in (argument.description or "")
+    assert too_long.message == f"question is {limit + 1} characters; the maximum is {limit}"
 
 
 def test_tools_over_stdio(published: Settings) -> None:
