@@ -5,18 +5,14 @@ import pytest
 
 from slackquery.cli import main
 from slackquery.evaluation.grid import STANDARD_GRID
+from tests.commands.usage import usage_error
 
 
 @pytest.mark.parametrize("argv", [[], ["--json", "-"], ["--answers"]])
 def test_without_a_query_file_is_a_usage_error(
     argv: list[str], home: object, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with pytest.raises(SystemExit) as exited:
-        main(["eval", *argv])
-    assert exited.value.code == 2
-    usage, *_, error = capsys.readouterr().err.strip().splitlines()
-    assert usage.startswith("usage: slackquery eval ")
-    assert error == (
+    assert usage_error(["eval", *argv], capsys) == (
         "slackquery eval: error: the following arguments are required: QUERIES.yaml (or --compare)"
     )
 

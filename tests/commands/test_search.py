@@ -3,6 +3,7 @@
 import pytest
 
 from slackquery.cli import main
+from tests.commands.usage import usage_error
 
 
 @pytest.mark.parametrize(
@@ -15,12 +16,7 @@ from slackquery.cli import main
 def test_a_count_over_the_max_results_setting_is_a_usage_error(
     argv: list[str], option: str, home: object, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with pytest.raises(SystemExit) as exited:
-        main(argv)
-    assert exited.value.code == 2
-    usage, *_, error = capsys.readouterr().err.strip().splitlines()
-    assert usage.startswith(f"usage: slackquery {argv[0]} ")
-    assert error == (
+    assert usage_error(argv, capsys) == (
         f"slackquery {argv[0]}: error: argument {option}: '51' is not a whole number from 1 "
         "to 50 (SLACKQUERY_SEARCH_MAX_RESULTS)"
     )

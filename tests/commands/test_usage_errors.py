@@ -3,7 +3,7 @@ then the argument and why, exit 2, before any work starts."""
 
 import pytest
 
-from slackquery.cli import main
+from tests.commands.usage import usage_error
 
 
 @pytest.mark.parametrize(
@@ -35,11 +35,7 @@ from slackquery.cli import main
 def test_a_count_out_of_range_is_a_usage_error(
     argv: list[str], problem: str, home: object, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with pytest.raises(SystemExit) as exited:
-        main(argv)
-    assert exited.value.code == 2
-    usage, *_, error = capsys.readouterr().err.strip().splitlines()
-    assert usage.startswith(f"usage: slackquery {argv[0]} ")
+    error = usage_error(argv, capsys)
     assert error.startswith(f"slackquery {argv[0]}: error: ") and problem in error
 
 
