@@ -17,15 +17,20 @@ database (one writer per DuckDB file). Each
 worker unpickles the embedder into its own process-wide copy, so it loads the model once,
 all workers at once before the first claim (`warm_workers`).
 A killed worker's task is re-run by Dask on another worker; a killed flow leaves leases
-that the next run releases, since their owner process is gone.
+that the next run releases, since their owner process is gone. A run with nothing to claim
+never contacts Dask, and a scheduler address is checked (`ensure_dask_scheduler`, bounded)
+before the task runner connects: Dask's own handshake waits forever on a service that
+accepts the connection and never answers as Dask does.
 
 Project decision (STYLE §9): the state DB, not Prefect results or caching, is the source of
 truth, so tasks neither cache nor persist results. Prefect retries the embedding request
 for transient faults inside a run; the work-item rows carry retries across runs.
 """
 
+import asyncio
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from prefect import Flow, flow, get_run_logger, task
@@ -50,6 +55,10 @@ MAX_IN_RUN_WAIT_S = 30.0
 # Batches out per Dask worker thread: one being embedded, one queued behind it, so a
 # worker never waits for this process to record and claim.
 BATCHES_PER_WORKER_THREAD = 2
+# A scheduler answers its handshake in milliseconds; this bounds a wrong address (the
+# dashboard's HTTP port, any other service), where Dask's own handshake never times out.
+DASK_CONNECT_TIMEOUT_S = 10.0
+HANDSHAKE_GRACE_S = 1.0
 
 
 def retry_transient(task: Task[..., Any], task_run: TaskRun, state: State[Any]) -> bool:
@@ -65,9 +74,10 @@ def retry_transient(task: Task[..., Any], task_run: TaskRun, state: State[Any]) 
 
 
 @task(cache_policy=NO_CACHE, persist_result=False)
-def enqueue(run_key: str) -> dict[str, int]:
-    """Register the generation, release dead leases and enqueue new or changed documents."""
-    return get_run(run_key).prepare()
+def enqueue(run_key: str, retry_failed: bool = False) -> dict[str, int]:
+    """Register the generation, release dead leases and enqueue new or changed documents;
+    with `retry_failed`, make the terminal_failed items pending again."""
+    return get_run(run_key).prepare(retry_failed=retry_failed)
 
 
 @task(
@@ -109,16 +119,74 @@ class _Submitted:
             )
 
 
+def ensure_dask_scheduler(address: str, timeout_s: float | None = None) -> None:
+    """Refuse, in one line, an address where no Dask scheduler answers within `timeout_s`
+    (DASK_CONNECT_TIMEOUT_S): nothing listening, a host that drops packets, or another
+    service (an HTTP server, a Dask worker) that accepts the connection."""
+    from distributed.comm import connect
+    from distributed.security import Security
+
+    timeout = DASK_CONNECT_TIMEOUT_S if timeout_s is None else timeout_s
+
+    async def identify() -> Any:
+        # The client's own connection arguments (TLS from the Dask config, as `Client`).
+        args = Security().get_connection_args("client")
+        comm = await connect(address, timeout=timeout, **args)
+        try:
+            await comm.write({"op": "identity", "reply": True})
+            return await comm.read()
+        finally:
+            await comm.close()
+
+    # Dask's connect retries a refused connection for `timeout`, then says why; the outer
+    # bound also covers its handshake, which has no timeout of its own.
+    bound = timeout + HANDSHAKE_GRACE_S
+    try:
+        # A thread of its own: asyncio.run refuses a thread whose event loop is running.
+        with ThreadPoolExecutor(1) as pool:
+            info = pool.submit(asyncio.run, asyncio.wait_for(identify(), bound)).result()
+    except TimeoutError:
+        reason = f"no Dask handshake within {bound:g} s (is it a Dask scheduler's port?)"
+    # Whatever a non-Dask peer makes the protocol raise (closed stream, undecodable
+    # frames, an unknown scheme) means the same to the user: no scheduler there.
+    except Exception as error:
+        reason = _first_cause(error)
+    else:
+        kind = info.get("type") if isinstance(info, dict) else None
+        if isinstance(kind, str) and "Scheduler" in kind:
+            return
+        reason = f"it answers as a Dask {kind}, not a scheduler" if kind else "not as Dask"
+    raise SlackqueryError(f"cannot reach the Dask scheduler at {address}: {reason}")
+
+
+def _first_cause(error: BaseException) -> str:
+    """Why Dask could not connect, in one line: the OS's reason (`connection refused`)
+    when its chain of wrapped errors holds one, else the outermost message."""
+    cause: BaseException | None = error
+    while cause is not None:
+        if isinstance(cause, OSError) and cause.strerror:
+            return cause.strerror[:1].lower() + cause.strerror[1:]
+        cause = cause.__cause__
+    return f"{type(error).__name__}: {error}".splitlines()[0]
+
+
 def _dask_client() -> Any | None:
-    """The Dask client of the running flow's task runner (None: threads of this process)."""
+    """The Dask client of the running flow's task runner (None: threads of this process),
+    connecting it on first use; a scheduler address is checked first."""
     context = FlowRunContext.get()
-    return getattr(context.task_runner, "client", None) if context else None
+    runner = context.task_runner if context else None
+    if not hasattr(type(runner), "client"):  # on the class: the property would connect
+        return None
+    address = getattr(runner, "address", None)
+    if address:
+        ensure_dask_scheduler(address)
+    return runner.client
 
 
-def _batch_size(settings: Settings) -> int:
+def _batch_size(settings: Settings, client: Any | None) -> int:
     """Documents per `embed_batch` task: larger on Dask, where each task also pays its
     scheduling and Prefect's task-run bookkeeping on the worker."""
-    if _dask_client() is None:
+    if client is None:
         return settings.embedding_batch_size
     return settings.embedding_dask_batch_size
 
@@ -130,29 +198,27 @@ def _load_on_worker(embedder: Embedder, generation_id: str) -> None:
     embedder.embed_documents(["warm-up"])
 
 
-def warm_workers(embedder: Embedder, generation_id: str) -> float:
-    """Start the Dask workers and load the model on all of them at once, before any batch is
-    claimed; returns the seconds it took (0 on the default runner). Workers that join
-    later load it lazily."""
-    started = time.perf_counter()
-    client = _dask_client()  # a LocalCluster's workers start on its first use
-    if client is None:
-        return 0.0
-    client.run(_load_on_worker, embedder, generation_id)
-    return time.perf_counter() - started
+def warm_workers(client: Any | None, embedder: Embedder, generation_id: str) -> None:
+    """Load the model on all Dask workers at once, before any batch is claimed (nothing on
+    the default runner). Workers that join later load it lazily."""
+    if client is not None:
+        client.run(_load_on_worker, embedder, generation_id)
 
 
-def _batches_in_flight() -> int:
+def _batches_in_flight(client: Any | None) -> int:
     """1 on the default runner; on Dask, enough batches to keep every worker thread busy."""
-    client = _dask_client()
     if client is None:
         return 1
     return BATCHES_PER_WORKER_THREAD * max(1, sum(client.nthreads().values()))
 
 
 @flow(name="embed", log_prints=False)
-def embed_flow(max_items: int | None = None, progress: bool = False) -> dict[str, Any]:
-    """Embed all claimable work items of the configured generation; return counts by state.
+def embed_flow(
+    max_items: int | None = None, progress: bool = False, retry_failed: bool = False
+) -> dict[str, Any]:
+    """Embed all claimable work items of the configured generation; return counts by state
+    (`stopped` says why a run ended early). `retry_failed` first makes the terminal_failed
+    items pending again.
 
     Settings are read from the environment inside the flow rather than passed in: flow
     parameters are stored by the Prefect API, and settings may hold the endpoint's key.
@@ -164,9 +230,15 @@ def embed_flow(max_items: int | None = None, progress: bool = False) -> dict[str
     put_run(run_key, EmbedRun(settings))
     try:
         run = get_run(run_key)
-        prepared = enqueue(run_key)
-        warm_up_s = warm_workers(run.embedder, run.generation_id) if prepared["claimable"] else 0.0
-        in_flight = _batches_in_flight()
+        prepared = enqueue(run_key, retry_failed)
+        if not prepared["claimable"]:  # nothing to do: Dask is not even contacted
+            logger.info("generation %s: %s; nothing to claim", run.generation_id, prepared)
+            return {**run.summary(started, prepared), "worker_warm_up_s": 0.0}
+        warm_up = time.perf_counter()
+        client = _dask_client()  # a LocalCluster's workers start on its first use
+        warm_workers(client, run.embedder, run.generation_id)
+        warm_up_s = time.perf_counter() - warm_up if client is not None else 0.0
+        in_flight = _batches_in_flight(client)
         logger.info("generation %s: %s; %d in flight", run.generation_id, prepared, in_flight)
 
         def submit(claim: Claim) -> _Submitted:
@@ -186,9 +258,11 @@ def embed_flow(max_items: int | None = None, progress: bool = False) -> dict[str
             submit=submit,
             record=run.record,
             in_flight=in_flight,
-            batch_size=_batch_size(settings),
+            batch_size=_batch_size(settings, client),
         )
         summary = {**run.summary(started, prepared), "worker_warm_up_s": round(warm_up_s, 3)}
+        if summary["stopped"]:
+            logger.warning("embed stopped early: %s", summary["stopped"])
         logger.info("embed finished: %s", summary["counts"])
         return summary
     finally:

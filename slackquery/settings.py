@@ -154,7 +154,12 @@ class Settings(BaseSettings):
         default=120.0, gt=0, description="HTTP timeout for one embedding request, seconds."
     )
     embedding_max_attempts: int = Field(
-        default=5, ge=1, description="Attempts before a failing item becomes terminal_failed."
+        default=5,
+        ge=1,
+        description="Attempts before an item the endpoint rejects (or returns an invalid "
+        "vector for) becomes terminal_failed; an outage, rate limit, timeout or malformed "
+        "response charges none. `slackquery embed --retry-failed` tries terminal_failed items "
+        "again.",
     )
     embedding_lease_s: int = Field(
         default=900, ge=1, description="Seconds a claimed work item stays leased to one run."

@@ -239,9 +239,11 @@ def check_coverage(
         if min_share < 1
         else ""
     )
+    # terminal_failed items are never claimed again unless asked for.
+    embed = "embed --retry-failed" if missing.get("terminal_failed") else "embed"
     raise SlackqueryError(
         f"embedding coverage incomplete for generation {generation.generation_id}: "
         f"{embedded}/{total} active message documents have a vector "
         f"for their current text; missing by state: {detail} ({kinds}){needed}; "
-        "run `slackquery embed` and build again"
+        f"run `slackquery {embed}` and build again"
     )

@@ -34,7 +34,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Embed every active message document without a vector for its current "
         "text in the configured generation, in batches whose outcome is committed at once. "
         "Safe to interrupt and re-run: leases of a dead run are reclaimed, succeeded "
-        "documents are never embedded again. Shows a progress bar, then counts by state.",
+        "documents are never embedded again. An endpoint outage charges no attempt; a run "
+        "stops after 3 batches fail in a row and exits 1 (the next run resumes). Shows a "
+        "progress bar, then counts by state.",
     )
     parser.add_argument(
         "--max-items",
@@ -42,6 +44,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         metavar="N",
         help="stop after claiming N items (at least 1)",
+    )
+    parser.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="first make the terminal_failed items pending again (documents the endpoint "
+        "rejected, or returned invalid vectors for, SLACKQUERY_EMBEDDING_MAX_ATTEMPTS times)",
     )
     add_dask_flags(parser)
     add_engine_flag(parser)
@@ -94,8 +102,9 @@ def uses_dask(args: argparse.Namespace) -> bool:
 
 def ensure_scheduler_listens(address: str) -> None:
     """Refuse, in one line naming it, a scheduler address nothing accepts connections at,
-    before the flow starts: Dask would retry for its 30 s connect timeout, then fail the
-    flow run with two tracebacks."""
+    or where something other than a Dask scheduler answers (the dashboard's port), before
+    the flow and its temporary Prefect API start. The plain connect comes first: Dask's
+    own retries a refused port for its whole timeout."""
     match = _SCHEDULER_ADDRESS.fullmatch(address)
     assert match is not None  # `scheduler_address` parsed it
     host = match["host"].removeprefix("[").removesuffix("]")
@@ -106,6 +115,9 @@ def ensure_scheduler_listens(address: str) -> None:
         raise SlackqueryError(
             f"cannot reach the Dask scheduler at {address}: {reason[:1].lower() + reason[1:]}"
         ) from None
+    from flows.embed import ensure_dask_scheduler  # imports Prefect and Dask: only here
+
+    ensure_dask_scheduler(address, SCHEDULER_CONNECT_TIMEOUT_S)
 
 
 def _format(result: dict[str, Any]) -> str:
@@ -119,21 +131,35 @@ def _format(result: dict[str, Any]) -> str:
         f"coverage    {result['embedded_documents']}/{result['wanted_documents']} "
         f"active messages ({result['coverage']:.1%})",
     ]
+    if result["retried_failed"]:
+        lines.insert(1, f"retried     {result['retried_failed']} terminal_failed item(s)")
+    if result["stopped"]:
+        lines.append(f"stopped     {result['stopped']}; the next run resumes")
+    elif counts["terminal_failed"]:
+        lines.append(
+            f"failed      {counts['terminal_failed']} item(s) terminal_failed; "
+            "`slackquery embed --retry-failed` tries them again"
+        )
     return "\n".join(lines)
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    """Run the embed flow or loop; exit 1 when items ended terminal_failed."""
+    """Run the embed flow or loop; exit 1 when it stopped early (the endpoint kept failing)
+    or items ended terminal_failed."""
     progress = not args.json
     if uses_dask(args) or use_prefect(args):
         from flows.embed import with_dask
 
         # The flow reads the same settings from the environment (keys stay out of Prefect).
         embed_flow = with_dask(args.dask_workers, args.dask_address)
-        result = embed_flow(max_items=args.max_items, progress=progress)
+        result = embed_flow(
+            max_items=args.max_items, progress=progress, retry_failed=args.retry_failed
+        )
     else:
         from slackquery.embedding.work import embed_pending
 
-        result = embed_pending(settings, progress=progress, max_items=args.max_items)
+        result = embed_pending(
+            settings, progress=progress, max_items=args.max_items, retry_failed=args.retry_failed
+        )
     emit(args, result, _format(result))
-    return 1 if result["counts"]["terminal_failed"] else 0
+    return 1 if result["stopped"] or result["counts"]["terminal_failed"] else 0

@@ -6,6 +6,7 @@ The work queue lives in `slackquery.embedding.state`, the loop in `slackquery.em
 """
 
 import threading
+from functools import partial
 
 from slackquery.embedding.base import (
     MAX_STORED_DIMENSION,
@@ -106,16 +107,6 @@ def _create(settings: Settings) -> Embedder:
             )
         return in_process_embedder(packaged.name, settings.model_cache_path)
 
-    def identity_for(reported_revision: str | None) -> GenerationIdentity:
-        return GenerationIdentity(
-            model=settings.embedding_model,
-            model_revision=expected_revision or reported_revision or "unpinned",
-            native_dimension=native_dimension,
-            query_prefix=query_prefix,
-            document_prefix=document_prefix,
-            text_recipe_version=TEXT_RECIPE_VERSION,
-        )
-
     # Imported here: httpx costs every CLI start 0.3-1 s, and only an HTTP model needs it.
     from slackquery.embedding.http import HttpEmbedder
 
@@ -127,9 +118,39 @@ def _create(settings: Settings) -> Embedder:
         document_prefix=document_prefix,
         query_prefix=query_prefix,
         expected_revision=expected_revision,
-        identity_for=identity_for,
+        # A partial of a module-level function, not a closure: it pickles (Dask workers).
+        identity_for=partial(
+            http_identity,
+            model=settings.embedding_model,
+            expected_revision=expected_revision,
+            native_dimension=native_dimension,
+            query_prefix=query_prefix,
+            document_prefix=document_prefix,
+        ),
         api_key=settings.embedding_api_key,
         timeout_s=settings.embedding_timeout_s,
+    )
+
+
+def http_identity(
+    reported_revision: str | None,
+    *,
+    model: str,
+    expected_revision: str | None,
+    native_dimension: int,
+    query_prefix: str,
+    document_prefix: str,
+) -> GenerationIdentity:
+    """An HTTP model's identity once its endpoint reported `reported_revision` (None: it
+    reports none); a pinned revision wins, and one neither pinned nor reported is
+    `unpinned`."""
+    return GenerationIdentity(
+        model=model,
+        model_revision=expected_revision or reported_revision or "unpinned",
+        native_dimension=native_dimension,
+        query_prefix=query_prefix,
+        document_prefix=document_prefix,
+        text_recipe_version=TEXT_RECIPE_VERSION,
     )
 
 

@@ -110,31 +110,74 @@ def ensure_same_generation(identity: GenerationIdentity, expected_generation_id:
 
 
 def finalize_vectors(
-    raw: np.ndarray | Sequence[Sequence[float]], identity: GenerationIdentity
+    raw: np.ndarray | Sequence[object], identity: GenerationIdentity
 ) -> tuple[np.ndarray, dict[int, str]]:
     """Validate native vectors and turn them into stored ones.
 
     Returns float32 `(n, stored_dimension)` L2-normalised vectors plus `{row: reason}` for
-    rows that are unusable (wrong dimension, non-finite, zero norm); their rows in the
-    array are zeros and must not be stored. Validation happens here, once, for every
-    transport, because a remote endpoint can return anything.
+    rows that are unusable (not a list of numbers, wrong dimension, non-finite, a norm that
+    overflows or is zero); their rows in the array are zeros and must not be stored.
+    Validation happens here, once, for every transport, because a remote endpoint can
+    return anything: a row of strings, booleans, objects or nested lists is reported, never
+    converted and never raised.
     """
     rows = list(raw) if not isinstance(raw, np.ndarray) else raw
     count = len(rows)
     stored = np.zeros((count, identity.stored_dimension), dtype=np.float32)
     invalid: dict[int, str] = {}
     for index in range(count):
-        vector = np.asarray(rows[index], dtype=np.float64)
-        if vector.ndim != 1 or vector.shape[0] != identity.native_dimension:
+        vector, problem = _as_vector(rows[index])
+        if vector is None:
+            invalid[index] = problem
+            continue
+        if vector.shape[0] != identity.native_dimension:
             invalid[index] = f"wrong dimension {vector.shape}: expected {identity.native_dimension}"
             continue
         if not np.all(np.isfinite(vector)):
             invalid[index] = "vector has non-finite values"
             continue
         kept = vector[: identity.stored_dimension]
-        norm = float(np.linalg.norm(kept))
-        if norm == 0.0 or not np.isfinite(norm):
+        with np.errstate(over="ignore", under="ignore"):
+            norm = float(np.linalg.norm(kept))
+        if not np.isfinite(norm):
+            largest = float(np.max(np.abs(kept)))
+            invalid[index] = f"vector norm overflows (largest absolute value {largest:.3g})"
+            continue
+        if norm == 0.0:
             invalid[index] = "vector has zero norm"
             continue
         stored[index] = (kept / norm).astype(np.float32)
     return stored, invalid
+
+
+# The element types a vector may hold: JSON numbers as Python parses them, numpy scalars.
+# bool is an int subclass, and numpy would read True as 1.0, so it is refused by name.
+_NUMBER_TYPES = (int, float, np.integer, np.floating)
+_NOT_NUMBERS = (bool, np.bool_)
+
+
+def _as_vector(row: object) -> tuple[np.ndarray | None, str]:
+    """`row` as a float64 vector, or None and why it is not a flat list of numbers."""
+    if isinstance(row, np.ndarray):
+        if row.ndim != 1:
+            return None, f"wrong dimension {row.shape}: expected a flat vector"
+        if row.dtype.kind not in "iuf":
+            return None, f"vector is not numeric (dtype {row.dtype})"
+        return row.astype(np.float64, copy=False), ""
+    if row is None:
+        return None, "vector is missing (null)"
+    if not isinstance(row, list | tuple):
+        return None, f"vector is a {type(row).__name__}, not a list of numbers"
+    # One pass in C over the element types (a batch holds ~400,000 numbers).
+    kinds = set(map(type, row))
+    odd = sorted(
+        kind.__name__
+        for kind in kinds
+        if not issubclass(kind, _NUMBER_TYPES) or issubclass(kind, _NOT_NUMBERS)
+    )
+    if odd:
+        return None, f"vector holds {', '.join(odd)} values, not only numbers"
+    try:
+        return np.asarray(row, dtype=np.float64), ""
+    except OverflowError:  # an integer beyond float64's range
+        return None, "vector has values beyond the float64 range"

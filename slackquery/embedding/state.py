@@ -7,6 +7,16 @@ state, attempts, lease, retry time, last error and, once succeeded, the stored v
 `embedding_runs` one row per run that embedded something (documents, wall time), whose
 measured rate projects the time to full coverage.
 
+Attempts. `attempt_count` counts the attempts charged to a document: leasing charges one up
+front, so an attempt that dies with its process still counts. A transient batch failure
+(the endpoint down, rate limiting, timing out or answering garbage) says nothing about the
+documents, so it refunds that charge (`record_transient_failures`), and so does a run
+releasing its own claims when interrupted (`release_claims`). Only an item failure (the
+endpoint rejecting that document, an invalid vector for its row) can end an item
+`terminal_failed`, once `attempt_count` reaches `embedding_max_attempts`.
+`transient_failures` counts an item's transient failures in a row; it only grows the
+backoff through a long outage. `retry_failed` gives terminal items another chance.
+
 Why rows and not Prefect results: a SIGKILLed run leaves its claims behind as leases, and
 the next run (Prefect or plain) reclaims them from here. Every function commits its own
 transaction, so each batch's outcome is durable the moment the call returns.
@@ -65,6 +75,12 @@ create table if not exists embedding_runs (
     elapsed_s double not null
 );
 """
+# Columns added after the first layout, idempotent so an existing state DB upgrades on its
+# next run. Kept out of SCHEMA's `create table`: DuckDB cannot add a column with a NOT NULL
+# constraint, so old and new files have the same (nullable, defaulted) column either way.
+MIGRATIONS = """
+alter table embedding_work_items add column if not exists transient_failures integer default 0;
+"""
 # Runs whose rate `embedding-status` averages for its projection.
 RATE_RUNS = 5
 
@@ -77,6 +93,7 @@ class ClaimedItem:
     text_hash: str
     text: str
     attempt_count: int
+    transient_failures: int = 0
 
 
 @dataclass(frozen=True)
@@ -109,8 +126,9 @@ def transaction(connection: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDB
 
 
 def ensure_schema(connection: duckdb.DuckDBPyConnection) -> None:
-    """Create the embedding tables if they are missing (idempotent)."""
+    """Create the embedding tables if they are missing and add later columns (idempotent)."""
     connection.execute(SCHEMA)
+    connection.execute(MIGRATIONS)
 
 
 def has_table(connection: duckdb.DuckDBPyConnection, name: str) -> bool:
@@ -265,14 +283,15 @@ def next_claimable(
     `document_id`, so the order is deterministic); nothing is leased yet."""
     rows = connection.execute(
         f"""
-        select items.document_id, items.text_hash, items.text_embedding, items.attempt_count
+        select items.document_id, items.text_hash, items.text_embedding, items.attempt_count,
+            coalesce(items.transient_failures, 0)
         {CLAIMABLE}
         order by items.updated_at, items.document_id
         limit $limit
         """,
         {"generation_id": generation_id, "now": now, "limit": limit},
     ).fetchall()
-    return [ClaimedItem(row[0], row[1], row[2] or "", int(row[3])) for row in rows]
+    return [ClaimedItem(row[0], row[1], row[2] or "", int(row[3]), int(row[4])) for row in rows]
 
 
 def lease_items(
@@ -286,7 +305,8 @@ def lease_items(
 ) -> Claim:
     """Lease those of `candidates` that are still claimable, in one transaction.
 
-    Leasing bumps `attempt_count`, so an attempt that dies with its process still counts.
+    Leasing charges an attempt (`attempt_count` + 1), so an attempt that dies with its
+    process still counts; a transient failure or a release refunds it.
     """
     lease_id = lease_id or new_lease_id()
     if not candidates:
@@ -418,17 +438,80 @@ def record_failures(
     max_attempts: int,
     now: datetime,
 ) -> int:
-    """Mark items failed: `terminal_failed` once they used `max_attempts`, else retryable."""
+    """Record an item failure (the endpoint rejected these documents, or their vectors were
+    invalid): `terminal_failed` once they used `max_attempts`, else retryable."""
+    return _settle_leased(
+        connection,
+        generation_id,
+        lease_id,
+        items,
+        """state = case when items.attempt_count >= $max_attempts
+            then 'terminal_failed' else 'retryable_failed' end,
+        next_attempt_at = case when items.attempt_count >= $max_attempts
+            then null else $next_attempt_at end,
+        transient_failures = 0""",
+        {
+            "max_attempts": max_attempts,
+            "next_attempt_at": next_attempt_at,
+            "error_class": error_class,
+            "error_message": error_message[:1000],
+            "now": now,
+        },
+    )
+
+
+def record_transient_failures(
+    connection: duckdb.DuckDBPyConnection,
+    generation_id: str,
+    lease_id: str,
+    items: Sequence[ClaimedItem],
+    *,
+    error_class: str,
+    error_message: str,
+    next_attempt_at: datetime,
+    now: datetime,
+) -> int:
+    """Record a transient batch failure: the items wait until `next_attempt_at`, uncharged.
+
+    An outage or rate limit says nothing about the documents, so the attempt the lease
+    charged is refunded and the items never move toward `terminal_failed`;
+    `transient_failures` grows instead, which grows the backoff.
+    """
+    return _settle_leased(
+        connection,
+        generation_id,
+        lease_id,
+        items,
+        """state = 'retryable_failed', next_attempt_at = $next_attempt_at,
+        attempt_count = greatest(items.attempt_count - 1, 0),
+        transient_failures = coalesce(items.transient_failures, 0) + 1""",
+        {
+            "next_attempt_at": next_attempt_at,
+            "error_class": error_class,
+            "error_message": error_message[:1000],
+            "now": now,
+        },
+    )
+
+
+def _settle_leased(
+    connection: duckdb.DuckDBPyConnection,
+    generation_id: str,
+    lease_id: str,
+    items: Sequence[ClaimedItem],
+    assignments: str,
+    parameters: dict[str, object],
+) -> int:
+    """Record a failure of the items still leased to `lease_id`: `assignments` (a SET
+    clause of constant SQL) plus the error and the lease released; how many were updated.
+    The lease check keeps a run whose lease was reclaimed from overwriting the new owner."""
     if not items:
         return 0
     with transaction(connection):
         row = connection.execute(
-            """
+            f"""
             update embedding_work_items as items
-            set state = case when items.attempt_count >= $max_attempts
-                    then 'terminal_failed' else 'retryable_failed' end,
-                next_attempt_at = case when items.attempt_count >= $max_attempts
-                    then null else $next_attempt_at end,
+            set {assignments},
                 error_class = $error_class, error_message = $error_message,
                 lease_id = null, lease_expires_at = null, updated_at = $now
             from (select unnest($ids) as document_id, unnest($hashes) as text_hash) as batch
@@ -438,17 +521,58 @@ def record_failures(
                 and items.state = 'in_progress' and items.lease_id = $lease_id
             """,
             {
-                "max_attempts": max_attempts,
-                "next_attempt_at": next_attempt_at,
-                "error_class": error_class,
-                "error_message": error_message[:1000],
-                "now": now,
+                **parameters,
                 "ids": [item.document_id for item in items],
                 "hashes": [item.text_hash for item in items],
                 "generation_id": generation_id,
                 "lease_id": lease_id,
             },
         ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def release_claims(
+    connection: duckdb.DuckDBPyConnection,
+    generation_id: str,
+    lease_ids: Sequence[str],
+    now: datetime,
+) -> int:
+    """Hand a live run's own unrecorded claims back as pending, refunding their attempt.
+
+    For a run that stops before recording them (Ctrl-C): nothing was learnt about these
+    documents, and leaving the leases would make the next run charge them again.
+    """
+    if not lease_ids:
+        return 0
+    with transaction(connection):
+        row = connection.execute(
+            """
+            update embedding_work_items as items
+            set state = 'pending', attempt_count = greatest(items.attempt_count - 1, 0),
+                lease_id = null, lease_expires_at = null, updated_at = $now
+            where items.generation_id = $generation_id and items.state = 'in_progress'
+                and list_contains($lease_ids, items.lease_id)
+            """,
+            {"now": now, "generation_id": generation_id, "lease_ids": list(lease_ids)},
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def retry_failed(connection: duckdb.DuckDBPyConnection, generation_id: str, now: datetime) -> int:
+    """Give the generation's `terminal_failed` items (at their current text) another chance:
+    pending again with no attempts charged. Returns how many were reset."""
+    row = connection.execute(
+        f"""
+        update embedding_work_items as items
+        set state = 'pending', attempt_count = 0, transient_failures = 0,
+            next_attempt_at = null, error_class = null, error_message = null,
+            lease_id = null, lease_expires_at = null, updated_at = $now
+        from ({WANTED_DOCUMENTS}) as wanted
+        where items.generation_id = $generation_id and items.state = 'terminal_failed'
+            and items.document_id = wanted.document_id and items.text_hash = wanted.text_hash
+        """,
+        {"now": now, "generation_id": generation_id},
+    ).fetchone()
     return int(row[0]) if row else 0
 
 

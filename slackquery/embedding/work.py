@@ -5,8 +5,15 @@ wrap piece by piece (`EmbedRun.claim`, `EmbedRun.embed`, `EmbedRun.record`). All
 the state DB (see `slackquery.embedding.state`), so a run may die at any point: claims it
 held are reclaimed by the next run (at lease expiry, or at once when the owner process is
 provably dead), and succeeded items are never claimed again.
+
+Failures: a transient batch failure (the endpoint down, rate limiting, timing out, answering
+garbage) leaves its items retryable without charging them an attempt; only item failures
+count toward `embedding_max_attempts` (see `state`). After MAX_FAILED_BATCHES_IN_A_ROW
+transient failures in a row a run stops claiming and says why in its summary (`stopped`).
+Interrupted with Ctrl-C, a run hands its unrecorded claims back uncharged before it exits.
 """
 
+import contextlib
 import random
 import time
 from collections import deque
@@ -31,6 +38,12 @@ Clock = Callable[[], datetime]
 MIN_GUIDED_BATCH = 32
 # How much write-ahead log an embed run lets grow before DuckDB checkpoints (see EmbedRun).
 CHECKPOINT_THRESHOLD = "1GB"
+# Batches failing transiently in a row after which a run stops claiming. The endpoint is then
+# down, black-holed or rate limiting: each further batch would wait out the whole timeout
+# (120 s by default) or ignore the server's Retry-After, for days on a large corpus. Three
+# tell an outage from a blip (one 5xx or timeout) at a cost of three timeouts; the failed
+# items stay retryable, the rest pending, and a later run picks them up.
+MAX_FAILED_BATCHES_IN_A_ROW = 3
 
 
 def utc_now() -> datetime:
@@ -124,14 +137,20 @@ class EmbedRun:
         self.claims = state.ClaimQueue(self.connection, self.generation_id)
         self.tally = {"claimed": 0, "succeeded": 0, "failed": 0, "batches": 0}
         self.model_s = 0.0
+        # Why the run stopped claiming early (None: it ran until nothing was claimable).
+        self.stopped: str | None = None
+        self.failed_in_a_row = 0
+        # Lease ids of this run's claims not recorded yet, handed back on Ctrl-C.
+        self._unrecorded: set[str] = set()
 
     def close(self) -> None:
         """Close the connection if this run opened it."""
         if self._owns_connection:
             self.connection.close()
 
-    def prepare(self) -> dict[str, int]:
-        """Schema, generation record, dead leases released, new work enqueued."""
+    def prepare(self, *, retry_failed: bool = False) -> dict[str, int]:
+        """Schema, generation record, dead leases released, new work enqueued, and with
+        `retry_failed` the terminal_failed items made pending again."""
         state.require_documents(self.connection, self.settings.state_path)
         now = self.now()
         with state.transaction(self.connection):
@@ -139,15 +158,26 @@ class EmbedRun:
             state.register_generation(self.connection, self.identity, now)
             released = state.release_dead_leases(self.connection, self.generation_id, now)
             enqueued = state.enqueue(self.connection, self.generation_id, now)
+            retried = (
+                state.retry_failed(self.connection, self.generation_id, now) if retry_failed else 0
+            )
         return {
             "enqueued": enqueued,
             "released_leases": released,
+            "retried_failed": retried,
             "claimable": state.count_claimable(self.connection, self.generation_id, now),
         }
 
     def claim(self, limit: int) -> state.Claim:
         """Lease the next batch (committed before any embedding starts)."""
-        claim = self.claims.claim(limit, lease_s=self.settings.embedding_lease_s, now=self.now())
+        # Known before the lease commits, so an interrupt at any point can hand it back.
+        lease_id = state.new_lease_id()
+        self._unrecorded.add(lease_id)
+        claim = self.claims.claim(
+            limit, lease_s=self.settings.embedding_lease_s, now=self.now(), lease_id=lease_id
+        )
+        if not claim.items:
+            self._unrecorded.discard(lease_id)
         self.tally["claimed"] += len(claim.items)
         return claim
 
@@ -163,26 +193,30 @@ class EmbedRun:
         return backoff_delay(attempt, self.settings.embedding_backoff_max_s, self.rng)
 
     def record(self, claim: state.Claim, outcome: BatchOutcome) -> dict[str, int]:
-        """Commit the batch's outcome: vectors for good items, failures for the rest."""
+        """Commit the batch's outcome: vectors for good items, failures for the rest.
+
+        A transient batch failure charges no attempt (`state.record_transient_failures`);
+        its backoff grows with the items' transient failures in a row.
+        """
         self.model_s += outcome.model_s
         now = self.now()
         max_attempts = self.settings.embedding_max_attempts
-        attempt = max((item.attempt_count for item in claim.items), default=1)
-        next_at = now + timedelta(seconds=self.retry_delay(outcome, attempt))
         succeeded = failed = 0
         if outcome.error_class is not None:
-            failed += state.record_failures(
+            in_a_row = 1 + max((item.transient_failures for item in claim.items), default=0)
+            failed += state.record_transient_failures(
                 self.connection,
                 self.generation_id,
                 claim.lease_id,
                 claim.items,
                 error_class=outcome.error_class,
                 error_message=outcome.error_message or outcome.error_class,
-                next_attempt_at=next_at,
-                max_attempts=max_attempts,
+                next_attempt_at=now + timedelta(seconds=self.retry_delay(outcome, in_a_row)),
                 now=now,
             )
         else:
+            attempt = max((item.attempt_count for item in claim.items), default=1)
+            next_at = now + timedelta(seconds=self.retry_delay(outcome, attempt))
             good = [i for i in range(len(claim.items)) if i not in outcome.invalid]
             if good and outcome.vectors is not None:
                 succeeded += state.record_successes(
@@ -207,10 +241,56 @@ class EmbedRun:
                     max_attempts=max_attempts,
                     now=now,
                 )
+        self._unrecorded.discard(claim.lease_id)
         self.tally["succeeded"] += succeeded
         self.tally["failed"] += failed
         self.tally["batches"] += 1
         return {"succeeded": succeeded, "failed": failed}
+
+    def should_stop(self, outcome: BatchOutcome) -> bool:
+        """Count transient batch failures in a row; after MAX_FAILED_BATCHES_IN_A_ROW, set
+        `stopped` (the summary's reason) and tell the loop to claim no more."""
+        if outcome.error_class is None:
+            self.failed_in_a_row = 0
+            return False
+        self.failed_in_a_row += 1
+        if self.failed_in_a_row >= MAX_FAILED_BATCHES_IN_A_ROW and self.stopped is None:
+            error = outcome.error_message or outcome.error_class
+            self.stopped = (
+                f"the embedding endpoint failed {self.failed_in_a_row} batches in a row: {error}"
+            )
+        return self.stopped is not None
+
+    def release_unrecorded(self) -> int:
+        """Hand this run's claimed but unrecorded items back as pending, uncharged (Ctrl-C).
+
+        Best effort: when the connection cannot do it, the leases stay and the next run
+        reclaims them as a dead owner's (charging the attempt, as after SIGKILL).
+        """
+        if not self._unrecorded:
+            return 0
+        try:
+            # An interrupt between `begin` and the `try` that guards it leaves one open.
+            with contextlib.suppress(duckdb.Error):
+                self.connection.execute("rollback")
+            released = state.release_claims(
+                self.connection, self.generation_id, sorted(self._unrecorded), self.now()
+            )
+        except duckdb.Error:
+            return 0
+        self._unrecorded.clear()
+        return released
+
+    def record_interrupted(self, started: float) -> None:
+        """Record an interrupted run's rate like a finished one's (best effort)."""
+        with contextlib.suppress(duckdb.Error):
+            state.record_run(
+                self.connection,
+                self.generation_id,
+                self.tally["succeeded"],
+                time.perf_counter() - started,
+                self.now(),
+            )
 
     def summary(self, started: float, prepared: dict[str, int]) -> dict[str, Any]:
         """Record the run's rate, then report counts by state, coverage and timings."""
@@ -222,6 +302,7 @@ class EmbedRun:
             "generation_id": self.generation_id,
             **prepared,
             **self.tally,
+            "stopped": self.stopped,
             "counts": state.state_counts(self.connection, self.generation_id),
             **state.coverage(self.connection, self.generation_id),
             "elapsed_s": round(elapsed, 3),
@@ -239,16 +320,21 @@ def embed_pending(
     embedder: Embedder | None = None,
     now: Clock = utc_now,
     rng: random.Random | None = None,
+    retry_failed: bool = False,
 ) -> dict[str, Any]:
     """Embed every claimable work item (or at most `max_items`) and report counts by state.
 
     Items whose retry time has not come yet are left for a later run rather than waited
-    for, so a run always ends. `progress` draws a rich progress bar (rate, ETA) on stderr.
+    for, so a run always ends; it ends early, with `stopped` set in the summary, when the
+    endpoint fails MAX_FAILED_BATCHES_IN_A_ROW batches in a row. `retry_failed` first makes
+    the terminal_failed items pending again. `progress` draws a rich progress bar (rate,
+    ETA) on stderr. On Ctrl-C the run's unrecorded claims go back uncharged, and its rate
+    so far is recorded, before KeyboardInterrupt propagates.
     """
     started = time.perf_counter()
     run = EmbedRun(settings, embedder=embedder, now=now, rng=rng)
     try:
-        prepared = run.prepare()
+        prepared = run.prepare(retry_failed=retry_failed)
         drive_batches(
             run,
             prepared["claimable"],
@@ -259,6 +345,10 @@ def embed_pending(
             record=run.record,
         )
         return run.summary(started, prepared)
+    except KeyboardInterrupt:
+        run.release_unrecorded()  # drive_batches did, unless it was interrupted outside it
+        run.record_interrupted(started)
+        raise
     finally:
         run.close()
 
@@ -297,37 +387,45 @@ def drive_batches(
     in_flight: int = 1,
     batch_size: int | None = None,
 ) -> None:
-    """Claim, embed and record batches until nothing is claimable or `max_items` is reached.
+    """Claim, embed and record batches until nothing is claimable, `max_items` is reached
+    or the endpoint failed MAX_FAILED_BATCHES_IN_A_ROW batches in a row (`run.stopped`).
 
     The one batch loop: the plain function passes the run's own steps, the Prefect flow
     its tasks (retries, Dask fan-out). Up to `in_flight` claimed batches are out being
     embedded at once; this process alone records them, oldest first, so the state
     database keeps one writer however many workers embed. `batch_size` defaults to the
-    `embedding_batch_size` setting.
+    `embedding_batch_size` setting. Stopping early still records the batches in flight;
+    a KeyboardInterrupt hands the unrecorded claims back (`EmbedRun.release_unrecorded`).
     """
     total = claimable if max_items is None else min(claimable, max_items)
     out: deque[tuple[state.Claim, Pending]] = deque()
     exhausted = False
-    with ProgressBar(progress, total) as advance:
-        while True:
-            while not exhausted and len(out) < in_flight:
-                limit = batch_size or run.settings.embedding_batch_size
-                if in_flight > 1:
-                    limit = guided_batch_size(limit, total - run.tally["claimed"], in_flight)
-                if max_items is not None:
-                    limit = min(limit, max_items - run.tally["claimed"])
-                batch = claim(limit) if limit > 0 else state.Claim("", ())
-                exhausted = not batch.items
-                if batch.items:
-                    out.append((batch, submit(batch)))
-            if not out:
-                return
-            batch, pending = out.popleft()
-            outcome = pending.result()
-            # The crash tests' hook: die with this batch claimed and embedded, not recorded.
-            crash_point(f"after_embed_batch_{run.tally['batches']}")
-            record(batch, outcome)
-            advance(len(batch.items))
+    try:
+        with ProgressBar(progress, total) as advance:
+            while True:
+                while not exhausted and len(out) < in_flight:
+                    limit = batch_size or run.settings.embedding_batch_size
+                    if in_flight > 1:
+                        limit = guided_batch_size(limit, total - run.tally["claimed"], in_flight)
+                    if max_items is not None:
+                        limit = min(limit, max_items - run.tally["claimed"])
+                    batch = claim(limit) if limit > 0 else state.Claim("", ())
+                    exhausted = not batch.items
+                    if batch.items:
+                        out.append((batch, submit(batch)))
+                if not out:
+                    return
+                batch, pending = out.popleft()
+                outcome = pending.result()
+                # The crash tests' hook: die with this batch claimed and embedded, not recorded.
+                crash_point(f"after_embed_batch_{run.tally['batches']}")
+                record(batch, outcome)
+                advance(len(batch.items))
+                if run.should_stop(outcome):
+                    exhausted = True
+    except KeyboardInterrupt:
+        run.release_unrecorded()
+        raise
 
 
 class ProgressBar:

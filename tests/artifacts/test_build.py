@@ -110,6 +110,10 @@ def test_coverage_gate_refuses_and_names_missing_counts(state_settings: Settings
         "where document_id in (select document_id from embedding_work_items limit 2)"
     )
     conn.execute(
+        "update embedding_work_items set state = 'terminal_failed' where document_id = "
+        "(select min(document_id) from embedding_work_items where state = 'pending')"
+    )
+    conn.execute(
         "update search_documents set text_hash = 'changed' where document_id = "
         "(select max(document_id) from search_documents where document_kind = 'message' "
         "and is_active)"
@@ -120,8 +124,10 @@ def test_coverage_gate_refuses_and_names_missing_counts(state_settings: Settings
     message = str(caught.value)
     assert "embedding coverage incomplete" in message
     assert "56/59 active message documents" in message
-    assert "pending: 2" in message and "stale_text: 1" in message
-    assert "thread_context: 6 active" in message
+    assert "pending: 1" in message and "stale_text: 1" in message
+    assert "terminal_failed: 1" in message and "thread_context: 6 active" in message
+    # A terminal item is never claimed again unless asked for.
+    assert message.endswith("run `slackquery embed --retry-failed` and build again")
     assert "SLACKQUERY_ARTIFACT_MIN_VECTOR_COVERAGE" not in message  # the default needs all
     assert not any(settings.artifact_path.glob("search-*"))
 
@@ -136,6 +142,7 @@ def test_a_lower_coverage_gate_still_refuses_below_its_share(
     message = str(caught.value)
     assert "embedding coverage incomplete" in message and "36/59 active message" in message
     assert "SLACKQUERY_ARTIFACT_MIN_VECTOR_COVERAGE=0.9 needs 90.0%" in message
+    assert message.endswith("run `slackquery embed` and build again")
 
 
 def _coverage_recorded(settings: Settings, build_id: str) -> tuple[tuple, float]:

@@ -1,9 +1,10 @@
 """A fault-injecting Ollama-protocol endpoint over the packaged model, for the retry tests.
 
-Whole-request faults are queued (`429` with a Retry-After, `500`, `timeout`) and consumed one
-per embed request; the validation probe is never faulted. Per-document faults are marked in
-the text: `[nan]` returns a NaN vector, `[dim]` a wrong dimension, `[reject]` makes the whole
-request a 400 (so the client must isolate the bad document).
+Whole-request faults are queued (`429` with a Retry-After, `500`, `timeout`, or `ok` for a
+request served normally) and consumed one per embed request; the validation probe is never
+faulted. Per-document faults are marked in the text: `[nan]` returns a NaN vector, `[dim]` a
+wrong dimension, `[reject]` makes the whole request a 400 (so the client must isolate the
+bad document).
 """
 
 import asyncio
@@ -54,11 +55,11 @@ class FaultEndpoint:
         is_probe = any(PROBE_TEXT in text for text in inputs)
         if not is_probe:
             self.requests.append(inputs)
-        if self.faults and not is_probe:
-            kind, retry_after = self.faults.popleft()
-            if kind == "timeout":
-                await self.hold.wait()
-                return JSONResponse({"error": "late"}, status_code=500)
+        kind, retry_after = self.faults.popleft() if self.faults and not is_probe else ("ok", None)
+        if kind == "timeout":
+            await self.hold.wait()
+            return JSONResponse({"error": "late"}, status_code=500)
+        if kind != "ok":
             headers = {"Retry-After": retry_after} if retry_after is not None else {}
             return JSONResponse({"error": kind}, status_code=int(kind), headers=headers)
         if any("[reject]" in text for text in inputs):

@@ -1,5 +1,7 @@
 """Generation identity, stored-dimension rules and embedder configuration."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -75,6 +77,34 @@ def test_invalid_vectors_are_reported_per_row() -> None:
     assert "non-finite" in invalid[1] and "zero" in invalid[2] and "dimension" in invalid[3]
     np.testing.assert_allclose(stored[4], [0, 0.6, 0.8, 0])
     assert not stored[1].any()
+
+
+def test_rows_that_are_not_lists_of_numbers_are_invalid_not_raised() -> None:
+    identity = _identity(2)
+    rows = [["a", "b"], ["1.5", "2"], [[1.0], [2.0, 3.0]], [{"x": 1}, 1.0], [True, False]]
+    rows += [[1.0, None], None, 7, [10**400, 1], np.array(["a", "b"]), [1, 2]]
+    stored, invalid = finalize_vectors(rows, identity)
+    assert sorted(invalid) == list(range(10))
+    assert "str values" in invalid[0] and "str values" in invalid[1]  # "1.5" is not 1.5
+    assert "list values" in invalid[2] and "dict values" in invalid[3]
+    assert "bool values" in invalid[4] and "NoneType values" in invalid[5]
+    assert "missing" in invalid[6] and "is a int" in invalid[7]
+    assert "float64 range" in invalid[8] and "not numeric" in invalid[9]
+    np.testing.assert_allclose(stored[10], np.array([1, 2]) / np.sqrt(5), rtol=1e-6)
+    assert not stored[:10].any()
+
+
+def test_an_overflowing_norm_is_reported_as_such_without_a_warning() -> None:
+    identity = _identity(4)
+    rows = [[1e308] * 4, [1e-320] * 4, [3e150, 4e150, 0, 0]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        stored, invalid = finalize_vectors(rows, identity)
+    assert invalid == {
+        0: "vector norm overflows (largest absolute value 1e+308)",
+        1: "vector has zero norm",  # its square underflows; as unusable as zeros
+    }
+    np.testing.assert_allclose(stored[2], [0.6, 0.8, 0, 0], rtol=1e-6)
 
 
 def test_mismatched_generation_is_refused_clearly(settings: Settings) -> None:

@@ -6,6 +6,7 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -16,7 +17,15 @@ import pytest
 from slackquery.cli import main
 from slackquery.crash import CRASH_ENV
 from slackquery.embedding import build_embedder, state
-from slackquery.embedding.work import MIN_GUIDED_BATCH, embed_pending, guided_batch_size
+from slackquery.embedding.work import (
+    MIN_GUIDED_BATCH,
+    BatchOutcome,
+    Done,
+    EmbedRun,
+    drive_batches,
+    embed_pending,
+    guided_batch_size,
+)
 from slackquery.settings import Settings
 from tests.embedding.documents import (
     create_state_db,
@@ -146,6 +155,119 @@ def test_a_retry_falling_due_is_claimed_once_the_window_runs_dry(settings: Setti
         (failed.items[0].document_id, 2)
     ]
     assert not queue.claim(5, lease_s=600, now=later).items
+
+
+def test_an_old_state_db_upgrades_and_retry_failed_gives_terminal_items_a_chance(
+    settings: Settings,
+) -> None:
+    create_state_db(settings.state_path, message_texts(4))
+    embed_pending(settings, max_items=0, now=lambda: T0)  # enqueue only
+    connection = duckdb.connect(str(settings.state_path))
+    # The layout before `transient_failures`, with what an outage used to leave behind.
+    connection.execute("alter table embedding_work_items drop column transient_failures")
+    connection.execute(
+        "update embedding_work_items set state = 'terminal_failed', attempt_count = 5, "
+        "error_class = 'http_500', error_message = 'boom'"
+    )
+    connection.close()
+    stuck = embed_pending(settings, now=lambda: T0)
+    assert stuck["claimed"] == 0 and stuck["counts"]["terminal_failed"] == 4
+    retried = embed_pending(settings, now=lambda: T0, retry_failed=True)
+    assert retried["retried_failed"] == 4 and retried["counts"]["succeeded"] == 4
+    assert {row[1] for row in _items(settings.state_path).values()} == {1}
+
+
+def test_ctrl_c_hands_the_runs_claims_back_uncharged_and_records_its_rate(
+    settings: Settings,
+) -> None:
+    create_state_db(settings.state_path, message_texts(12))
+    config = settings.model_copy(update={"embedding_batch_size": 4})
+    embedder = build_embedder(config)
+    embed_batch, calls = embedder.embed_document_batch, []
+
+    def interrupted_on_the_second_batch(texts: Sequence[str]) -> tuple[np.ndarray, dict]:
+        calls.append(texts)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return embed_batch(texts)
+
+    with pytest.MonkeyPatch.context() as patch, pytest.raises(KeyboardInterrupt):
+        patch.setattr(embedder, "embed_document_batch", interrupted_on_the_second_batch)
+        embed_pending(config, embedder=embedder, now=lambda: T0)
+    rows = sorted((row[0], row[1]) for row in _items(settings.state_path).values())
+    assert rows == [("pending", 0)] * 8 + [("succeeded", 1)] * 4
+    connection = duckdb.connect(str(settings.state_path), read_only=True)
+    try:
+        assert connection.execute("select documents from embedding_runs").fetchall() == [(4,)]
+    finally:
+        connection.close()
+    resumed = embed_pending(config, embedder=embedder, now=lambda: T0)
+    assert resumed["claimed"] == 8 and resumed["counts"]["succeeded"] == 12
+    assert {row[1] for row in _items(settings.state_path).values()} == {1}
+
+
+class _Interrupted:
+    """A batch out on a worker when Ctrl-C arrives."""
+
+    def result(self) -> BatchOutcome:
+        raise KeyboardInterrupt
+
+
+def _flow_like_run(settings: Settings, count: int) -> tuple[EmbedRun, int]:
+    """An EmbedRun over `count` pending items, driven below as the Prefect flow drives it."""
+    create_state_db(settings.state_path, message_texts(count))
+    run = EmbedRun(settings, now=lambda: T0)
+    return run, run.prepare()["claimable"]
+
+
+def test_the_loop_stops_any_caller_after_three_failed_batches_in_a_row(
+    settings: Settings,
+) -> None:
+    run, claimable = _flow_like_run(settings, 20)
+    failed = BatchOutcome(error_class="timeout", error_message="embed: timed out")
+    try:
+        drive_batches(  # the flow's shape: its own submit, two batches in flight
+            run,
+            claimable,
+            max_items=None,
+            progress=False,
+            claim=run.claim,
+            submit=lambda claim: Done(failed),
+            record=run.record,
+            in_flight=2,
+            batch_size=4,
+        )
+        summary = run.summary(0.0, {})
+        counts = state.state_counts(run.connection, run.generation_id)
+    finally:
+        run.close()
+    assert summary["stopped"] == (
+        "the embedding endpoint failed 3 batches in a row: embed: timed out"
+    )
+    assert summary["batches"] == 4  # the batch in flight when it stopped is recorded too
+    assert (counts["retryable_failed"], counts["pending"], counts["in_progress"]) == (16, 4, 0)
+
+
+def test_ctrl_c_in_the_loop_hands_back_every_batch_in_flight(settings: Settings) -> None:
+    run, claimable = _flow_like_run(settings, 12)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            drive_batches(
+                run,
+                claimable,
+                max_items=None,
+                progress=False,
+                claim=run.claim,
+                submit=lambda claim: _Interrupted(),
+                record=run.record,
+                in_flight=2,
+                batch_size=4,
+            )
+        counts = state.state_counts(run.connection, run.generation_id)
+    finally:
+        run.close()
+    assert (counts["pending"], counts["in_progress"]) == (12, 0)
+    assert {row[1] for row in _items(settings.state_path).values()} == {0}
 
 
 def test_sigkill_mid_batch_resumes_without_loss_or_rework(

@@ -1,28 +1,39 @@
-"""The `embed` flow on a small Dask LocalCluster: fan-out, one model load per worker, and a
-SIGKILLed worker or flow that loses nothing and duplicates nothing."""
+"""The `embed` flow on a small Dask LocalCluster: fan-out, one model load per worker, a
+SIGKILLed worker or flow that loses nothing and duplicates nothing, and a scheduler address
+where no scheduler answers refused in one line, in bounded time."""
 
 import os
 import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import numpy as np
 import pytest
 from prefect.settings import PREFECT_API_URL
+from starlette.applications import Starlette
+from starlette.responses import PlainTextResponse
+from starlette.routing import Route
 
+import flows.embed
 import slackquery.embedding.work as work
-from flows.embed import with_dask
+from flows.embed import ensure_dask_scheduler, with_dask
 from slackquery.crash import CRASH_ENV
 from slackquery.embedding.base import finalize_vectors
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
 from tests.embedding.documents import create_state_db, message_texts
+from tests.embedding.endpoint import DIMENSION, MODEL, Endpoint, hash_vector
 from tests.flows.hash_embedder import IDENTITY, KILL_AT_ENV, MARKERS_ENV, load, vector_of
+from tests.loopback import serve
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -71,6 +82,83 @@ def _port_taken(port: int) -> Iterator[None]:
         yield
 
 
+@contextmanager
+def _not_a_scheduler(kind: str) -> Iterator[tuple[str, socket.socket | None]]:
+    """An address where no Dask scheduler answers, and the listening socket when it is one
+    that never accepts (the kernel completes the connection; nothing ever speaks)."""
+    if kind == "http":  # the dashboard's port by mistake, or any web service
+        app = Starlette(routes=[Route("/", lambda request: PlainTextResponse("dashboard"))])
+        with serve(app) as url:
+            yield url.replace("http://", "tcp://"), None
+        return
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        port = listener.getsockname()[1]
+        if kind == "silent":
+            listener.listen()
+            yield f"tcp://127.0.0.1:{port}", listener
+        else:  # bound, not listening: the connection is refused
+            yield f"tcp://127.0.0.1:{port}", None
+
+
+def _within(seconds: float, call: Callable[[], Any]) -> Any:
+    """`call()`, failing the test (not hanging it) if it takes longer than `seconds`; the
+    daemon thread left behind then does not hold up the interpreter's exit."""
+    future: Future[Any] = Future()
+
+    def target() -> None:
+        try:
+            future.set_result(call())
+        except BaseException as error:  # handed to the test's thread as is
+            future.set_exception(error)
+
+    threading.Thread(target=target, daemon=True).start()
+    return future.result(timeout=seconds)
+
+
+@pytest.mark.parametrize("kind", ["silent", "http", "refused"])
+def test_an_address_without_a_scheduler_is_refused_in_one_line_in_bounded_time(
+    kind: str,
+) -> None:
+    with _not_a_scheduler(kind) as (address, _listener):
+        started = time.perf_counter()
+        with pytest.raises(SlackqueryError) as caught:
+            _within(20, lambda: ensure_dask_scheduler(address, timeout_s=0.3))
+        elapsed = time.perf_counter() - started
+    message = str(caught.value)
+    assert message.startswith(f"cannot reach the Dask scheduler at {address}: ")
+    assert "\n" not in message and elapsed < 0.3 + flows.embed.HANDSHAKE_GRACE_S + 2
+
+
+def test_the_flow_refuses_a_silent_address_in_one_line_before_any_claim(
+    dask_env: tuple[Settings, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings, _markers = dask_env
+    monkeypatch.setattr(flows.embed, "DASK_CONNECT_TIMEOUT_S", 0.3)
+    with (
+        _not_a_scheduler("silent") as (address, _listener),
+        pytest.raises(SlackqueryError, match=f"cannot reach the Dask scheduler at {address}"),
+    ):
+        _within(60, with_dask(address=address))
+    states = {row[:2] for row in _items(settings.state_path).values()}
+    assert states == {("pending", 0)}  # refused before any claim
+
+
+def test_a_run_with_nothing_to_claim_never_contacts_dask(
+    dask_env: tuple[Settings, Path],
+) -> None:
+    settings, _markers = dask_env
+    connection = duckdb.connect(str(settings.state_path))
+    connection.execute("delete from search_documents")
+    connection.close()
+    with _not_a_scheduler("silent") as (address, listener):
+        result = _within(60, with_dask(address=address))
+        assert result["claimable"] == 0 and result["claimed"] == 0
+        listener.setblocking(False)
+        with pytest.raises(BlockingIOError):  # no connection is waiting to be accepted
+            listener.accept()
+
+
 @pytest.mark.parametrize("workers", [0, -1])
 def test_fewer_than_one_worker_is_refused(workers: int) -> None:
     with pytest.raises(SlackqueryError, match=f"dask_workers must be at least 1, not {workers}"):
@@ -89,6 +177,29 @@ def test_two_workers_embed_everything_once_loading_the_model_once_each(
     loads = {p.name for p in markers.iterdir()} - {f"load-{os.getpid()}"}
     assert len(loads) == 2  # one per worker process, not one per batch
     assert result["worker_warm_up_s"] > 0  # both loaded before the first claim
+
+
+def test_an_http_embedder_fans_out_validated_once_per_worker(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    create_state_db(settings.state_path, message_texts(12))
+    endpoint = Endpoint()
+    with serve(endpoint.app) as url:
+        for name, value in {
+            "TRANSPORT": "ollama",
+            "URL": url,
+            "MODEL": MODEL,
+            "DIMENSION": str(DIMENSION),
+            "DASK_BATCH_SIZE": "4",
+        }.items():
+            monkeypatch.setenv(f"SLACKQUERY_EMBEDDING_{name}", value)
+        result = with_dask(workers=2)()
+    assert result["succeeded"] == 12 and result["batches"] == 3
+    for _state, _attempts, _at, embedding, text in _items(settings.state_path).values():
+        expected = np.asarray(hash_vector(text))
+        np.testing.assert_allclose(embedding, expected / np.linalg.norm(expected), rtol=1e-6)
+    # The flow and each worker process validated the endpoint once, not once per batch.
+    assert endpoint.paths.count("/api/tags") == 3
 
 
 def test_a_killed_worker_loses_and_duplicates_nothing(
