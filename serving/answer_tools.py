@@ -13,13 +13,13 @@ from typing import Annotated
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS
-from pydantic import Field, Strict
+from pydantic import Field
 
 from serving.access import current_requester
 from serving.answer_models import AnswerResponse, VerificationResponse
 from serving.answers import answer_question, verify_citations
 from serving.engine import SearchEngine
-from serving.tools import TimestampUs, ToolRunner, tool_limits
+from serving.tools import Count, TimestampUs, ToolRunner, tool_limits
 
 PROMPT = """\
 Answer this question from the team's Slack history: {question}
@@ -51,7 +51,7 @@ def register_answer_tools(server: MCPServer, engine: SearchEngine, runner: ToolR
         author_ids: list[str] | None = None,
         start_ts_us: TimestampUs | None = None,
         end_ts_us: TimestampUs | None = None,
-        max_evidence: Annotated[int, Strict()] = 12,  # strict: `true` and "3" are no counts
+        max_evidence: Count = 12,
     ) -> AnswerResponse:
         """Answer a question from Slack messages only, with an evidence pack and citations.
 

@@ -31,7 +31,7 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from mcp.types import PARSE_ERROR, CallToolResult, ErrorData, JSONRPCError
-from pydantic import Field, ValidationError, WithJsonSchema, WrapValidator
+from pydantic import Field, Strict, ValidationError, WithJsonSchema, WrapValidator
 
 from serving.access import current_requester
 from serving.budget import Deadline
@@ -78,6 +78,9 @@ OptionalText = Annotated[
 ]
 # Timestamps stay within int64, the artifact's column type.
 TimestampUs = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
+# A count a client sends as a JSON integer: strict, since lax validation reads `true` as 1
+# and "3" as 3, which hides a client's bug behind a plausible result.
+Count = Annotated[int, Strict()]
 
 
 def one_line(message: str) -> str:
@@ -313,7 +316,7 @@ def register_tools(server: MCPServer, engine: SearchEngine, runner: ToolRunner) 
         conversation_types: list[Literal[CONVERSATION_TYPES]] | None = None,
         start_ts_us: TimestampUs | None = None,
         end_ts_us: TimestampUs | None = None,
-        limit: int = 10,
+        limit: Count = 10,
         cursor: OptionalText = None,
     ) -> SearchResponse:
         """Search Slack messages. Start here for any question about what was said in Slack.
@@ -363,7 +366,7 @@ def register_tools(server: MCPServer, engine: SearchEngine, runner: ToolRunner) 
         )
 
     async def get_slack_message(
-        document_id: str, context_before: int = 0, context_after: int = 0
+        document_id: str, context_before: Count = 0, context_after: Count = 0
     ) -> MessageResponse:
         """Read one message and its neighbours in the same channel, in time order.
 
@@ -381,7 +384,7 @@ def register_tools(server: MCPServer, engine: SearchEngine, runner: ToolRunner) 
             ),
         )
 
-    async def get_slack_thread(thread_id: str, limit: int = 200) -> ThreadResponse:
+    async def get_slack_thread(thread_id: str, limit: Count = 200) -> ThreadResponse:
         """Read a whole thread (root and replies) in time order.
 
         thread_id: a hit's thread_id (`W:C:thread_ts`); a message id or permalink of any
@@ -396,7 +399,7 @@ def register_tools(server: MCPServer, engine: SearchEngine, runner: ToolRunner) 
         )
 
     async def list_slack_scopes(
-        workspace_id: OptionalText = None, channel_name: OptionalText = None, limit: int = 200
+        workspace_id: OptionalText = None, channel_name: OptionalText = None, limit: Count = 200
     ) -> ScopesResponse:
         """List workspaces and channels with message counts and first/last message times.
 
