@@ -3,7 +3,6 @@
 import argparse
 
 from slackquery.commands import add_requester_flags, requester_from
-from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
 
 
@@ -47,7 +46,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from serving.server import run_http, run_stdio
 
     if (args.as_user or args.as_workspace is not None or args.as_no_dms) and not args.stdio:
-        raise SlackqueryError(
+        args.requester_usage_error(
             "--as (and --as-workspace, --as-no-dms) applies to --stdio; over HTTP each token "
             "names its requester"
         )

@@ -151,7 +151,9 @@ def test_requester_options_without_as_are_a_usage_error(
 def test_requester_options_over_http_are_refused(
     home: Path, capsys: pytest.CaptureFixture[str], option: list[str]
 ) -> None:
-    assert main(["serve", *option]) == 1  # refused before any server starts
+    with pytest.raises(SystemExit) as exited:  # refused before any server starts
+        main(["serve", *option])
+    assert exited.value.code == 2
     assert "applies to --stdio; over HTTP each token names its requester" in (
         capsys.readouterr().err
     )
