@@ -228,15 +228,18 @@ class EmbedRun:
                     now,
                 )
             for index, reason in sorted(outcome.invalid.items()):
+                # `http_400: <what the endpoint said>` (a rejected item), else a vector's flaw.
+                rejected, _, said = reason.partition(": ")
+                error_class, message = (
+                    (rejected, said) if reason.startswith("http_") else ("invalid_vector", reason)
+                )
                 failed += state.record_failures(
                     self.connection,
                     self.generation_id,
                     claim.lease_id,
                     [claim.items[index]],
-                    error_class=reason.split(":")[0]
-                    if reason.startswith("http_")
-                    else ("invalid_vector"),
-                    error_message=reason,
+                    error_class=error_class,
+                    error_message=message,
                     next_attempt_at=next_at,
                     max_attempts=max_attempts,
                     now=now,

@@ -212,6 +212,12 @@ def test_invalid_vectors_fail_only_their_items_then_go_terminal(
         ("1700000002.000100", "invalid_vector"),
         ("1700000004.000100", "http_400"),
     ]
+    connection = duckdb.connect(str(config.state_path), read_only=True)
+    [(said,)] = connection.execute(
+        "select error_message from embedding_work_items where error_class = 'http_400'"
+    ).fetchall()
+    connection.close()
+    assert "HTTP 400" in said and not said.startswith("http_400")  # the class, stored once
     for _ in (2, 3):
         clock.at += timedelta(hours=1)
         _run(config, clock)
