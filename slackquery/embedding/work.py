@@ -29,6 +29,7 @@ from slackquery.crash import crash_point
 from slackquery.embedding import build_embedder, state
 from slackquery.embedding.base import Embedder
 from slackquery.embedding.errors import RequestRejectedError, TransientEmbeddingError
+from slackquery.errors import SlackqueryError
 from slackquery.retry_after import parse_retry_after
 from slackquery.settings import Settings
 
@@ -122,6 +123,11 @@ class EmbedRun:
         rng: random.Random | None = None,
         connection: duckdb.DuckDBPyConnection | None = None,
     ):
+        if connection is None and not settings.state_path.exists():
+            # Refused before anything is written: an empty state file would only hide this.
+            raise SlackqueryError(
+                f"no state database at {settings.state_path}: run `slackquery project` first"
+            )
         self.settings = settings
         self.embedder = embedder or build_embedder(settings)
         self.identity = self.embedder.identity  # validates an HTTP endpoint before any claim

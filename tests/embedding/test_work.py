@@ -332,6 +332,11 @@ def test_cli_embed_and_status_report_json(settings: Settings, capsys) -> None:
 
 def test_cli_errors_are_one_line(settings: Settings, capsys) -> None:
     settings.state_path.parent.mkdir(parents=True)
+    assert main(["embed", "--engine", "plain"]) == 1  # a new home: nothing written
+    assert capsys.readouterr().err == (
+        f"error: no state database at {settings.state_path}: run `slackquery project` first\n"
+    )
+    assert not settings.home.exists() or not any(settings.home.iterdir())
     duckdb.connect(str(settings.state_path)).close()
     assert main(["embed", "--engine", "plain"]) == 1
     assert "no search_documents table" in capsys.readouterr().err
