@@ -59,7 +59,9 @@ def status(settings: Settings) -> dict[str, Any]:
             if has_documents:
                 entry["counts"] = work_state.state_counts(connection, generation_id)
                 entry.update(work_state.coverage(connection, generation_id))
-                entry.update(projection(connection, generation_id, entry["missing_documents"]))
+                # terminal_failed items are never claimed again unless asked for.
+                claimable = entry["missing_documents"] - entry["counts"]["terminal_failed"]
+                entry.update(projection(connection, generation_id, claimable))
                 entry["recent_errors"] = [
                     {"document_id": doc, "state": st, "error_class": cls, "error_message": msg}
                     for doc, st, cls, msg in connection.execute(
@@ -77,7 +79,8 @@ def status(settings: Settings) -> dict[str, Any]:
 
 
 def projection(connection: Any, generation_id: str, missing: int) -> dict[str, Any]:
-    """Time to full coverage at the rate measured over the generation's last runs."""
+    """Time to embed the `missing` documents runs will claim (all but terminal_failed) at
+    the rate measured over the generation's last runs."""
     rate = work_state.measured_rate(connection, generation_id)
     return {
         "measured_docs_per_s": round(rate, 2) if rate else None,
@@ -112,13 +115,20 @@ def _format(result: dict[str, Any]) -> str:
                 f"({entry['coverage']:.1%})"
             )
             rate = entry["measured_docs_per_s"]
-            if entry["missing_documents"] and rate:
+            terminal = entry["counts"]["terminal_failed"]
+            claimable = entry["missing_documents"] - terminal
+            if claimable and rate:
                 lines.append(
-                    f"    projected {_duration(entry['projected_s_to_full_coverage'])} to full "
-                    f"coverage at {rate} docs/s (measured over the last runs)"
+                    f"    projected {_duration(entry['projected_s_to_full_coverage'])} to embed "
+                    f"the {claimable} missing at {rate} docs/s (measured over the last runs)"
                 )
-            elif entry["missing_documents"]:
+            elif claimable:
                 lines.append("    projected: unknown until a run has embedded something")
+            if terminal:
+                lines.append(
+                    f"    {terminal} terminal_failed: never claimed again; "
+                    "`slackquery embed --retry-failed` tries them again"
+                )
             for error in entry["recent_errors"]:
                 lines.append(
                     f"    {error['state']} {error['document_id']}: "

@@ -400,7 +400,20 @@ def test_status_projects_time_to_full_coverage_at_the_measured_rate(
     assert entry["missing_documents"] == 6 and entry["measured_docs_per_s"] == 15.0
     assert entry["projected_s_to_full_coverage"] == 0.4
     assert main(["embedding-status"]) == 0
-    assert "projected 0m 00s to full coverage at 15.0 docs/s" in capsys.readouterr().out
+    assert "projected 0m 00s to embed the 6 missing at 15.0 docs/s" in capsys.readouterr().out
+
+    # terminal_failed items are never claimed again: not projected, and the way out named.
+    connection = duckdb.connect(str(settings.state_path))
+    state.enqueue(connection, generation, T0)
+    connection.execute(
+        "update embedding_work_items set state = 'terminal_failed' where document_id in "
+        "(select document_id from embedding_work_items order by document_id limit 2)"
+    )
+    connection.close()
+    assert main(["embedding-status"]) == 0
+    shown = capsys.readouterr().out
+    assert "projected 0m 00s to embed the 4 missing at 15.0 docs/s" in shown
+    assert "2 terminal_failed: never claimed again; `slackquery embed --retry-failed`" in shown
 
 
 def test_parallel_batches_shrink_towards_the_end_so_workers_finish_together() -> None:
