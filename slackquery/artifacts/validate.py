@@ -254,7 +254,11 @@ def resolve_artifact(settings: Settings, reference: str) -> tuple[str, Path]:
     if build_id is None:
         raise SlackqueryError(f"refusing {reference}: not a search-<build_id>.duckdb artifact")
     if path.is_symlink() or not path.is_file():
-        raise SlackqueryError(f"no artifact file for build {build_id} in {artifact_dir}")
+        raise SlackqueryError(
+            f"no artifact file for build {build_id} in {artifact_dir} (retention removes "
+            "old builds; `slackquery artifacts` lists the ones that can be published or "
+            "rolled back to)"
+        )
     return build_id, path
 
 
