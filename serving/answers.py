@@ -659,7 +659,10 @@ def _cited_texts(
             "(YYYYmmddTHHMMSSZ-<hex8>-<hex8>, as `artifact_id` in an answer)"
         )
     path: Path = artifact_file(engine.settings.artifact_path, build_id)
-    gone = f"artifact {build_id} is no longer on disk; cannot tell whether cited text changed"
+    gone = (
+        f"artifact {build_id} is not on disk (removed by retention, or never built); "
+        "cannot tell whether cited text changed"
+    )
     if not path.exists():
         raise SlackqueryError(gone)
     try:

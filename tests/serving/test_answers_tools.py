@@ -126,7 +126,8 @@ def test_verify_against_the_artifact_it_was_cited_from(
         newer = verify_citations(engine, f"x [{zebra}]", pipeline.first_build)
         assert newer.citations[0].problems == ["not in the artifact it was cited from"]
         gone = verify_citations(engine, f"x [{PASSWORD}]", "20240101T000000Z-00000000-00000000")
-        assert gone.verdict == "unverified" and "no longer on disk" in gone.problems[0]
+        assert gone.verdict == "unverified"
+        assert "is not on disk (removed by retention, or never built)" in gone.problems[0]
         junk = verify_citations(engine, f"x [{PASSWORD}]", "no-such-build")
         assert junk.verdict == "unverified" and "is not a build id" in junk.problems[0]
     finally:
@@ -260,7 +261,8 @@ def test_a_cited_at_artifact_that_cannot_be_read_is_one_problem(
         monkeypatch.setattr(serving.answers, "duckdb", spy)
         checked = verify_citations(engine, f"x [{PASSWORD}]", removed)
         assert checked.problems == [
-            f"artifact {removed} is no longer on disk; cannot tell whether cited text changed"
+            f"artifact {removed} is not on disk (removed by retention, or never built); "
+            "cannot tell whether cited text changed"
         ]
     finally:
         engine.close()
