@@ -133,6 +133,12 @@ def _format(result: dict[str, Any]) -> str:
     ]
     if result["retried_failed"]:
         lines.insert(1, f"retried     {result['retried_failed']} terminal_failed item(s)")
+    if counts["retryable_failed"] and result["next_retry_at"]:
+        first = result["next_retry_at"]  # a datetime, or its ISO text when Prefect returns it
+        lines.append(
+            f"waiting     {counts['retryable_failed']} retryable_failed item(s); the first is "
+            f"due at {str(first)[:19].replace('T', ' ')} UTC, for a later run"
+        )
     if result["stopped"]:
         lines.append(f"stopped     {result['stopped']}; the next run resumes")
     elif counts["terminal_failed"]:

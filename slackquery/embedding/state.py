@@ -623,6 +623,16 @@ def record_run(
         )
 
 
+def next_retry_at(connection: duckdb.DuckDBPyConnection, generation_id: str) -> datetime | None:
+    """When the first of the generation's retryable_failed items becomes claimable again."""
+    row = connection.execute(
+        f"select min(next_attempt_at) from ({CURRENT_ITEMS}) as items "
+        "where state = 'retryable_failed'",
+        {"generation_id": generation_id},
+    ).fetchone()
+    return row[0] if row else None
+
+
 def measured_rate(connection: duckdb.DuckDBPyConnection, generation_id: str) -> float | None:
     """Documents/s over the generation's last RATE_RUNS runs, or None before any run."""
     if not has_table(connection, "embedding_runs"):

@@ -313,6 +313,7 @@ class EmbedRun:
             **self.tally,
             "stopped": self.stopped,
             "counts": state.state_counts(self.connection, self.generation_id),
+            "next_retry_at": state.next_retry_at(self.connection, self.generation_id),
             **state.coverage(self.connection, self.generation_id),
             "elapsed_s": round(elapsed, 3),
             "model_s": round(self.model_s, 3),

@@ -263,7 +263,8 @@ def test_the_command_exits_1_when_the_endpoint_kept_failing_and_retries_terminal
         )
     endpoint.faults.extend([("500", None)] * 3)
     assert main(["embed", "--engine", "plain"]) == 1
-    stopped = capsys.readouterr().out.splitlines()[-1]
+    *_, waiting, stopped = capsys.readouterr().out.splitlines()
+    assert waiting.startswith("waiting     12 retryable_failed item(s); the first is due at ")
     assert stopped.startswith("stopped     the embedding endpoint failed 3 batches in a row: ")
     assert stopped.endswith("; the next run resumes")
 
