@@ -80,7 +80,8 @@ def run_demo() -> None:
         "Try your own: SLACKQUERY_HOME="
         f"{settings.home} .venv/bin/slackquery search 'your question'  "
         "(or `slackquery ask` for a cited answer, `slackquery serve` for the MCP server; "
-        "see docs/mcp.md)"
+        "see docs/mcp.md)",
+        soft_wrap=True,  # whole, so the command can be copied
     )
 
 
