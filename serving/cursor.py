@@ -87,7 +87,8 @@ class CursorCodec:
             raise SlackqueryError("cursor is not a cursor returned by search_slack" + _RESTART)
         if not hmac.compare_digest(self._sign(body), signature):
             raise SlackqueryError(
-                "cursor signature is invalid (edited, forged, or from another server)" + _RESTART
+                "cursor signature is invalid (from a server since restarted without "
+                "SLACKQUERY_CURSOR_SECRET, another server, or edited)" + _RESTART
             )
         try:
             payload = json.loads(_unb64(body))

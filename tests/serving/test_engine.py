@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import serving.arms
+from serving.cursor import CursorCodec
 from serving.engine import SearchEngine
 from serving.fusion import FusionConfig
 from serving.models import SearchRequest
@@ -249,6 +250,10 @@ def test_cursor_tampering_and_mismatch(engine: SearchEngine) -> None:
             search(engine, "the", limit=2, mode="lexical", cursor=bad)
     with pytest.raises(SlackqueryError, match="different query"):
         search(engine, "the", limit=2, mode="hybrid", cursor=cursor)
+    # Signed with another key: most often a server restarted without a configured secret.
+    restarted = CursorCodec("another key").encode(first.artifact_id, "x", 2)
+    with pytest.raises(SlackqueryError, match="restarted without SLACKQUERY_CURSOR_SECRET"):
+        search(engine, "the", limit=2, mode="lexical", cursor=restarted)
     with pytest.raises(SlackqueryError, match="different query"):
         search(engine, "the in:#eng", limit=2, mode="lexical", cursor=cursor)
 
