@@ -450,13 +450,10 @@ def record_failures(
         next_attempt_at = case when items.attempt_count >= $max_attempts
             then null else $next_attempt_at end,
         transient_failures = 0""",
-        {
-            "max_attempts": max_attempts,
-            "next_attempt_at": next_attempt_at,
-            "error_class": error_class,
-            "error_message": error_message[:1000],
-            "now": now,
-        },
+        {"max_attempts": max_attempts, "next_attempt_at": next_attempt_at},
+        error_class=error_class,
+        error_message=error_message,
+        now=now,
     )
 
 
@@ -485,12 +482,10 @@ def record_transient_failures(
         """state = 'retryable_failed', next_attempt_at = $next_attempt_at,
         attempt_count = greatest(items.attempt_count - 1, 0),
         transient_failures = coalesce(items.transient_failures, 0) + 1""",
-        {
-            "next_attempt_at": next_attempt_at,
-            "error_class": error_class,
-            "error_message": error_message[:1000],
-            "now": now,
-        },
+        {"next_attempt_at": next_attempt_at},
+        error_class=error_class,
+        error_message=error_message,
+        now=now,
     )
 
 
@@ -501,10 +496,15 @@ def _settle_leased(
     items: Sequence[ClaimedItem],
     assignments: str,
     parameters: dict[str, object],
+    *,
+    error_class: str,
+    error_message: str,
+    now: datetime,
 ) -> int:
     """Record a failure of the items still leased to `lease_id`: `assignments` (a SET
-    clause of constant SQL) plus the error and the lease released; how many were updated.
-    The lease check keeps a run whose lease was reclaimed from overwriting the new owner."""
+    clause of constant SQL, its values in `parameters`) plus the error and the lease
+    released; how many were updated. The lease check keeps a run whose lease was reclaimed
+    from overwriting the new owner."""
     if not items:
         return 0
     with transaction(connection):
@@ -522,6 +522,9 @@ def _settle_leased(
             """,
             {
                 **parameters,
+                "error_class": error_class,
+                "error_message": error_message[:1000],
+                "now": now,
                 "ids": [item.document_id for item in items],
                 "hashes": [item.text_hash for item in items],
                 "generation_id": generation_id,
