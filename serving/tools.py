@@ -53,7 +53,7 @@ from serving.models import (
 from serving.query import is_unicode_text
 from slackquery.artifacts.schema import CONVERSATION_TYPES
 from slackquery.errors import SlackqueryError
-from slackquery.escaping import escape_controls
+from slackquery.escaping import escape_controls, quoted
 from slackquery.settings import Settings
 
 T = TypeVar("T")
@@ -93,11 +93,6 @@ def one_line(message: str) -> str:
     return f"{text[:_HEAD]}… [{cut} characters cut] …{text[-_TAIL:]}"
 
 
-def _shown(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
 def validation_message(tool: str, error: ValidationError) -> str:
     """One line for arguments that fail the tool's input schema: each field and what it needs."""
     problems = []
@@ -105,7 +100,7 @@ def validation_message(tool: str, error: ValidationError) -> str:
         field = ".".join(str(part) for part in item["loc"]) or "arguments"
         problem = f"{field}: {item['msg']}"
         if item["type"] != "missing":
-            problem += f" (got {_shown(item.get('input'))})"
+            problem += f" (got {quoted(item.get('input'))})"
         problems.append(problem)
     return f"invalid arguments for {tool}: " + "; ".join(problems)
 
@@ -255,7 +250,7 @@ def _refuse_arguments(name: str, arguments: dict[str, Any], known: dict[str, Any
     if unknown:
         raise _Refused(
             f"invalid arguments for {name}: unknown argument "
-            f"{', '.join(map(_shown, unknown))} (it takes {', '.join(known)})"
+            f"{', '.join(map(quoted, unknown))} (it takes {', '.join(known)})"
         )
 
 

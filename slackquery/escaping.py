@@ -58,3 +58,9 @@ def json_text(document: str) -> str:
     nothing in it drives or reorders a terminal that shows it. Other non-ASCII text (names
     like Zoë) stays readable."""
     return _RAW_IN_JSON.sub(lambda match: f"\\u{ord(match.group(0)):04x}", document)
+
+
+def quoted(value: object, limit: int = 40) -> str:
+    """A value quoted back in a one-line error: its repr, cut to `limit` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

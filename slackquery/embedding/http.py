@@ -31,6 +31,7 @@ from slackquery.embedding.errors import (
     RequestRejectedError,
     TransientEmbeddingError,
 )
+from slackquery.escaping import quoted
 
 Protocol = Literal["ollama", "openai"]
 PROBE_TEXT = "slackquery endpoint probe"
@@ -281,7 +282,7 @@ class HttpEmbedder:
         if isinstance(value, str) and value.strip().isdigit():
             return int(value)
         raise EndpointValidationError(
-            f"{self._where}: {reported} {_short(value)} for model {self.model!r}, which is "
+            f"{self._where}: {reported} {quoted(value)} for model {self.model!r}, which is "
             "not a whole number"
         )
 
@@ -289,7 +290,7 @@ class HttpEmbedder:
         if value is None or isinstance(value, str):
             return value
         raise EndpointValidationError(
-            f"{self._where}: {path} reports revision {_short(value)} for model {self.model!r}, "
+            f"{self._where}: {path} reports revision {quoted(value)} for model {self.model!r}, "
             "which is not a string"
         )
 
@@ -358,9 +359,4 @@ def _kind(value: Any) -> str:
     """What a JSON value is, for an error message: `a list`, `a string ('fake')`."""
     names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}
     name = names.get(type(value), "null" if value is None else "a number")
-    return f"{name} ({_short(value)})" if isinstance(value, str | int | float) else name
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+    return f"{name} ({quoted(value)})" if isinstance(value, str | int | float) else name
