@@ -1,10 +1,14 @@
 """Shared pytest fixtures: an isolated SLACKQUERY_HOME per test."""
 
+import shutil
 from collections.abc import Iterator
+from functools import wraps
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from slackquery import projection
 from slackquery.settings import Settings, get_settings
 
 
@@ -16,6 +20,44 @@ def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("SLACKQUERY_MODEL_CACHE_DIR", str(folder))
         yield folder
+
+
+@pytest.fixture(scope="session", autouse=True)
+def dbt_parse_seed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """dbt parses the whole project in each new home, and nearly every test has a home of
+    its own: the artifact build's FTS step (`--target artifact`) spent about 2 s of its
+    2.3 s parsing. Its profile names no path, so one parse serves every home: the first
+    in-process run leaves its partial-parse file here, and a home without one starts from
+    that copy, as a second build in one home would (dbt still re-checks every file against
+    it). The projection's profile holds the home's paths, which dbt's parse state hashes,
+    so it gains nothing from a copy; commands run in a subprocess parse from scratch."""
+    seed = tmp_path_factory.getbasetemp() / "dbt-artifact-parse" / "partial_parse.msgpack"
+    run_dbt = projection.run_dbt
+
+    @wraps(run_dbt)
+    def seeded_run_dbt(settings: Settings, args: list[str], **options: Any) -> Any:
+        if options["target_subdir"] != "artifact":
+            return run_dbt(settings, args, **options)
+        parsed = settings.home / "dbt" / "artifact" / seed.name
+        if seed.exists() and not parsed.exists():
+            parsed.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(seed, parsed)
+        try:
+            return run_dbt(settings, args, **options)
+        finally:
+            if parsed.exists() and not seed.exists():
+                seed.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(parsed, seed)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(projection, "run_dbt", seeded_run_dbt)
+        yield
+
+
+@pytest.fixture
+def cold_dbt_parse(monkeypatch: pytest.MonkeyPatch) -> None:
+    """For a test of dbt's parsing itself: the artifact target parses from scratch."""
+    monkeypatch.setattr(projection, "run_dbt", projection.run_dbt.__wrapped__)
 
 
 @pytest.fixture

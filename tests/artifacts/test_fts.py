@@ -3,6 +3,8 @@ after the first reuse dbt's partial parse."""
 
 from pathlib import Path
 
+import pytest
+
 from slackquery import projection
 from slackquery.artifacts import fts
 from slackquery.duckdb_setup import connect
@@ -35,6 +37,7 @@ def _search(path: Path, query: str) -> tuple[dict, list[str]]:
     return config, [document_id for (document_id,) in rows]
 
 
+@pytest.mark.usefixtures("cold_dbt_parse")
 def test_each_build_indexes_its_own_file_and_the_second_skips_the_full_parse(
     settings: Settings, tmp_path: Path
 ) -> None:
