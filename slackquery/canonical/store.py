@@ -223,16 +223,14 @@ def merge_table(
         changed = f"({changed}) and not ({' or '.join(f'({rule})' for rule in stale.values())})"
     observed = {"observed_at": observed_at} if stale else {}
     staged = _scalar(connection, f"select count(*) from stage_{table}")
-    updated = _scalar(
-        connection,
-        f"select count(*) from stage_{table} as stage inner join {table} as target "
-        f"on {join} where {changed}",
+    if not staged:  # most sync pages stage no file and no new author
+        return {"inserted": 0, "updated": 0, "unchanged": 0, "tombstoned": 0}
+    row = connection.execute(
+        f"select count(*) filter (where {changed}), count(*) "
+        f"from stage_{table} as stage inner join {table} as target on {join}",
         observed,
-    )
-    existing = _scalar(
-        connection,
-        f"select count(*) from stage_{table} as stage inner join {table} as target on {join}",
-    )
+    ).fetchone()
+    updated, existing = row if row else (0, 0)
     if updated:
         assignments = ", ".join(
             f"{column} = {_stage_value(table, column)}" for column in columns if column not in keys
