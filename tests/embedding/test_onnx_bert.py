@@ -36,7 +36,7 @@ TEXTS = [
     "#eng priya: deploy failed on 28P01, password rejected for v2.3.1",
     "#random leo: lol same 🚕🌧️ tiny css tweak: padding 12px not 16px?",  # an unknown run
     "#ops база данных недоступна, 数据库 连接 超时  (double  spaces)",
-    "#eng meera: " + " ".join(f"step{i} rollback" for i in range(400)),  # > 512 tokens
+    "#eng meera: " + " ".join(f"step{i} rollback" for i in range(150)),  # > 512 tokens: 2 windows
     "",
 ]
 
