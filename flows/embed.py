@@ -28,6 +28,7 @@ for transient faults inside a run; the work-item rows carry retries across runs.
 """
 
 import asyncio
+import socket
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -123,10 +124,36 @@ def ensure_dask_scheduler(address: str, timeout_s: float | None = None) -> None:
     """Refuse, in one line, an address where no Dask scheduler answers within `timeout_s`
     (DASK_CONNECT_TIMEOUT_S): nothing listening, a host that drops packets, or another
     service (an HTTP server, a Dask worker) that accepts the connection."""
+    timeout = DASK_CONNECT_TIMEOUT_S if timeout_s is None else timeout_s
+    reason = _tcp_refusal(address, timeout) or _not_a_scheduler(address, timeout)
+    if reason is not None:
+        raise SlackqueryError(f"cannot reach the Dask scheduler at {address}: {reason}")
+
+
+def _tcp_refusal(address: str, timeout: float) -> str | None:
+    """Why a plain connection to the address's host and port fails, or None. It comes
+    first because Dask's own connect retries a refused port for its whole timeout."""
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    try:
+        scheme, location = parse_address(address)
+        host, port = parse_host_port(location)
+    except ValueError as error:
+        return str(error)
+    if scheme not in ("tcp", "tls", "ws", "wss"):  # not over TCP: Dask's connect decides
+        return None
+    try:
+        socket.create_connection((host, port), timeout).close()
+    except OSError as error:
+        reason = error.strerror or str(error)
+        return reason[:1].lower() + reason[1:]
+    return None
+
+
+def _not_a_scheduler(address: str, timeout: float) -> str | None:
+    """Why no Dask scheduler answers the identity handshake at `address`, or None."""
     from distributed.comm import connect
     from distributed.security import Security
-
-    timeout = DASK_CONNECT_TIMEOUT_S if timeout_s is None else timeout_s
 
     async def identify() -> Any:
         # The client's own connection arguments (TLS from the Dask config, as `Client`).
@@ -138,25 +165,22 @@ def ensure_dask_scheduler(address: str, timeout_s: float | None = None) -> None:
         finally:
             await comm.close()
 
-    # Dask's connect retries a refused connection for `timeout`, then says why; the outer
-    # bound also covers its handshake, which has no timeout of its own.
+    # The outer bound also covers the handshake, which has no timeout of its own.
     bound = timeout + HANDSHAKE_GRACE_S
     try:
         # A thread of its own: asyncio.run refuses a thread whose event loop is running.
         with ThreadPoolExecutor(1) as pool:
             info = pool.submit(asyncio.run, asyncio.wait_for(identify(), bound)).result()
     except TimeoutError:
-        reason = f"no Dask handshake within {bound:g} s (is it a Dask scheduler's port?)"
+        return f"no Dask handshake within {bound:g} s (is it a Dask scheduler's port?)"
     # Whatever a non-Dask peer makes the protocol raise (closed stream, undecodable
     # frames, an unknown scheme) means the same to the user: no scheduler there.
     except Exception as error:
-        reason = _first_cause(error)
-    else:
-        kind = info.get("type") if isinstance(info, dict) else None
-        if isinstance(kind, str) and "Scheduler" in kind:
-            return
-        reason = f"it answers as a Dask {kind}, not a scheduler" if kind else "not as Dask"
-    raise SlackqueryError(f"cannot reach the Dask scheduler at {address}: {reason}")
+        return _first_cause(error)
+    kind = info.get("type") if isinstance(info, dict) else None
+    if isinstance(kind, str) and "Scheduler" in kind:
+        return None
+    return f"it answers as a Dask {kind}, not a scheduler" if kind else "not as Dask"
 
 
 def _first_cause(error: BaseException) -> str:

@@ -9,7 +9,6 @@ fan the batches out over Dask, which only the Prefect flow can do (prefect-dask)
 
 import argparse
 import re
-import socket
 from typing import Any
 
 from slackquery.commands import add_engine_flag, add_json_flag, emit, use_prefect, whole_number
@@ -21,9 +20,6 @@ from slackquery.settings import Settings
 _SCHEDULER_ADDRESS = re.compile(
     r"(?P<scheme>tcp|tls|wss?)://(?P<host>\[[0-9a-fA-F:.]+\]|[^:/\[\]\s]+):(?P<port>[0-9]{1,5})"
 )
-# A scheduler on a reachable network accepts a connection in milliseconds; this only bounds
-# the wait for a host that drops packets.
-SCHEDULER_CONNECT_TIMEOUT_S = 10.0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -90,34 +86,17 @@ def scheduler_address(value: str) -> str:
 
 
 def uses_dask(args: argparse.Namespace) -> bool:
-    """Whether a Dask cluster was asked for; refuses the plain engine, which has none, and
-    a scheduler address nothing listens at (`ensure_scheduler_listens`)."""
+    """Whether a Dask cluster was asked for; refuses the plain engine, which has none, and,
+    before the flow and its temporary Prefect API start, a scheduler address where no Dask
+    scheduler answers (nothing listening, or another service: the dashboard's port)."""
     wanted = bool(args.dask_workers or args.dask_address)
     if wanted and args.engine == "plain":
         raise SlackqueryError("--dask-workers/--dask-address need the Prefect engine")
     if args.dask_address:
-        ensure_scheduler_listens(args.dask_address)
+        from flows.embed import ensure_dask_scheduler  # imports Prefect and Dask: only here
+
+        ensure_dask_scheduler(args.dask_address)
     return wanted
-
-
-def ensure_scheduler_listens(address: str) -> None:
-    """Refuse, in one line naming it, a scheduler address nothing accepts connections at,
-    or where something other than a Dask scheduler answers (the dashboard's port), before
-    the flow and its temporary Prefect API start. The plain connect comes first: Dask's
-    own retries a refused port for its whole timeout."""
-    match = _SCHEDULER_ADDRESS.fullmatch(address)
-    assert match is not None  # `scheduler_address` parsed it
-    host = match["host"].removeprefix("[").removesuffix("]")
-    try:
-        socket.create_connection((host, int(match["port"])), SCHEDULER_CONNECT_TIMEOUT_S).close()
-    except OSError as error:
-        reason = error.strerror or str(error)
-        raise SlackqueryError(
-            f"cannot reach the Dask scheduler at {address}: {reason[:1].lower() + reason[1:]}"
-        ) from None
-    from flows.embed import ensure_dask_scheduler  # imports Prefect and Dask: only here
-
-    ensure_dask_scheduler(address, SCHEDULER_CONNECT_TIMEOUT_S)
 
 
 def _format(result: dict[str, Any]) -> str:

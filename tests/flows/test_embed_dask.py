@@ -130,6 +130,17 @@ def test_an_address_without_a_scheduler_is_refused_in_one_line_in_bounded_time(
     assert "\n" not in message and elapsed < 0.3 + flows.embed.HANDSHAKE_GRACE_S + 2
 
 
+def test_a_port_nothing_listens_at_is_refused_without_waiting_out_the_timeout() -> None:
+    # Dask's own connect retries a refused port until its timeout: a deployment's flow
+    # would wait it out before saying what the CLI says at once.
+    with (
+        _not_a_scheduler("refused") as (address, _listener),
+        pytest.raises(SlackqueryError) as caught,
+    ):
+        _within(5, lambda: ensure_dask_scheduler(address, timeout_s=60))
+    assert str(caught.value) == f"cannot reach the Dask scheduler at {address}: connection refused"
+
+
 def test_the_flow_refuses_a_silent_address_in_one_line_before_any_claim(
     dask_env: tuple[Settings, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
