@@ -46,6 +46,9 @@ def build_index(settings: Settings, artifact_path: Path) -> None:
             json.dumps(macro_args),
             "--target",
             "artifact",
+            # Nothing reads this step's manifest.json or run_results.json, and writing
+            # them cost each build about 0.2 s.
+            "--no-write-json",
         ],
         environment={},
         target_subdir="artifact",
