@@ -93,7 +93,13 @@ def sync_and_reconcile(
     types: list[str] | None = None,
     channels: list[str] | None = None,
     full_refresh: bool = False,
+    dask_workers: int | None = None,
+    dask_address: str | None = None,
 ) -> dict[str, Any]:
-    """Sync, then reconcile (project, embed, build, validate, publish) what it brought in."""
+    """Sync, then reconcile (project, embed, build, validate, publish) what it brought in;
+    `dask_workers` / `dask_address` are reconcile's (its embed step's batches on Dask)."""
     synced = sync_workspace(list(types or CONVERSATION_TYPES), list(channels or []), None)
-    return {"sync": synced, "reconcile": reconcile(full_refresh=full_refresh)}
+    reconciled = reconcile(
+        full_refresh=full_refresh, dask_workers=dask_workers, dask_address=dask_address
+    )
+    return {"sync": synced, "reconcile": reconciled}
