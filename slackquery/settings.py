@@ -101,6 +101,21 @@ class Settings(BaseSettings):
         description="Each sync re-reads this many days of every channel (and the replies of "
         "threads active in them) to catch edits and deletions.",
     )
+    slack_thread_sweep_days: float = Field(
+        default=90.0,
+        ge=0,
+        description="Threads whose last stored reply is older than the re-read window but "
+        "newer than this many days are re-read a few per run, least recently read first, so "
+        "a new reply to a thread gone quiet is found (its parent and replies are on no page "
+        "a run reads otherwise); 0 turns the sweep off.",
+    )
+    slack_thread_sweep_per_run: int = Field(
+        default=50,
+        ge=0,
+        description="Most threads the sweep re-reads per run, and never more than one minute "
+        "of `conversations.replies` at the run's pacing allows (50 at `tiers`, 1 at "
+        "`non-marketplace`); 0 turns the sweep off.",
+    )
     slack_timeout_s: float = Field(
         default=30.0, gt=0, description="HTTP timeout of one Web API request, seconds."
     )

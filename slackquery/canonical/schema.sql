@@ -141,6 +141,14 @@ create table if not exists sync_threads (  -- threads whose replies the pass sti
     primary key (workspace_id, channel_id, thread_ts)
 );
 
+create table if not exists sync_thread_reads (  -- when each thread was last read whole
+    workspace_id varchar not null,
+    channel_id varchar not null,
+    thread_ts varchar not null,
+    read_at timestamptz not null,      -- the sweep of quiet threads reads the oldest first
+    primary key (workspace_id, channel_id, thread_ts)
+);
+
 create table if not exists sync_seen (  -- what the pass in progress has read so far
     workspace_id varchar not null,
     channel_id varchar not null,

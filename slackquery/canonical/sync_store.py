@@ -2,9 +2,10 @@
 
 Every page of `conversations.history` or `conversations.replies` is staged and merged by
 the importer's own rules (`store.merge_table`), and the same transaction records what the
-pass has seen and where it goes on (`sync_channels`, `sync_threads`, `sync_seen`). A sync
-killed at any instant therefore resumes from its last commit: nothing is duplicated,
-nothing half-written is visible, and only the page in flight is fetched again.
+pass has seen and where it goes on (`sync_channels`, `sync_threads`, `sync_seen`), and
+when each thread was last read whole (`sync_thread_reads`). A sync killed at any instant
+therefore resumes from its last commit: nothing is duplicated, nothing half-written is
+visible, and only the page in flight is fetched again.
 
 A pass over a channel reads the history between two bounds; when it and the threads it
 queued are read, the messages in those bounds that no page returned are tombstoned. A
@@ -174,6 +175,40 @@ class SyncStore:
         ).fetchall()
         return {ts: (latest, count) for ts, latest, count in rows}
 
+    def queue_quiet_threads(
+        self,
+        workspace_id: str,
+        channel_ids: list[str],
+        *,
+        quiet_since_us: int,
+        active_since_us: int,
+        read_before: datetime,
+        limit: int,
+    ) -> int:
+        """Queue up to `limit` of these channels' threads whose last stored reply lies in
+        [quiet_since, active_since) and that were not read whole since `read_before`, least
+        recently read first (never read: first; then the most recently active), and return
+        how many were queued."""
+        if limit <= 0 or not channel_ids:
+            return 0
+        keys = {"w": workspace_id, "c": channel_ids, "quiet": quiet_since_us, "read": read_before}
+        self.connection.begin()
+        queued = self.connection.execute(
+            "insert into sync_threads by name "
+            "select workspace_id, channel_id, thread_ts from ("
+            "  select workspace_id, channel_id, thread_ts, max(ts_us) as last_reply_us "
+            "  from messages where workspace_id = $w and channel_id in (select unnest($c)) "
+            "  and is_thread_reply and not is_deleted group by all "
+            "  having max(ts_us) >= $quiet and max(ts_us) < $active"
+            ") left join sync_thread_reads using (workspace_id, channel_id, thread_ts) "
+            "where read_at is null or read_at < $read "
+            "order by read_at nulls first, last_reply_us desc, channel_id, thread_ts "
+            "limit $limit on conflict do nothing returning thread_ts",
+            {**keys, "active": active_since_us, "limit": limit},
+        ).fetchall()
+        self.connection.commit()
+        return len(queued)
+
     def pending_threads(self, workspace_id: str, channel_id: str) -> list[tuple[str, str | None]]:
         """(thread_ts, reply cursor) of the threads the pass still has to read, oldest first."""
         return self.connection.execute(
@@ -306,6 +341,10 @@ class SyncStore:
             "delete from sync_threads where workspace_id = $w and channel_id = $c "
             "and thread_ts = $t",
             keys,
+        )
+        self.connection.execute(
+            "insert or replace into sync_thread_reads values ($w, $c, $t, $now)",
+            {**keys, "now": now},
         )
         self.connection.execute(
             "delete from sync_seen where workspace_id = $w and channel_id = $c and scope = $t",

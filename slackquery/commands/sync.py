@@ -21,7 +21,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "Slack Web API (SLACKQUERY_SLACK_API_URL, token SLACKQUERY_SLACK_TOKEN) into the "
         "canonical store, at the pace SLACKQUERY_SLACK_REQUESTS_PER_MINUTE sets. Every page is "
         "committed with its checkpoint, so a killed run resumes where it stopped; each run "
-        "re-reads the last SLACKQUERY_SLACK_REREAD_DAYS days to catch edits and deletions. "
+        "re-reads the last SLACKQUERY_SLACK_REREAD_DAYS days to catch edits and deletions, and "
+        "a few quiet threads (SLACKQUERY_SLACK_THREAD_SWEEP_PER_RUN) for late replies. "
         "Takes the same lock as `import`.",
     )
     parser.add_argument(
@@ -116,6 +117,8 @@ def render(result: dict[str, Any]) -> str:
     lines.append(
         "  requests: " + ", ".join(f"{method} {n:,}" for method, n in result["requests"].items())
     )
+    if result["swept_threads"]:
+        lines.append(f"  quiet threads re-read: {result['swept_threads']:,}")
     if result["retries"]:
         lines.append(
             "  retries: " + ", ".join(f"{method} {n:,}" for method, n in result["retries"].items())

@@ -13,9 +13,15 @@ or `reply_count` than the stored parent (a broadcast reply already read from his
 not count as having the thread), or when its last reply falls in the window; the threads
 whose last stored reply is in the window are queued from the store too, so a new reply to
 a thread whose parent lies before the window is found while that thread is active.
-The limit: a new reply to a thread whose parent and last stored reply both lie before the
-window is not found (unless it is broadcast to the channel), since no page a run reads
-shows it; a run with a larger slack_reread_days re-reads that far back and finds it.
+A new reply to a thread whose parent and last stored reply both lie before the window is
+on no page a run reads (unless it is broadcast to the channel), so each run also sweeps a
+few of those quiet threads (`slack_thread_sweep_per_run`, at most one minute of
+`conversations.replies` at the run's pacing): those whose last stored reply is within
+`slack_thread_sweep_days` and that were not read whole in the last day, least recently
+read first. Such a reply is found within a day when the sweep keeps up (quiet threads up to
+a day's runs x sweep size), else in turn; a run with a larger slack_reread_days finds it at
+once. The day spares requests (a small workspace's quiet threads are not re-read every
+run) and a resumed run does not read again the threads its killed run read.
 A thread Slack no longer has (`thread_not_found`) is tombstoned whole.
 
 Access fails closed: a private channel, group DM or DM that a sync of this workspace read
@@ -57,7 +63,7 @@ from slackquery.slack.client import (
     SlackClient,
     page_items,
 )
-from slackquery.slack.pacing import Clock, SystemClock
+from slackquery.slack.pacing import Clock, Pacing, SystemClock
 
 CONVERSATION_TYPES = {
     "public": "public_channel",
@@ -109,6 +115,7 @@ class _Run:
     synced_before: dict[str, StoredConversation] = field(default_factory=dict)
     skipped: list[dict[str, str]] = field(default_factory=list)
     revoked: list[dict[str, str]] = field(default_factory=list)
+    swept_threads: int = 0
 
 
 def sync(
@@ -135,6 +142,7 @@ def sync(
         stack.callback(db.close)
         run = _Run(settings, client, db, clock, request, progress or Progress(), run_id, warnings)
         conversations = _sync_directory(run)
+        _queue_thread_sweep(run, conversations)
         for done, conversation in enumerate(conversations):
             run.progress.update(done, len(conversations), _eta_s(run, len(conversations) - done))
             _sync_conversation(run, conversation)
@@ -377,6 +385,28 @@ def _window_start_s(run: _Run) -> float:
     return run.clock.time() - run.settings.slack_reread_days * DAY_S
 
 
+def _queue_thread_sweep(run: _Run, conversations: list[_Conversation]) -> None:
+    """Queue this run's share of the quiet threads (see the module docstring)."""
+    settings, now = run.settings, run.clock.time()
+    if settings.slack_thread_sweep_days <= 0:
+        return
+    run.swept_threads = run.db.queue_quiet_threads(
+        run.workspace_id,
+        [conversation.row.channel_id for conversation in conversations],
+        quiet_since_us=int((now - settings.slack_thread_sweep_days * DAY_S) * 1_000_000),
+        active_since_us=int(_window_start_s(run) * 1_000_000),
+        read_before=datetime.fromtimestamp(now - DAY_S, UTC),
+        limit=sweep_size(settings.slack_thread_sweep_per_run, run.client.pacing),
+    )
+
+
+def sweep_size(wanted: int, pacing: Pacing) -> int:
+    """Quiet threads one run re-reads: `wanted`, and no more than one minute of
+    `conversations.replies` at this pacing (at least one thread when paced slower)."""
+    per_minute = pacing.per_minute.get("conversations.replies", 0.0)
+    return min(wanted, max(1, math.floor(per_minute))) if per_minute > 0 else wanted
+
+
 def _begin_pass(run: _Run, channel_id: str, synced_through: str | None) -> None:
     window_start = _window_start_s(run)
     since = (
@@ -548,6 +578,7 @@ def summary(run: _Run, conversations: int, elapsed_s: float) -> dict[str, Any]:
         "conversations": conversations - len(run.skipped),
         "skipped": run.skipped,
         "revoked": run.revoked,
+        "swept_threads": run.swept_threads,
         "requests": dict(sorted(client.requests.items())),
         "request_count": sum(client.requests.values()),
         "retries": dict(sorted(client.retries.items())),

@@ -10,11 +10,12 @@ import duckdb
 import pytest
 
 from slackquery.canonical.importer import import_source
+from slackquery.commands.sync import render
 from slackquery.sample.workspace import TEAM_DOMAIN, TEAM_NAME
 from slackquery.settings import Settings, get_settings
 from slackquery.slack.client import SlackApiError
-from slackquery.slack.pacing import SystemClock
-from slackquery.slack.sync import SyncRequest, sync
+from slackquery.slack.pacing import SystemClock, pacing_from_setting
+from slackquery.slack.sync import SyncRequest, sweep_size, sync
 from tests.canonical.conftest import query
 from tests.crashing import run_cli_until
 from tests.loopback import serve
@@ -348,6 +349,83 @@ def test_replies_of_a_thread_slack_no_longer_has_are_tombstoned(
     assert not {thread_ts, *replies} & set(live_ts(settings.canonical_path, SUPPORT))
     assert report["counts"]["messages"]["tombstoned"] == 1 + len(replies)
     assert query(settings.canonical_path, "select count(*) from sync_threads") == [(0,)]
+
+
+def _quiet_threads(live: Live, channel: str) -> list[str]:
+    """`channel`'s threads whose last reply lies before the re-read window and within the
+    sweep's days, in the order the sweep reads threads read at one time: latest reply first."""
+    settings = live.settings
+    since = live.clock.now - settings.slack_thread_sweep_days * 86_400
+    latest = {
+        ts: float(message["latest_reply"])
+        for ts, message in live.slack.messages[channel].items()
+        if message.get("reply_count")
+    }
+    quiet = [ts for ts, last in latest.items() if since <= last < window_start_s(live)]
+    return sorted(quiet, key=lambda ts: latest[ts], reverse=True)
+
+
+def _replies_read(live: Live, since_request: int) -> list[str]:
+    return [
+        entry.params["ts"]
+        for entry in live.slack.log[since_request:]
+        if entry.method == "conversations.replies"
+    ]
+
+
+def test_the_sweep_finds_a_late_reply_to_a_quiet_thread_in_turn(
+    live: Live, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    request = SyncRequest(channels=(SUPPORT,))
+    sync(live.settings, request, clock=live.clock)
+    settings = _with_env(monkeypatch, SLACKQUERY_SLACK_THREAD_SWEEP_PER_RUN="1")
+    live.clock.now += 86_460  # the first sync read every thread: a day later all may be swept
+    quiet = _quiet_threads(live, SUPPORT)
+    assert len(quiet) >= 2
+    late = f"{live.clock.now - 10:.6f}"
+    live.slack.reply(SUPPORT, quiet[-1], late, live.slack.members[SUPPORT][0], "late: okapi")
+    for turn, thread_ts in enumerate(quiet):
+        before = len(live.slack.log)
+        report = sync(settings, request, clock=live.clock)
+        read = _replies_read(live, before)
+        assert report["swept_threads"] == 1 and thread_ts in read, turn
+        assert "  quiet threads re-read: 1" in render(report).splitlines()
+        assert not set(quiet[turn + 1 :]) & set(read), turn
+        found = late in live_ts(settings.canonical_path, SUPPORT)
+        assert found == (thread_ts == quiet[-1]), turn
+    assert report["counts"]["messages"]["inserted"] == 1
+    before = len(live.slack.log)
+    report = sync(settings, request, clock=live.clock)
+    assert report["swept_threads"] == 0, "each was read within the day"
+    still_quiet = set(quiet[:-1])  # the late reply made the last one active
+    assert not still_quiet & set(_replies_read(live, before))
+
+
+def test_the_sweep_is_off_at_zero_days(live: Live, monkeypatch: pytest.MonkeyPatch) -> None:
+    request = SyncRequest(channels=(SUPPORT,))
+    sync(live.settings, request, clock=live.clock)
+    settings = _with_env(monkeypatch, SLACKQUERY_SLACK_THREAD_SWEEP_DAYS="0")
+    live.clock.now += 86_460
+    assert _quiet_threads(live, SUPPORT)
+    before = len(live.slack.log)
+    report = sync(settings, request, clock=live.clock)
+    assert report["swept_threads"] == 0
+    assert not set(_quiet_threads(live, SUPPORT)) & set(_replies_read(live, before))
+
+
+@pytest.mark.parametrize(
+    ("preset", "wanted", "size"),
+    [
+        ("tiers", 50, 50),
+        ("tiers", 80, 50),
+        ("non-marketplace", 50, 1),
+        ("0", 80, 80),
+        ("0.5", 50, 1),
+        ("tiers", 0, 0),
+    ],
+)
+def test_the_sweep_reads_at_most_a_minute_of_replies(preset: str, wanted: int, size: int) -> None:
+    assert sweep_size(wanted, pacing_from_setting(preset)) == size
 
 
 @pytest.mark.parametrize(
