@@ -124,7 +124,8 @@ class Settings(BaseSettings):
         ge=1,
         description="Attempts per Web API request on rate limits (429, `ratelimited`), server "
         "errors (5xx, Slack's transient `ok: false` errors) and timeouts before the sync stops "
-        "(rate limits wait Retry-After, at most 15 min; others back off exponentially with "
+        "(rate limits wait Retry-After, at most 15 min in all per request: a longer wait stops "
+        "the sync at once and the next run resumes; others back off exponentially with "
         "jitter).",
     )
     slack_backoff_max_s: float = Field(

@@ -1,10 +1,13 @@
 """A Slack Web API client over httpx: paced per method, retrying, with classified errors.
 
-- `429`, and an `ok: false` body with `ratelimited`, wait their `Retry-After`; `5xx`,
-  timeouts, connection errors and the transient `ok: false` errors (`internal_error`,
+- `429`, and an `ok: false` body with `ratelimited`, wait their `Retry-After`, at most
+  RETRY_AFTER_MAX_S (15 minutes) in all per call: when the wait Slack asks for would take
+  the call past that, the run stops at once, without waiting, with `SlackTransientError`.
+  `5xx`, timeouts, connection errors and the transient `ok: false` errors (`internal_error`,
   `fatal_error`, `service_unavailable`, `request_timeout`) back off exponentially with full
-  jitter up to `slack_backoff_max_s`; after `slack_max_attempts` the run stops with
-  `SlackTransientError`, which the flow retries.
+  jitter up to `slack_backoff_max_s` (not counted in those 15 minutes). After
+  `slack_max_attempts` the run stops with `SlackTransientError` too; the flow retries it,
+  and the next run resumes where this one stopped.
 - `invalid_auth`, `token_revoked`, `missing_scope` (and the other token errors) stop the
   run with a message that names the missing scope; `not_in_channel` and
   `channel_not_found` raise `ChannelUnavailable`, which the sync turns into a warning.
@@ -43,6 +46,9 @@ TRANSIENT_ERRORS = {"internal_error", "fatal_error", "service_unavailable", "req
 RATE_LIMITED = "ratelimited"
 BACKOFF_BASE_S = 1.0
 RETRY_AFTER_DEFAULT_S = 1.0
+# The most one call waits on Retry-After, all its attempts together: a longer wait is not
+# worth holding the run and the store's writer lock for (every page is committed with its
+# checkpoint, so the next scheduled run resumes and loses nothing).
 RETRY_AFTER_MAX_S = 900.0
 
 
@@ -71,6 +77,14 @@ class _Retry(Exception):
         super().__init__(reason)
         self.reason = reason
         self.hold_s = hold_s
+
+
+def _too_long(reason: str, asked_s: float, held_s: float) -> str:
+    after = f" more after {held_s:g} s" if held_s else ""
+    return (
+        f"{reason}: Slack asked to wait {asked_s:g} s{after}, longer than the "
+        f"{RETRY_AFTER_MAX_S:g} s a run waits per call; the next run resumes"
+    )
 
 
 def _stop_message(method: str, body: dict[str, Any]) -> str:
@@ -125,9 +139,15 @@ class SlackClient:
 
     def call(self, method: str, **params: Any) -> dict[str, Any]:
         """One Web API call (form-encoded POST), retried on rate limits, server errors and
-        timeouts; its JSON body."""
+        timeouts; its JSON body.
+
+        Its Retry-After waits add up to at most RETRY_AFTER_MAX_S: a wait that would take
+        them past it (a single `Retry-After` longer than that included) is not waited, the
+        call gives up at once with `SlackTransientError`.
+        """
         data = {key: str(value) for key, value in params.items() if value is not None}
         attempts = self.settings.slack_max_attempts
+        held_s = 0.0  # Retry-After this call has waited so far
         last = "no attempt"
         for attempt in range(1, attempts + 1):
             self.limiter.wait(method)
@@ -138,9 +158,14 @@ class SlackClient:
                 last = retry.reason
                 if retry.hold_s is None:
                     self._backoff(method, attempt)
-                else:
-                    self.retries[method] += 1
-                    self.limiter.hold(method, retry.hold_s)
+                    continue
+                if held_s + retry.hold_s > RETRY_AFTER_MAX_S:
+                    detail = _too_long(retry.reason, retry.hold_s, held_s)
+                    # from None: the _Retry is this loop's own signal, not a cause to show.
+                    raise SlackTransientError(method, "gave up", detail) from None
+                held_s += retry.hold_s
+                self.retries[method] += 1
+                self.limiter.hold(method, retry.hold_s)
         raise SlackTransientError(method, "gave up", f"{attempts} attempts, last: {last}")
 
     def _post(self, method: str, data: dict[str, str]) -> httpx.Response:
@@ -241,9 +266,9 @@ class CursorTrail:
 
 
 def retry_after_s(value: str | None, *, now: float) -> float:
-    """The seconds a `Retry-After` header asks to wait (`parse_retry_after`), at most
-    RETRY_AFTER_MAX_S (15 minutes: a longer wait is not worth holding the run and the
-    store's writer lock for; the run gives up after its attempts and the next run resumes);
-    RETRY_AFTER_DEFAULT_S when absent or unreadable."""
+    """The seconds a `Retry-After` header asks to wait (`parse_retry_after`), as asked:
+    not capped here, because a wait the run will not make is refused, not shortened
+    (`SlackClient.call` gives up once a call's waits would pass RETRY_AFTER_MAX_S, 15
+    minutes; the next run resumes); RETRY_AFTER_DEFAULT_S when absent or unreadable."""
     seconds = parse_retry_after(value, datetime.fromtimestamp(now, UTC))
-    return RETRY_AFTER_DEFAULT_S if seconds is None else min(seconds, RETRY_AFTER_MAX_S)
+    return RETRY_AFTER_DEFAULT_S if seconds is None else seconds
