@@ -43,7 +43,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--plan",
         action="store_true",
-        help="print what each pacing preset means for a full sync (requests, minutes) and exit",
+        help="print what each pacing preset means for a full sync and for each later run "
+        "(requests, minutes) and exit",
     )
     parser.add_argument(
         "--messages",
@@ -152,5 +153,11 @@ def render_plan(result: dict[str, Any]) -> str:
         )
         lines.append(
             "      " + ", ".join(f"{method} {n:,}" for method, n in preset["requests"].items())
+        )
+        later = preset["later_run"]
+        lines.append(
+            f"      each later run: at least {later['request_count']:,} requests and "
+            f"{later['minutes_at_least']:,} min (members and a history page of every "
+            "conversation, the thread sweep; new messages add to it)"
         )
     return "\n".join(lines)

@@ -69,6 +69,12 @@ class Pacing:
         rate = self.per_minute.get(method, 0.0)
         return 60.0 / rate if rate > 0 else 0.0
 
+    def calls_in_a_minute(self, method: str, wanted: int) -> int:
+        """`wanted` calls to `method`, or fewer: no more than its pace allows in a minute
+        (but one, when paced slower than one a minute)."""
+        rate = self.per_minute.get(method, 0.0)
+        return min(wanted, max(1, math.floor(rate))) if rate > 0 else wanted
+
     def page_size(self, method: str, wanted: int) -> int:
         """The `limit` to ask `method` for."""
         if self.message_page_cap is not None and method in MESSAGE_METHODS:

@@ -1,10 +1,15 @@
-"""`sync --plan`: how many Web API requests, and how many minutes, a first full sync takes.
+"""`sync --plan`: how many Web API requests, and how many minutes, a first full sync takes,
+and the least a later run takes.
 
 The workspace's shape (conversations, top-level messages per conversation, replies per
 thread, members) is read from the canonical store when it holds one, and scaled to the
 number of messages asked about; each pacing preset then gives requests per method and
 the minutes they need at its pace. Methods are paced independently and the sync
 interleaves them, so a run takes at least the slowest method's minutes and at most their sum.
+
+A later run reads every conversation's members and at least one history page of each, and
+sweeps its share of quiet threads, whatever changed: that floor does not shrink with the
+number of messages, and a schedule shorter than it leaves no run time to finish.
 """
 
 import math
@@ -15,7 +20,7 @@ import duckdb
 
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
-from slackquery.slack.pacing import METHOD_TIERS, PRESETS, pacing_from_setting
+from slackquery.slack.pacing import METHOD_TIERS, PRESETS, Pacing, pacing_from_setting
 
 SHAPE_SQL = """
 with live as (
@@ -63,6 +68,19 @@ def store_shape(settings: Settings) -> Shape:
     return Shape(row[0], list(row[1] or []), list(row[2] or []), row[3], list(row[4] or []), row[5])
 
 
+def _directory_requests(shape: Shape, list_page: int) -> dict[str, int]:
+    """What every run reads first: identity, users, conversations and their members."""
+    return {
+        "auth.test": 1,
+        "team.info": 1,
+        "users.list": math.ceil(shape.users / list_page),
+        "conversations.list": math.ceil(shape.channels / list_page),
+        "conversations.members": sum(
+            max(1, math.ceil(count / list_page)) for count in shape.members_per_channel
+        ),
+    }
+
+
 def requests_for(shape: Shape, messages: int, page: dict[str, int]) -> dict[str, int]:
     """Requests per method of a first full sync of `shape` scaled to `messages`."""
     scale = messages / shape.messages
@@ -74,13 +92,7 @@ def requests_for(shape: Shape, messages: int, page: dict[str, int]) -> dict[str,
     )
     channels_without_messages = max(0, shape.channels - len(per_channel))
     return {
-        "auth.test": 1,
-        "team.info": 1,
-        "users.list": math.ceil(shape.users / list_page),
-        "conversations.list": math.ceil(shape.channels / list_page),
-        "conversations.members": sum(
-            max(1, math.ceil(count / list_page)) for count in shape.members_per_channel
-        ),
+        **_directory_requests(shape, list_page),
         "conversations.history": sum(
             max(1, math.ceil(count / history_page)) for count in per_channel
         )
@@ -92,9 +104,26 @@ def requests_for(shape: Shape, messages: int, page: dict[str, int]) -> dict[str,
     }
 
 
+def later_run_requests(shape: Shape, page: dict[str, int], thread_sweep: int) -> dict[str, int]:
+    """The fewest requests per method of a sync run after the first: the directory, one
+    history page per conversation and the quiet threads it sweeps (new messages and
+    threads active in the re-read window add to these)."""
+    return {
+        **_directory_requests(shape, page["users.list"]),
+        "conversations.history": shape.channels,
+        "conversations.replies": thread_sweep,
+    }
+
+
+def _minutes(requests: dict[str, int], pacing: Pacing) -> dict[str, float]:
+    return {method: count * pacing.interval(method) / 60 for method, count in requests.items()}
+
+
 def plan(settings: Settings, messages: int) -> dict[str, Any]:
-    """Per pacing preset: requests per method, and the minutes they need."""
+    """Per pacing preset: requests per method and the minutes they need, for a first full
+    sync and at least for each later run."""
     shape = store_shape(settings)
+    threads = round(len(shape.replies_per_thread) * messages / shape.messages)
     presets = []
     for name in PRESETS:
         pacing = pacing_from_setting(name)
@@ -102,9 +131,13 @@ def plan(settings: Settings, messages: int) -> dict[str, Any]:
             method: pacing.page_size(method, settings.slack_page_size) for method in METHOD_TIERS
         }
         requests = requests_for(shape, messages, page)
-        minutes = {
-            method: count * pacing.interval(method) / 60 for method, count in requests.items()
-        }
+        minutes = _minutes(requests, pacing)
+        sweep = (
+            pacing.calls_in_a_minute("conversations.replies", settings.slack_thread_sweep_per_run)
+            if settings.slack_thread_sweep_days
+            else 0
+        )
+        later = later_run_requests(shape, page, min(sweep, threads))
         presets.append(
             {
                 "preset": pacing.name,
@@ -113,6 +146,11 @@ def plan(settings: Settings, messages: int) -> dict[str, Any]:
                 "request_count": sum(requests.values()),
                 "minutes_at_least": round(max(minutes.values()), 1),
                 "minutes_at_most": round(sum(minutes.values()), 1),
+                "later_run": {
+                    "requests": later,
+                    "request_count": sum(later.values()),
+                    "minutes_at_least": round(max(_minutes(later, pacing).values()), 1),
+                },
             }
         )
     return {
@@ -120,7 +158,7 @@ def plan(settings: Settings, messages: int) -> dict[str, Any]:
         "shape": {
             "from_store_messages": shape.messages,
             "conversations": shape.channels,
-            "threads": round(len(shape.replies_per_thread) * messages / shape.messages),
+            "threads": threads,
             "users": shape.users,
         },
         "presets": presets,

@@ -63,7 +63,7 @@ from slackquery.slack.client import (
     SlackClient,
     page_items,
 )
-from slackquery.slack.pacing import Clock, Pacing, SystemClock
+from slackquery.slack.pacing import Clock, SystemClock
 
 CONVERSATION_TYPES = {
     "public": "public_channel",
@@ -396,15 +396,10 @@ def _queue_thread_sweep(run: _Run, conversations: list[_Conversation]) -> None:
         quiet_since_us=int((now - settings.slack_thread_sweep_days * DAY_S) * 1_000_000),
         active_since_us=int(_window_start_s(run) * 1_000_000),
         read_before=datetime.fromtimestamp(now - DAY_S, UTC),
-        limit=sweep_size(settings.slack_thread_sweep_per_run, run.client.pacing),
+        limit=run.client.pacing.calls_in_a_minute(
+            "conversations.replies", settings.slack_thread_sweep_per_run
+        ),
     )
-
-
-def sweep_size(wanted: int, pacing: Pacing) -> int:
-    """Quiet threads one run re-reads: `wanted`, and no more than one minute of
-    `conversations.replies` at this pacing (at least one thread when paced slower)."""
-    per_minute = pacing.per_minute.get("conversations.replies", 0.0)
-    return min(wanted, max(1, math.floor(per_minute))) if per_minute > 0 else wanted
 
 
 def _begin_pass(run: _Run, channel_id: str, synced_through: str | None) -> None:

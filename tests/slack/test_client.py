@@ -245,8 +245,17 @@ def test_cli_plan_prints_every_preset_from_the_store_shape(
         requests["conversations.history"], requests["conversations.replies"]
     )
     assert by_name["0 (unpaced)"]["minutes_at_most"] == 0
+    # A later run: a history page of every conversation whatever changed, and the sweep.
+    later = {name: preset["later_run"]["requests"] for name, preset in by_name.items()}
+    conversations = len(live.slack.conversations)
+    assert {runs["conversations.history"] for runs in later.values()} == {conversations}
+    assert later["tiers"]["conversations.replies"] == live.settings.slack_thread_sweep_per_run
+    assert later["non-marketplace"]["conversations.replies"] == 1
+    assert by_name["non-marketplace"]["later_run"]["minutes_at_least"] == conversations
     assert main(["sync", "--plan"]) == 0
-    assert "non-marketplace" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "non-marketplace" in out
+    assert f"each later run: at least {sum(later['tiers'].values())} requests" in out
 
 
 @pytest.mark.parametrize(

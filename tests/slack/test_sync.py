@@ -15,7 +15,7 @@ from slackquery.sample.workspace import TEAM_DOMAIN, TEAM_NAME
 from slackquery.settings import Settings, get_settings
 from slackquery.slack.client import SlackApiError
 from slackquery.slack.pacing import SystemClock, pacing_from_setting
-from slackquery.slack.sync import SyncRequest, sweep_size, sync
+from slackquery.slack.sync import SyncRequest, sync
 from tests.canonical.conftest import query
 from tests.crashing import run_cli_until
 from tests.loopback import serve
@@ -425,7 +425,7 @@ def test_the_sweep_is_off_at_zero_days(live: Live, monkeypatch: pytest.MonkeyPat
     ],
 )
 def test_the_sweep_reads_at_most_a_minute_of_replies(preset: str, wanted: int, size: int) -> None:
-    assert sweep_size(wanted, pacing_from_setting(preset)) == size
+    assert pacing_from_setting(preset).calls_in_a_minute("conversations.replies", wanted) == size
 
 
 @pytest.mark.parametrize(
