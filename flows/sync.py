@@ -56,9 +56,13 @@ def _logger() -> logging.Logger | logging.LoggerAdapter:
     retry_delay_seconds=[60, 300, 900],
     retry_condition_fn=retry_transient,
 )
-def sync_workspace(types: list[str], channels: list[str], since: date | None) -> dict[str, Any]:
+def sync_workspace(
+    types: list[str], channels: list[str], since: date | None, max_minutes: float | None = None
+) -> dict[str, Any]:
     """One sync run; `{"status": "skipped"}` when another writer holds the store."""
-    request = SyncRequest(types=tuple(types), channels=tuple(channels), since=since)
+    request = SyncRequest(
+        types=tuple(types), channels=tuple(channels), since=since, max_minutes=max_minutes
+    )
     try:
         result = sync(get_settings(), request)
     except StoreBusy as error:
@@ -70,6 +74,12 @@ def sync_workspace(types: list[str], channels: list[str], since: date | None) ->
         result["request_count"],
         result["counts"]["messages"],
     )
+    if result["deferred"]:
+        _logger().info(
+            "%s conversations deferred to the next run (max_minutes %s)",
+            len(result["deferred"]),
+            max_minutes,
+        )
     if result["revoked"]:
         _logger().warning(
             "private conversations this token can no longer read, members emptied: %s",
@@ -83,9 +93,13 @@ def sync_flow(
     types: list[str] | None = None,
     channels: list[str] | None = None,
     since: date | None = None,
+    max_minutes: float | None = None,
 ) -> dict[str, Any]:
-    """Bring the canonical store up to date from the Slack Web API, once."""
-    return sync_workspace(list(types or CONVERSATION_TYPES), list(channels or []), since)
+    """Bring the canonical store up to date from the Slack Web API, once; with
+    `max_minutes`, start no conversation after that long (the next run goes on)."""
+    return sync_workspace(
+        list(types or CONVERSATION_TYPES), list(channels or []), since, max_minutes
+    )
 
 
 @flow(name="sync-and-reconcile", log_prints=False)
@@ -95,10 +109,15 @@ def sync_and_reconcile(
     full_refresh: bool = False,
     dask_workers: int | None = None,
     dask_address: str | None = None,
+    max_minutes: float | None = None,
 ) -> dict[str, Any]:
     """Sync, then reconcile (project, embed, build, validate, publish) what it brought in;
-    `dask_workers` / `dask_address` are reconcile's (its embed step's batches on Dask)."""
-    synced = sync_workspace(list(types or CONVERSATION_TYPES), list(channels or []), None)
+    `max_minutes` is sync's (start no conversation after that long, so the schedule keeps
+    its pace; the next run goes on), `dask_workers` / `dask_address` are reconcile's (its
+    embed step's batches on Dask)."""
+    synced = sync_workspace(
+        list(types or CONVERSATION_TYPES), list(channels or []), None, max_minutes
+    )
     reconciled = reconcile(
         full_refresh=full_refresh, dask_workers=dask_workers, dask_address=dask_address
     )

@@ -56,10 +56,13 @@ class ChannelPass:
 
 @dataclass(frozen=True)
 class StoredConversation:
-    """A conversation as the store holds it: enough to name it and to know who may see it."""
+    """A conversation as the store holds it: enough to name it, to know who may see it, and
+    to know when a sync last read it."""
 
     name: str
     conversation_type: str
+    pass_open: bool  # a pass was begun and not finished (a run stopped inside it)
+    synced_at: datetime  # when a sync last read it (its checkpoint's last move)
 
 
 def _zero_counts() -> dict[str, dict[str, int]]:
@@ -397,11 +400,12 @@ class SyncStore:
     def synced_conversations(self, workspace_id: str) -> dict[str, StoredConversation]:
         """The conversations a sync of this workspace has read before, by channel id."""
         rows = self.connection.execute(
-            "select channel_id, channels.name, channels.conversation_type from sync_channels "
+            "select channel_id, channels.name, channels.conversation_type, "
+            "pass_latest_ts is not null, updated_at from sync_channels "
             "inner join channels using (workspace_id, channel_id) where workspace_id = ?",
             [workspace_id],
         ).fetchall()
-        return {channel_id: StoredConversation(name, kind) for channel_id, name, kind in rows}
+        return {channel_id: StoredConversation(*row) for channel_id, *row in rows}
 
     def close_conversation(self, workspace_id: str, channel_id: str, now: datetime) -> None:
         """Make a conversation private with no members, so that only the operator sees it.

@@ -2,6 +2,7 @@
 
 import argparse
 import json
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -41,6 +42,17 @@ def whole_number(minimum: int, maximum: int | None = None) -> Callable[[str], in
         return number
 
     return parse
+
+
+def positive_float(value: str) -> float:
+    """An argparse type: a finite number above zero."""
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if not (math.isfinite(number) and number > 0):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number above 0")
+    return number
 
 
 def emit(args: argparse.Namespace, result: Any, text: str) -> None:

@@ -4,7 +4,7 @@ import argparse
 import sys
 from typing import Any
 
-from slackquery.commands import add_json_flag, emit, iso_day, whole_number
+from slackquery.commands import add_json_flag, emit, iso_day, positive_float, whole_number
 from slackquery.commands.importer import render_counts
 from slackquery.escaping import terminal_line
 from slackquery.settings import Settings
@@ -41,6 +41,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "an import, its export's last day: older history is then left as imported)",
     )
     parser.add_argument(
+        "--max-minutes",
+        type=positive_float,
+        help="start no conversation after this many minutes (the one in progress finishes); "
+        "the next run begins with those left, least recently synced first. For scheduled "
+        "runs shorter than one pass over every conversation (default: no limit)",
+    )
+    parser.add_argument(
         "--plan",
         action="store_true",
         help="print what each pacing preset means for a full sync and for each later run "
@@ -66,6 +73,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         types=tuple(kind.strip() for kind in args.types.split(",") if kind.strip()),
         channels=tuple(name.strip() for name in (args.channels or "").split(",") if name.strip()),
         since=args.since,
+        max_minutes=args.max_minutes,
     )
     with _ProgressBar(enabled=not args.json and sys.stderr.isatty()) as progress:
         result = sync(settings, request, progress=progress)
@@ -126,6 +134,11 @@ def render(result: dict[str, Any]) -> str:
         )
     for skipped in result["skipped"]:
         lines.append(f"  skipped {skipped['channel_id']}: {skipped['error']}")
+    if result["deferred"]:
+        lines.append(
+            f"  deferred to the next run (--max-minutes): {len(result['deferred']):,} "
+            "conversation(s)"
+        )
     for revoked in result["revoked"]:
         lines.append(
             f"  members emptied {revoked['channel_id']}: {revoked['reason']} (see warnings)"

@@ -24,6 +24,12 @@ once. The day spares requests (a small workspace's quiet threads are not re-read
 run) and a resumed run does not read again the threads its killed run read.
 A thread Slack no longer has (`thread_not_found`) is tombstoned whole.
 
+Conversations are read in turn: a pass a stopped run left open first, then those never
+read, then the least recently read. With `max_minutes` a run starts no conversation once
+that long has passed (it finishes the one it is in) and reports the rest as `deferred`;
+the next run begins with them, so a schedule shorter than one pass over every
+conversation (a minute each at the `non-marketplace` pace) still reads them all in turn.
+
 Access fails closed: a private channel, group DM or DM that a sync of this workspace read
 before, of a type the run asks for, that this run cannot read (no longer listed, or
 `not_in_channel` / `channel_not_found` at any step) has its stored member list emptied, so
@@ -78,11 +84,13 @@ DAY_S = 86_400
 
 @dataclass(frozen=True)
 class SyncRequest:
-    """What to sync: conversation types, an optional channel list, an optional start day."""
+    """What to sync: conversation types, an optional channel list, an optional start day,
+    and optionally how long a run may go on starting conversations."""
 
     types: tuple[str, ...] = tuple(CONVERSATION_TYPES)
     channels: tuple[str, ...] = ()  # ids (C…) or names (#name / name)
     since: date | None = None
+    max_minutes: float | None = None  # start no conversation after this; the next run goes on
 
 
 @dataclass
@@ -115,6 +123,7 @@ class _Run:
     synced_before: dict[str, StoredConversation] = field(default_factory=dict)
     skipped: list[dict[str, str]] = field(default_factory=list)
     revoked: list[dict[str, str]] = field(default_factory=list)
+    deferred: list[str] = field(default_factory=list)
     swept_threads: int = 0
 
 
@@ -141,9 +150,12 @@ def sync(
         db = SyncStore(settings, run_id, warnings)
         stack.callback(db.close)
         run = _Run(settings, client, db, clock, request, progress or Progress(), run_id, warnings)
-        conversations = _sync_directory(run)
+        conversations = _in_turn(run, _sync_directory(run))
         _queue_thread_sweep(run, conversations)
         for done, conversation in enumerate(conversations):
+            if done and _out_of_time(run, clock.monotonic() - started_clock):
+                run.deferred = [later.row.channel_id for later in conversations[done:]]
+                break
             run.progress.update(done, len(conversations), _eta_s(run, len(conversations) - done))
             _sync_conversation(run, conversation)
         run.progress.update(len(conversations), len(conversations), 0.0)
@@ -191,6 +203,27 @@ def _sync_directory(run: _Run) -> list[_Conversation]:
         _unreadable(run, channel_id, stored.conversation_type, stored.name, UNLISTED)
     _upsert_identity(run, identity, team, now)
     return kept
+
+
+def _in_turn(run: _Run, conversations: list[_Conversation]) -> list[_Conversation]:
+    """The order to read them in: a pass a stopped run left open first, then those no sync
+    has read, then the least recently read, so that runs cut short by `max_minutes` take
+    every conversation in turn."""
+
+    never = datetime.min.replace(tzinfo=UTC)
+
+    def turn(conversation: _Conversation) -> tuple[int, datetime]:
+        stored = run.synced_before.get(conversation.row.channel_id)
+        if stored is None:
+            return 1, never
+        return (0 if stored.pass_open else 2), stored.synced_at
+
+    return sorted(conversations, key=turn)
+
+
+def _out_of_time(run: _Run, elapsed_s: float) -> bool:
+    limit = run.request.max_minutes
+    return limit is not None and elapsed_s >= limit * 60
 
 
 def _identity(run: _Run) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -570,9 +603,10 @@ def summary(run: _Run, conversations: int, elapsed_s: float) -> dict[str, Any]:
     return {
         "run_id": run.run_id,
         "workspace_id": run.workspace_id,
-        "conversations": conversations - len(run.skipped),
+        "conversations": conversations - len(run.skipped) - len(run.deferred),
         "skipped": run.skipped,
         "revoked": run.revoked,
+        "deferred": run.deferred,
         "swept_threads": run.swept_threads,
         "requests": dict(sorted(client.requests.items())),
         "request_count": sum(client.requests.values()),

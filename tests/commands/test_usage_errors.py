@@ -14,6 +14,8 @@ from tests.commands.usage import usage_error
         (["search", "x", "--limit", "0"], "argument --limit: '0' is not a whole number of at"),
         (["ask", "x?", "--max-evidence", "0"], "argument --max-evidence: '0' is not a whole"),
         (["sync", "--plan", "--messages", "-3"], "argument --messages: '-3' is not a whole"),
+        (["sync", "--max-minutes", "0"], "argument --max-minutes: '0' is not a number above 0"),
+        (["sync", "--max-minutes", "inf"], "argument --max-minutes: 'inf' is not a number above"),
         (["embed", "--max-items", "-5"], "argument --max-items: '-5' is not a whole number"),
         (["embed", "--max-items", "0"], "argument --max-items: '0' is not a whole number"),
         (["embed", "--dask-workers", "0"], "argument --dask-workers: '0' is not a whole"),

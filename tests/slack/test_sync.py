@@ -413,6 +413,38 @@ def test_the_sweep_is_off_at_zero_days(live: Live, monkeypatch: pytest.MonkeyPat
     assert not set(_quiet_threads(live, SUPPORT)) & set(_replies_read(live, before))
 
 
+def test_runs_cut_short_by_max_minutes_take_every_conversation_in_turn(
+    live: Live, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sync(live.settings, clock=live.clock)
+    # A minute per history page: four minutes cannot reach every conversation.
+    settings = _with_env(monkeypatch, SLACKQUERY_SLACK_REQUESTS_PER_MINUTE="non-marketplace")
+    request = SyncRequest(max_minutes=4)
+    live.clock.now += 3600
+    started = live.clock.now
+    first = sync(settings, request, clock=live.clock)
+    deferred = first["deferred"]
+    assert deferred and first["conversations"] >= 1
+    assert first["conversations"] + len(deferred) == len(live.slack.conversations)
+    assert "  deferred to the next run (--max-minutes): " in render(first)
+    before, ended = len(live.slack.log), live.clock.now
+    assert ended - started >= 4 * 60
+    second = sync(settings, request, clock=live.clock)
+    read = list(
+        dict.fromkeys(
+            entry.params["channel"]
+            for entry in live.slack.log[before:]
+            if entry.method == "conversations.history"
+        )
+    )
+    # The conversations the first run did not reach come first, in the order it left them.
+    reached = min(len(read), len(deferred))
+    assert read[:reached] == deferred[:reached]
+    assert second["conversations"] == len(read) < len(deferred)
+    # ... and those it reached wait behind the rest.
+    assert second["deferred"][: len(deferred) - reached] == deferred[reached:]
+
+
 @pytest.mark.parametrize(
     ("preset", "wanted", "size"),
     [
