@@ -127,7 +127,7 @@ def render(result: dict[str, Any]) -> str:
         "  requests: " + ", ".join(f"{method} {n:,}" for method, n in result["requests"].items())
     )
     if result["swept_threads"]:
-        lines.append(f"  quiet threads re-read: {result['swept_threads']:,}")
+        lines.append(f"  quiet threads queued to re-read: {result['swept_threads']:,}")
     if result["retries"]:
         lines.append(
             "  retries: " + ", ".join(f"{method} {n:,}" for method, n in result["retries"].items())

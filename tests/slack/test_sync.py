@@ -389,7 +389,7 @@ def test_the_sweep_finds_a_late_reply_to_a_quiet_thread_in_turn(
         report = sync(settings, request, clock=live.clock)
         read = _replies_read(live, before)
         assert report["swept_threads"] == 1 and thread_ts in read, turn
-        assert "  quiet threads re-read: 1" in render(report).splitlines()
+        assert "  quiet threads queued to re-read: 1" in render(report).splitlines()
         assert not set(quiet[turn + 1 :]) & set(read), turn
         found = late in live_ts(settings.canonical_path, SUPPORT)
         assert found == (thread_ts == quiet[-1]), turn
