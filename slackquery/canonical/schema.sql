@@ -149,6 +149,13 @@ create table if not exists sync_thread_reads (  -- when each thread was last rea
     primary key (workspace_id, channel_id, thread_ts)
 );
 
+create table if not exists sync_member_reads (  -- when sync last read each member list
+    workspace_id varchar not null,
+    channel_id varchar not null,
+    read_at timestamptz not null,      -- public channels' lists are re-read oldest first
+    primary key (workspace_id, channel_id)
+);
+
 create table if not exists sync_seen (  -- what the pass in progress has read so far
     workspace_id varchar not null,
     channel_id varchar not null,

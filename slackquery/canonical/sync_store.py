@@ -3,7 +3,8 @@
 Every page of `conversations.history` or `conversations.replies` is staged and merged by
 the importer's own rules (`store.merge_table`), and the same transaction records what the
 pass has seen and where it goes on (`sync_channels`, `sync_threads`, `sync_seen`), and
-when each thread was last read whole (`sync_thread_reads`). A sync killed at any instant
+when each thread and member list was last read whole (`sync_thread_reads`,
+`sync_member_reads`). A sync killed at any instant
 therefore resumes from its last commit: nothing is duplicated, nothing half-written is
 visible, and only the page in flight is fetched again.
 
@@ -65,6 +66,14 @@ class StoredConversation:
     synced_at: datetime  # when a sync last read it (its checkpoint's last move)
 
 
+@dataclass(frozen=True)
+class StoredMembers:
+    """A conversation's stored member list (None: none stored) and when sync read it."""
+
+    member_ids: list[str] | None
+    read_at: datetime | None
+
+
 def _zero_counts() -> dict[str, dict[str, int]]:
     return {
         table: {"inserted": 0, "updated": 0, "unchanged": 0, "tombstoned": 0} for table in TABLES
@@ -108,16 +117,43 @@ class SyncStore:
         for table in ("users", "channels", "messages", "files"):
             self.connection.execute(f"delete from stage_{table}")
 
+    def stored_members(self, workspace_id: str) -> dict[str, StoredMembers]:
+        """Each stored conversation's member list and when a sync last read it."""
+        rows = self.connection.execute(
+            "select channel_id, member_ids, read_at from channels "
+            "left join sync_member_reads using (workspace_id, channel_id) "
+            "where workspace_id = ?",
+            [workspace_id],
+        ).fetchall()
+        return {
+            channel_id: StoredMembers(members, read_at) for channel_id, members, read_at in rows
+        }
+
     def write_directory(
-        self, users: list[UserRow], channels: list[ChannelRow], now: datetime
+        self,
+        users: list[UserRow],
+        channels: list[ChannelRow],
+        now: datetime,
+        members_read: set[str],
     ) -> None:
-        """Merge the workspace's users and channels (names, membership, archival) at once."""
+        """Merge the workspace's users and channels (names, membership, archival) at once,
+        and record that the member lists of the channels in `members_read` were read now."""
         self.connection.begin()
         self._clear_stage()
         store.stage_frame(self.connection, "users", store.USER_COLUMNS, users)
         store.stage_frame(self.connection, "channels", store.CHANNEL_COLUMNS, channels)
         self._merge("users", store.USER_COLUMNS, now)
         self._merge("channels", store.CHANNEL_COLUMNS, now)
+        read = [row for row in channels if row.channel_id in members_read]
+        if read:
+            self.connection.execute(
+                "insert or replace into sync_member_reads select unnest($w), unnest($c), $now",
+                {
+                    "w": [row.workspace_id for row in read],
+                    "c": [row.channel_id for row in read],
+                    "now": now,
+                },
+            )
         self.connection.commit()
 
     def channel_pass(self, workspace_id: str, channel_id: str) -> ChannelPass:

@@ -170,7 +170,8 @@ def render_plan(result: dict[str, Any]) -> str:
         later = preset["later_run"]
         lines.append(
             f"      each later run: at least {later['request_count']:,} requests and "
-            f"{later['minutes_at_least']:,} min (members and a history page of every "
-            "conversation, the thread sweep; new messages add to it)"
+            f"{later['minutes_at_least']:,} min (private channels' members and a share of "
+            "public ones', a history page of every conversation, the thread sweep; new "
+            "messages add to it)"
         )
     return "\n".join(lines)

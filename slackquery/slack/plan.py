@@ -7,9 +7,10 @@ number of messages asked about; each pacing preset then gives requests per metho
 the minutes they need at its pace. Methods are paced independently and the sync
 interleaves them, so a run takes at least the slowest method's minutes and at most their sum.
 
-A later run reads every conversation's members and at least one history page of each, and
-sweeps its share of quiet threads, whatever changed: that floor does not shrink with the
-number of messages, and a schedule shorter than it leaves no run time to finish.
+A later run reads at least the member lists of the private channels and its share of the
+public ones, one history page of every conversation, and its share of quiet threads,
+whatever changed: that floor does not shrink with the number of messages, and a schedule
+shorter than it leaves no run time to finish.
 """
 
 import math
@@ -35,7 +36,8 @@ select
     (select list(n order by thread_ts) from (
         select thread_ts, count(*) as n from live where is_thread_reply group by 1)),
     (select count(*) from channels),
-    (select list(coalesce(len(member_ids), 0)) from channels),
+    (select list(coalesce(len(member_ids), 0) order by channel_id) from channels),
+    (select list(conversation_type order by channel_id) from channels),
     (select count(*) from users)
 """
 
@@ -49,6 +51,7 @@ class Shape:
     replies_per_thread: list[int]
     channels: int
     members_per_channel: list[int]
+    types: list[str]  # each channel's conversation type, in the order of members_per_channel
     users: int
 
 
@@ -65,20 +68,36 @@ def store_shape(settings: Settings) -> Shape:
     assert row is not None
     if not row[0]:
         raise SlackqueryError(f"{path}: the canonical store holds no messages")
-    return Shape(row[0], list(row[1] or []), list(row[2] or []), row[3], list(row[4] or []), row[5])
+    messages, history, replies, channels, members, types, users = row
+    return Shape(
+        messages,
+        list(history or []),
+        list(replies or []),
+        channels,
+        list(members or []),
+        list(types or []),
+        users,
+    )
 
 
-def _directory_requests(shape: Shape, list_page: int) -> dict[str, int]:
-    """What every run reads first: identity, users, conversations and their members."""
+def _directory_requests(shape: Shape, list_page: int, member_requests: int) -> dict[str, int]:
+    """What a run reads first: identity, users, conversations and member lists."""
     return {
         "auth.test": 1,
         "team.info": 1,
         "users.list": math.ceil(shape.users / list_page),
         "conversations.list": math.ceil(shape.channels / list_page),
-        "conversations.members": sum(
-            max(1, math.ceil(count / list_page)) for count in shape.members_per_channel
-        ),
+        "conversations.members": member_requests,
     }
+
+
+def _member_list_pages(shape: Shape, list_page: int, kinds: set[str] | None = None) -> int:
+    """Requests to read the member lists of the conversations of `kinds` (None: all)."""
+    return sum(
+        max(1, math.ceil(count / list_page))
+        for count, kind in zip(shape.members_per_channel, shape.types, strict=True)
+        if kinds is None or kind in kinds
+    )
 
 
 def requests_for(shape: Shape, messages: int, page: dict[str, int]) -> dict[str, int]:
@@ -92,7 +111,7 @@ def requests_for(shape: Shape, messages: int, page: dict[str, int]) -> dict[str,
     )
     channels_without_messages = max(0, shape.channels - len(per_channel))
     return {
-        **_directory_requests(shape, list_page),
+        **_directory_requests(shape, list_page, _member_list_pages(shape, list_page)),
         "conversations.history": sum(
             max(1, math.ceil(count / history_page)) for count in per_channel
         )
@@ -104,12 +123,17 @@ def requests_for(shape: Shape, messages: int, page: dict[str, int]) -> dict[str,
     }
 
 
-def later_run_requests(shape: Shape, page: dict[str, int], thread_sweep: int) -> dict[str, int]:
-    """The fewest requests per method of a sync run after the first: the directory, one
-    history page per conversation and the quiet threads it sweeps (new messages and
-    threads active in the re-read window add to these)."""
+def later_run_requests(
+    shape: Shape, page: dict[str, int], thread_sweep: int, public_members: int
+) -> dict[str, int]:
+    """The fewest requests per method of a sync run after the first: the directory (member
+    lists of private channels, and of `public_members` public ones), one history page per
+    conversation and the quiet threads it sweeps (new messages and threads active in the
+    re-read window add to these)."""
+    list_page = page["users.list"]
+    private = _member_list_pages(shape, list_page, {"private_channel"})
     return {
-        **_directory_requests(shape, page["users.list"]),
+        **_directory_requests(shape, list_page, private + public_members),
         "conversations.history": shape.channels,
         "conversations.replies": thread_sweep,
     }
@@ -137,7 +161,10 @@ def plan(settings: Settings, messages: int) -> dict[str, Any]:
             if settings.slack_thread_sweep_days
             else 0
         )
-        later = later_run_requests(shape, page, min(sweep, threads))
+        public = pacing.calls_in_a_minute(
+            "conversations.members", shape.types.count("public_channel")
+        )
+        later = later_run_requests(shape, page, min(sweep, threads), public)
         presets.append(
             {
                 "preset": pacing.name,

@@ -30,6 +30,13 @@ that long has passed (it finishes the one it is in) and reports the rest as `def
 the next run begins with them, so a schedule shorter than one pass over every
 conversation (a minute each at the `non-marketplace` pace) still reads them all in turn.
 
+Member lists: a private channel's is read on every run (membership decides who may see
+it); a DM's or group DM's never changes in Slack (adding someone makes another group DM), so
+it is read once, when the store holds none; a public channel's decides nothing (everyone in
+the workspace may see it), so each run reads as many as one minute of
+`conversations.members` allows (100 at Slack's pace, all when unpaced), least recently read
+first. A conversation whose stored list is empty (closed, below) is read again.
+
 Access fails closed: a private channel, group DM or DM that a sync of this workspace read
 before, of a type the run asks for, that this run cannot read (no longer listed, or
 `not_in_channel` / `channel_not_found` at any step) has its stored member list emptied, so
@@ -59,7 +66,12 @@ from slackquery.canonical.authors import Authors
 from slackquery.canonical.importer import upsert_workspace
 from slackquery.canonical.rows import ChannelRow, slack_channel_row, slack_user_row, ts_to_us
 from slackquery.canonical.staging import Staged, Warnings
-from slackquery.canonical.sync_store import HISTORY, StoredConversation, SyncStore
+from slackquery.canonical.sync_store import (
+    HISTORY,
+    StoredConversation,
+    StoredMembers,
+    SyncStore,
+)
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
 from slackquery.slack.client import (
@@ -181,11 +193,17 @@ def _sync_directory(run: _Run) -> list[_Conversation]:
     run.authors = Authors(users, run.warnings)
     run.synced_before = run.db.synced_conversations(run.workspace_id)
     conversations, unlisted = _wanted(run, _list_conversations(run))
+    stored = run.db.stored_members(run.workspace_id)
+    to_read = _member_lists_to_read(run, conversations, stored)
     handle = _handle(users)
     kept = []
     for entry in conversations:
         try:
-            entry["members"] = _members(run, entry["id"])
+            entry["members"] = (
+                _members(run, entry["id"])
+                if entry["id"] in to_read
+                else stored[entry["id"]].member_ids
+            )
         except ChannelUnavailable as error:
             _skip(run, entry, error)
             continue
@@ -197,12 +215,32 @@ def _sync_directory(run: _Run) -> list[_Conversation]:
         kept.append(_Conversation(entry, row))
     now = _now(run)
     user_rows = [slack_user_row(run.workspace_id, entry) for entry in users.values()]
-    run.db.write_directory(user_rows, [item.row for item in kept], now)
+    run.db.write_directory(user_rows, [item.row for item in kept], now, members_read=to_read)
     for channel_id in unlisted:
         stored = run.synced_before[channel_id]
         _unreadable(run, channel_id, stored.conversation_type, stored.name, UNLISTED)
     _upsert_identity(run, identity, team, now)
     return kept
+
+
+def _member_lists_to_read(
+    run: _Run, conversations: list[dict[str, Any]], stored: dict[str, StoredMembers]
+) -> set[str]:
+    """The conversations whose member lists this run reads (see the module docstring):
+    every private channel's, every one the store holds none of, and of the public
+    channels' as many as one minute of `conversations.members` allows, least recently
+    read first."""
+    never = datetime.min.replace(tzinfo=UTC)
+    to_read, public = set(), []
+    for entry in conversations:
+        members = stored.get(entry["id"])
+        kind = conversation_type(entry)
+        if members is None or not members.member_ids or kind == "private_channel":
+            to_read.add(entry["id"])
+        elif kind == "public_channel":
+            public.append((members.read_at or never, entry["id"]))
+    share = run.client.pacing.calls_in_a_minute("conversations.members", len(public))
+    return to_read | {channel_id for _, channel_id in sorted(public)[:share]}
 
 
 def _in_turn(run: _Run, conversations: list[_Conversation]) -> list[_Conversation]:

@@ -6,6 +6,7 @@ import pytest
 
 from slackquery.canonical.importer import import_source
 from slackquery.errors import SlackqueryError
+from slackquery.settings import get_settings
 from slackquery.slack.sync import SyncRequest, sync
 from tests.canonical.conftest import query
 from tests.slack.conftest import Live
@@ -111,3 +112,30 @@ def test_a_conversation_known_only_from_an_import_keeps_the_members_of_its_expor
     del live.slack.conversations[LEADERSHIP]
     report = sync(live.settings, NOT_PUBLIC, clock=live.clock)
     assert report["revoked"] == [] and stored_members(db, LEADERSHIP) == members
+
+
+def _member_lists_read(live: Live, since_request: int) -> set[str]:
+    return {
+        entry.params["channel"]
+        for entry in live.slack.log[since_request:]
+        if entry.method == "conversations.members"
+    }
+
+
+def test_a_later_run_reads_private_member_lists_always_and_public_ones_in_turn(
+    live: Live, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sync(live.settings, clock=live.clock)
+    conversations = live.slack.conversations
+    public = sorted(cid for cid, c in conversations.items() if c.get("is_channel"))
+    direct = {cid for cid, c in conversations.items() if c.get("is_im") or c.get("is_mpim")}
+    assert {GROUP_DM, DM} <= direct <= _member_lists_read(live, 0) and len(public) > 4
+    # Two requests a minute for every method: a run reads two public member lists.
+    monkeypatch.setenv("SLACKQUERY_SLACK_REQUESTS_PER_MINUTE", "2")
+    settings = get_settings()
+    for turn in range(2):
+        before = len(live.slack.log)
+        sync(settings, clock=live.clock)
+        # A private channel's members decide who sees it: read every run. DMs and group DMs
+        # keep theirs for good: never read again.
+        assert _member_lists_read(live, before) == {LEADERSHIP, *public[2 * turn : 2 * turn + 2]}
