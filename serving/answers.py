@@ -579,9 +579,12 @@ def find_citations(
 
     values = [value for _, value, _ in found] + bare
     documents = {value for value in values if shown(value)}
+    # A document id needs no source lookup (a scan of every row); a hidden or made-up one
+    # gets it all the same, so the two still cost alike.
+    maybe_sources = [value for value in values if value not in documents]
     sources = {
         source: document
-        for source, document in _source_documents(artifact, values, visible).items()
+        for source, document in _source_documents(artifact, maybe_sources, visible).items()
         if shown(document)
     }
     citations: list[Cited] = []
@@ -750,7 +753,12 @@ def verify_citations(
         deadline.check("reading the artifact the citations were taken from")
         cited = [item.document_id or item.cited for item in found]
         try:
-            before = _cited_texts(engine, cited_at_artifact, cited, requester)
+            # Cited from the current artifact (the usual case): its texts are already read.
+            before = (
+                {document: current[document] for document in cited if document in current}
+                if cited_at_artifact == artifact_id
+                else _cited_texts(engine, cited_at_artifact, cited, requester)
+            )
         except SlackqueryError as error:
             problems.append(str(error))
     checks = [_check(item, current, before) for item in found]

@@ -231,6 +231,19 @@ def test_a_requester_hears_of_a_deletion_only_for_what_they_saw_when_it_was_cite
         engine.close()
 
 
+def test_verify_against_the_current_artifact_reads_no_other_file(
+    engine: SearchEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The usual case: an answer cited from the artifact still published. Its texts are the
+    # ones verify already read, so the file is not opened a second time.
+    looked_up = _record_cited_at_lookups(monkeypatch)
+    with engine.artifact() as artifact:
+        current = artifact.build_id
+    result = verify_citations(engine, f"x [{PASSWORD}]", current)
+    assert result.verdict == "verified" and result.citations[0].unchanged is True
+    assert looked_up == []
+
+
 def test_a_cited_at_artifact_that_cannot_be_read_is_one_problem(
     published: Settings, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
