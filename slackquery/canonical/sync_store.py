@@ -4,9 +4,9 @@ Every page of `conversations.history` or `conversations.replies` is staged and m
 the importer's own rules (`store.merge_table`), and the same transaction records what the
 pass has seen and where it goes on (`sync_channels`, `sync_threads`, `sync_seen`), and
 when each thread and member list was last read whole (`sync_thread_reads`,
-`sync_member_reads`). A sync killed at any instant
-therefore resumes from its last commit: nothing is duplicated, nothing half-written is
-visible, and only the page in flight is fetched again.
+`sync_member_reads`). A sync killed at any instant therefore resumes from its last commit:
+nothing is duplicated, nothing half-written is visible, and only the page in flight is
+fetched again.
 
 A pass over a channel reads the history between two bounds; when it and the threads it
 queued are read, the messages in those bounds that no page returned are tombstoned. A
