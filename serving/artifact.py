@@ -397,6 +397,21 @@ class LoadedArtifact:
         taken on first use, so loading an artifact never reads every row's time."""
         return (int(self.ts_us.min()), int(self.ts_us.max())) if self.ts_us.size else (0, 0)
 
+    @cached_property
+    def source_ids_are_document_ids(self) -> bool:
+        """Whether every message's source message id is its document id (a Slack export's
+        are; a Beacon corpus's are not), so an id that is no document id is no source id
+        either; taken on first use (one scan of the messages)."""
+        cursor = self.cursor()
+        try:
+            row = cursor.execute(
+                "select count(*) from search_documents where document_kind = 'message' "
+                "and source_message_id is distinct from document_id"
+            ).fetchone()
+        finally:
+            cursor.close()
+        return row is not None and row[0] == 0
+
     def channels_named_in(self, text: str) -> np.ndarray:
         """Channel codes of the `#name` or `#C…` mentions in `text` that exist (maybe none);
         Slack's own `<#C123|name>` names the channel by its id."""

@@ -28,7 +28,9 @@ from slackquery.artifacts.files import artifact_file, is_build_id
 from slackquery.artifacts.publish import publish
 from slackquery.cli import main
 from slackquery.errors import SlackqueryError
+from slackquery.evaluation.runner import prepare_corpus
 from slackquery.settings import Settings
+from tests.canonical.test_importer import BEACON_LINES, write_beacon
 
 from .conftest import Pipeline
 from .slack_export import ACME, ZEBRA, message_id
@@ -231,6 +233,23 @@ def test_a_requester_hears_of_a_deletion_only_for_what_they_saw_when_it_was_cite
         engine.close()
 
 
+def test_a_source_id_that_is_no_document_id_is_resolved_by_its_lookup(
+    settings: Settings, tmp_path: Path
+) -> None:
+    # Beacon's source ids (`synthetic:eng:2`) are not its document ids; a Slack export's
+    # are, and there verify skips the lookup (the test artifact, below).
+    prepare_corpus(settings, write_beacon(tmp_path / "corpus.jsonl", BEACON_LINES))
+    engine = SearchEngine(settings)
+    try:
+        with engine.artifact() as artifact:
+            assert not artifact.source_ids_are_document_ids
+        result = verify_citations(engine, "A reply [synthetic:eng:2].")
+        assert result.verdict == "verified"
+        assert [check.kind for check in result.citations] == ["source_message_id"]
+    finally:
+        engine.close()
+
+
 def test_verify_against_the_current_artifact_reads_no_other_file(
     engine: SearchEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -239,6 +258,7 @@ def test_verify_against_the_current_artifact_reads_no_other_file(
     looked_up = _record_cited_at_lookups(monkeypatch)
     with engine.artifact() as artifact:
         current = artifact.build_id
+        assert artifact.source_ids_are_document_ids  # a Slack export's are
     result = verify_citations(engine, f"x [{PASSWORD}]", current)
     assert result.verdict == "verified" and result.citations[0].unchanged is True
     assert looked_up == []
