@@ -175,6 +175,10 @@ class FakeSlack:
         """Post a top-level message."""
         self.messages[channel][ts] = {"type": "message", "user": user, "text": text, "ts": ts}
 
+    def requested(self, method: str, param: str, since: int = 0) -> list[str]:
+        """`param` of each `method` request logged from the `since`-th request on, in order."""
+        return [entry.params[param] for entry in self.log[since:] if entry.method == method]
+
     # --- the Web API -------------------------------------------------------------------
 
     @property

@@ -365,14 +365,6 @@ def _quiet_threads(live: Live, channel: str) -> list[str]:
     return sorted(quiet, key=lambda ts: latest[ts], reverse=True)
 
 
-def _replies_read(live: Live, since_request: int) -> list[str]:
-    return [
-        entry.params["ts"]
-        for entry in live.slack.log[since_request:]
-        if entry.method == "conversations.replies"
-    ]
-
-
 def test_the_sweep_finds_a_late_reply_to_a_quiet_thread_in_turn(
     live: Live, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -387,7 +379,7 @@ def test_the_sweep_finds_a_late_reply_to_a_quiet_thread_in_turn(
     for turn, thread_ts in enumerate(quiet):
         before = len(live.slack.log)
         report = sync(settings, request, clock=live.clock)
-        read = _replies_read(live, before)
+        read = live.slack.requested("conversations.replies", "ts", before)
         assert report["swept_threads"] == 1 and thread_ts in read, turn
         assert "  quiet threads queued to re-read: 1" in render(report).splitlines()
         assert not set(quiet[turn + 1 :]) & set(read), turn
@@ -398,7 +390,7 @@ def test_the_sweep_finds_a_late_reply_to_a_quiet_thread_in_turn(
     report = sync(settings, request, clock=live.clock)
     assert report["swept_threads"] == 0, "each was read within the day"
     still_quiet = set(quiet[:-1])  # the late reply made the last one active
-    assert not still_quiet & set(_replies_read(live, before))
+    assert not still_quiet & set(live.slack.requested("conversations.replies", "ts", before))
 
 
 def test_the_sweep_is_off_at_zero_days(live: Live, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -410,7 +402,9 @@ def test_the_sweep_is_off_at_zero_days(live: Live, monkeypatch: pytest.MonkeyPat
     before = len(live.slack.log)
     report = sync(settings, request, clock=live.clock)
     assert report["swept_threads"] == 0
-    assert not set(_quiet_threads(live, SUPPORT)) & set(_replies_read(live, before))
+    assert not set(_quiet_threads(live, SUPPORT)) & set(
+        live.slack.requested("conversations.replies", "ts", before)
+    )
 
 
 def test_runs_cut_short_by_max_minutes_take_every_conversation_in_turn(
@@ -430,13 +424,7 @@ def test_runs_cut_short_by_max_minutes_take_every_conversation_in_turn(
     before, ended = len(live.slack.log), live.clock.now
     assert ended - started >= 4 * 60
     second = sync(settings, request, clock=live.clock)
-    read = list(
-        dict.fromkeys(
-            entry.params["channel"]
-            for entry in live.slack.log[before:]
-            if entry.method == "conversations.history"
-        )
-    )
+    read = list(dict.fromkeys(live.slack.requested("conversations.history", "channel", before)))
     # The conversations the first run did not reach come first, in the order it left them.
     reached = min(len(read), len(deferred))
     assert read[:reached] == deferred[:reached]

@@ -114,14 +114,6 @@ def test_a_conversation_known_only_from_an_import_keeps_the_members_of_its_expor
     assert report["revoked"] == [] and stored_members(db, LEADERSHIP) == members
 
 
-def _member_lists_read(live: Live, since_request: int) -> set[str]:
-    return {
-        entry.params["channel"]
-        for entry in live.slack.log[since_request:]
-        if entry.method == "conversations.members"
-    }
-
-
 def test_a_later_run_reads_private_member_lists_always_and_public_ones_in_turn(
     live: Live, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -129,7 +121,9 @@ def test_a_later_run_reads_private_member_lists_always_and_public_ones_in_turn(
     conversations = live.slack.conversations
     public = sorted(cid for cid, c in conversations.items() if c.get("is_channel"))
     direct = {cid for cid, c in conversations.items() if c.get("is_im") or c.get("is_mpim")}
-    assert {GROUP_DM, DM} <= direct <= _member_lists_read(live, 0) and len(public) > 4
+    assert {GROUP_DM, DM} <= direct <= set(
+        live.slack.requested("conversations.members", "channel")
+    ) and len(public) > 4
     # Two requests a minute for every method: a run reads two public member lists.
     monkeypatch.setenv("SLACKQUERY_SLACK_REQUESTS_PER_MINUTE", "2")
     settings = get_settings()
@@ -138,4 +132,7 @@ def test_a_later_run_reads_private_member_lists_always_and_public_ones_in_turn(
         sync(settings, clock=live.clock)
         # A private channel's members decide who sees it: read every run. DMs and group DMs
         # keep theirs for good: never read again.
-        assert _member_lists_read(live, before) == {LEADERSHIP, *public[2 * turn : 2 * turn + 2]}
+        assert set(live.slack.requested("conversations.members", "channel", before)) == {
+            LEADERSHIP,
+            *public[2 * turn : 2 * turn + 2],
+        }
