@@ -22,6 +22,7 @@ import duckdb
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
 from slackquery.slack.pacing import METHOD_TIERS, PRESETS, Pacing, pacing_from_setting
+from slackquery.slack.sync import public_member_lists_per_run, thread_sweep_size
 
 SHAPE_SQL = """
 with live as (
@@ -156,15 +157,9 @@ def plan(settings: Settings, messages: int) -> dict[str, Any]:
         }
         requests = requests_for(shape, messages, page)
         minutes = _minutes(requests, pacing)
-        sweep = (
-            pacing.calls_in_a_minute("conversations.replies", settings.slack_thread_sweep_per_run)
-            if settings.slack_thread_sweep_days
-            else 0
-        )
-        public = pacing.calls_in_a_minute(
-            "conversations.members", shape.types.count("public_channel")
-        )
-        later = later_run_requests(shape, page, min(sweep, threads), public)
+        sweep = min(thread_sweep_size(settings, pacing), threads)
+        public = public_member_lists_per_run(shape.types.count("public_channel"), pacing)
+        later = later_run_requests(shape, page, sweep, public)
         presets.append(
             {
                 "preset": pacing.name,

@@ -81,7 +81,7 @@ from slackquery.slack.client import (
     SlackClient,
     page_items,
 )
-from slackquery.slack.pacing import Clock, SystemClock
+from slackquery.slack.pacing import Clock, Pacing, SystemClock
 
 CONVERSATION_TYPES = {
     "public": "public_channel",
@@ -92,6 +92,7 @@ CONVERSATION_TYPES = {
 PRIVATE_TYPES = ("private_channel", "mpim", "im")
 UNLISTED = "no longer listed"
 DAY_S = 86_400
+NEVER = datetime.min.replace(tzinfo=UTC)  # sorts before any time a sync read something
 
 
 @dataclass(frozen=True)
@@ -230,7 +231,6 @@ def _member_lists_to_read(
     every private channel's, every one the store holds none of, and of the public
     channels' as many as one minute of `conversations.members` allows, least recently
     read first."""
-    never = datetime.min.replace(tzinfo=UTC)
     to_read, public = set(), []
     for entry in conversations:
         members = stored.get(entry["id"])
@@ -238,9 +238,15 @@ def _member_lists_to_read(
         if members is None or not members.member_ids or kind == "private_channel":
             to_read.add(entry["id"])
         elif kind == "public_channel":
-            public.append((members.read_at or never, entry["id"]))
-    share = run.client.pacing.calls_in_a_minute("conversations.members", len(public))
+            public.append((members.read_at or NEVER, entry["id"]))
+    share = public_member_lists_per_run(len(public), run.client.pacing)
     return to_read | {channel_id for _, channel_id in sorted(public)[:share]}
+
+
+def public_member_lists_per_run(public: int, pacing: Pacing) -> int:
+    """How many of `public` public channels' member lists a run reads: as many as one
+    minute of `conversations.members` allows at this pace."""
+    return pacing.calls_in_a_minute("conversations.members", public)
 
 
 def _in_turn(run: _Run, conversations: list[_Conversation]) -> list[_Conversation]:
@@ -248,12 +254,10 @@ def _in_turn(run: _Run, conversations: list[_Conversation]) -> list[_Conversatio
     has read, then the least recently read, so that runs cut short by `max_minutes` take
     every conversation in turn."""
 
-    never = datetime.min.replace(tzinfo=UTC)
-
     def turn(conversation: _Conversation) -> tuple[int, datetime]:
         stored = run.synced_before.get(conversation.row.channel_id)
         if stored is None:
-            return 1, never
+            return 1, NEVER
         return (0 if stored.pass_open else 2), stored.synced_at
 
     return sorted(conversations, key=turn)
@@ -459,7 +463,8 @@ def _window_start_s(run: _Run) -> float:
 def _queue_thread_sweep(run: _Run, conversations: list[_Conversation]) -> None:
     """Queue this run's share of the quiet threads (see the module docstring)."""
     settings, now = run.settings, run.clock.time()
-    if settings.slack_thread_sweep_days <= 0:
+    limit = thread_sweep_size(settings, run.client.pacing)
+    if not limit:
         return
     run.swept_threads = run.db.queue_quiet_threads(
         run.workspace_id,
@@ -467,10 +472,16 @@ def _queue_thread_sweep(run: _Run, conversations: list[_Conversation]) -> None:
         quiet_since_us=int((now - settings.slack_thread_sweep_days * DAY_S) * 1_000_000),
         active_since_us=int(_window_start_s(run) * 1_000_000),
         read_before=datetime.fromtimestamp(now - DAY_S, UTC),
-        limit=run.client.pacing.calls_in_a_minute(
-            "conversations.replies", settings.slack_thread_sweep_per_run
-        ),
+        limit=limit,
     )
+
+
+def thread_sweep_size(settings: Settings, pacing: Pacing) -> int:
+    """Quiet threads a run re-reads at most: `slack_thread_sweep_per_run`, no more than one
+    minute of `conversations.replies` allows at this pace; none when the sweep is off."""
+    if settings.slack_thread_sweep_days <= 0:
+        return 0
+    return pacing.calls_in_a_minute("conversations.replies", settings.slack_thread_sweep_per_run)
 
 
 def _begin_pass(run: _Run, channel_id: str, synced_through: str | None) -> None:
