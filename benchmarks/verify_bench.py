@@ -4,7 +4,7 @@ hold (looked up as a source message id too, as a hidden message's is), each chec
 and without `cited_at_artifact` (the current build, as an answer pack's `artifact_id`
 gives it).
 
-Prints p50 / p95 milliseconds per draft and the 1-minute load average before and after.
+Prints p50 / p95 / max milliseconds per draft and the 1-minute load average before and after.
 
 Run: `python -m benchmarks.verify_bench --home DIR` (DIR: a home with a published artifact,
 e.g. the serving benchmark's `--folder`).
@@ -13,14 +13,13 @@ e.g. the serving benchmark's `--folder`).
 import argparse
 import json
 import os
-import statistics
 import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.serving_bench import bench_settings, summary
 from serving.answers import verify_citations
 from serving.engine import SearchEngine
-from slackquery.settings import Settings
 
 
 def _drafts(engine: SearchEngine) -> tuple[str, dict[str, str]]:
@@ -49,6 +48,7 @@ def _message_at_or_after(artifact: Any, start: int) -> dict[str, object]:
 
 
 def _milliseconds(call: Any, calls: int) -> dict[str, float]:
+    """p50 / p95 / max milliseconds of `calls` calls, after five untimed ones."""
     for _ in range(5):
         call()
     times = []
@@ -56,15 +56,11 @@ def _milliseconds(call: Any, calls: int) -> dict[str, float]:
         started = time.perf_counter()
         call()
         times.append((time.perf_counter() - started) * 1000)
-    times.sort()
-    return {
-        "p50_ms": round(statistics.median(times), 2),
-        "p95_ms": round(times[int(len(times) * 0.95) - 1], 2),
-    }
+    return summary(times)
 
 
 def run(home: Path, calls: int) -> dict[str, Any]:
-    engine = SearchEngine(Settings(home=home))
+    engine = SearchEngine(bench_settings(home))
     report: dict[str, Any] = {"home": str(home), "calls": calls}
     report["load_average_1m_before"] = round(os.getloadavg()[0], 2)
     try:
