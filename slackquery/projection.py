@@ -366,6 +366,7 @@ def _invoke_dbt(args: list[str], display: _Progress | None) -> Any:
         return runner.invoke(args)
     finally:
         _close_dbt_duckdb()
+        _close_dbt_log()
 
 
 def _crash_after_a_node(event: Any) -> None:
@@ -389,6 +390,17 @@ def _close_dbt_duckdb() -> None:
         DuckDBConnectionManager._ENV = None
         if environment is not None:
             environment.close()
+
+
+def _close_dbt_log() -> None:
+    """Close dbt's log file, which dbt itself leaves open until its next invocation.
+
+    A long-lived process (a Prefect worker, `serve` behind a schedule) would otherwise hold
+    SLACKQUERY_HOME/logs/dbt/dbt.log open between runs. The handler reopens the file if dbt
+    logs again.
+    """
+    for handler in logging.getLogger("file_log").handlers:
+        handler.close()
 
 
 def _raise_for_failure(result: Any, command: str) -> None:

@@ -1,6 +1,7 @@
 """slackquery.projection and `slackquery project`: guards, errors, CLI, FTS macro."""
 
 import json
+import os
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -120,6 +121,15 @@ def test_cli_prints_counts_as_json(
     # Models and data tests; the unit tests check SQL, not data, so they are left to CI.
     assert printed["dbt_nodes"]["model"] > 0 and printed["dbt_nodes"]["test"] > 0
     assert "unit_test" not in printed["dbt_nodes"]
+
+
+def test_no_dbt_log_stays_open_after_a_projection(projected: Projected) -> None:
+    # A scheduled worker projects every quarter hour in one process; dbt itself keeps its
+    # log file open until its next invocation.
+    log_file = projected.settings.log_path / "dbt" / "dbt.log"
+    assert log_file.exists()
+    open_files = [os.readlink(fd) for fd in Path("/proc/self/fd").iterdir() if fd.is_symlink()]
+    assert str(log_file) not in open_files
 
 
 def test_the_shared_projection_ran_the_unit_tests(projected: Projected) -> None:
