@@ -29,8 +29,9 @@ import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
-from mcp.types import PARSE_ERROR, CallToolResult, ErrorData, JSONRPCError
+from mcp.types import INVALID_PARAMS, PARSE_ERROR, CallToolResult, ErrorData, JSONRPCError
 from pydantic import Field, Strict, ValidationError, WithJsonSchema, WrapValidator
 
 from serving.access import current_requester
@@ -164,6 +165,25 @@ class ToolServer(MCPServer):
             if isinstance(cause, ValidationError):
                 raise ToolError(one_line(validation_message(name, cause))) from None
             raise ToolError(one_line(str(cause or error))) from None
+
+    async def get_prompt(
+        self, name: str, arguments: dict[str, Any] | None = None, context: Any = None
+    ) -> Any:
+        """The SDK's prompt, with an unknown name, a missing or an unknown argument refused
+        as invalid params, as the spec asks (the SDK answers each as an internal error, and
+        logs a traceback for it)."""
+        prompts = {prompt.name: prompt for prompt in await self.list_prompts()}
+        if name not in prompts:
+            raise MCPError(INVALID_PARAMS, f"unknown prompt {quoted(name)}")
+        parameters = prompts[name].arguments or []
+        given = set(arguments or {})
+        missing = sorted({item.name for item in parameters if item.required} - given)
+        if missing:
+            raise MCPError(INVALID_PARAMS, f"{name} needs the argument {', '.join(missing)}")
+        unknown = sorted(given - {item.name for item in parameters})
+        if unknown:
+            raise MCPError(INVALID_PARAMS, f"{name} takes no argument {quoted(', '.join(unknown))}")
+        return await super().get_prompt(name, arguments, context)
 
 
 class UnparsedRequestsAnswered:

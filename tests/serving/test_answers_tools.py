@@ -15,6 +15,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS
 
 import serving.answers
 from serving.access import Requester
@@ -406,12 +407,20 @@ def test_tools_and_prompt_over_http(engine: SearchEngine, published: Settings) -
         ]
         prompt = await client.get_prompt("answer_from_slack", {"question": "who broke prod?"})
         prompts = {item.name: item for item in (await client.list_prompts()).prompts}
-        with pytest.raises(MCPError) as too_long:
-            await client.get_prompt("answer_from_slack", {"question": "x" * (limit + 1)})
-        return tools, answer, checked, bad, not_counts, prompt, prompts, too_long.value
+        refused = []
+        for name, arguments in (
+            ("answer_from_slack", {"question": "x" * (limit + 1)}),
+            ("answer_from_slak", {"question": "who?"}),
+            ("answer_from_slack", {}),
+            ("answer_from_slack", {"question": "who?", "channel": "C1"}),
+        ):
+            with pytest.raises(MCPError) as error:
+                await client.get_prompt(name, arguments)
+            refused.append(error.value)
+        return tools, answer, checked, bad, not_counts, prompt, prompts, refused
 
     with http_server(published, engine) as url:
-        tools, answer, checked, bad, not_counts, prompt, prompts, too_long = run_client(url, body)
+        tools, answer, checked, bad, not_counts, prompt, prompts, refused = run_client(url, body)
     assert {"answer_slack_question", "verify_citations"} <= set(tools)
     assert tools["answer_slack_question"].output_schema is not None
     assert tools["answer_slack_question"].input_schema["properties"]["max_evidence"] == {
@@ -427,7 +436,13 @@ def test_tools_and_prompt_over_http(engine: SearchEngine, published: Settings) -
     assert "who broke prod?" in text and "verify_citations" in text
     (argument,) = prompts["answer_from_slack"].arguments or []
     assert argument.required and f"at most {limit} characters" in (argument.description or "")
-    assert too_long.message == f"question is {limit + 1} characters; the maximum is {limit}"
+    # Invalid params, each named, as the spec asks (the SDK says "Internal server error").
+    assert [(error.code, error.message) for error in refused] == [
+        (INVALID_PARAMS, f"question is {limit + 1} characters; the maximum is {limit}"),
+        (INVALID_PARAMS, "unknown prompt 'answer_from_slak'"),
+        (INVALID_PARAMS, "answer_from_slack needs the argument question"),
+        (INVALID_PARAMS, "answer_from_slack takes no argument 'channel'"),
+    ]
 
 
 def test_tools_over_stdio(published: Settings) -> None:
