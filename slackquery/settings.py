@@ -116,6 +116,16 @@ class Settings(BaseSettings):
         "of `conversations.replies` at the run's pacing allows (50 at `tiers`, 1 at "
         "`non-marketplace`); 0 turns the sweep off.",
     )
+    slack_history_sweep_per_run: int = Field(
+        default=50,
+        ge=0,
+        description="Conversations whose older history a run re-reads one page of (least "
+        "recently swept first; each sweep moves a page further back, and starts again from "
+        "the re-read window once Slack holds nothing older), so a message edited or deleted "
+        "after the re-read window is found; never more than one minute of "
+        "`conversations.history` at the run's pacing allows (50 at `tiers`, 1 at "
+        "`non-marketplace`); 0 turns the sweep off.",
+    )
     slack_timeout_s: float = Field(
         default=30.0, gt=0, description="HTTP timeout of one Web API request, seconds."
     )

@@ -149,6 +149,14 @@ create table if not exists sync_thread_reads (  -- when each thread was last rea
     primary key (workspace_id, channel_id, thread_ts)
 );
 
+create table if not exists sync_history_sweeps (  -- where each channel's older history is re-read
+    workspace_id varchar not null,
+    channel_id varchar not null,
+    before_ts varchar,                 -- the next sweep page ends here (null: at the re-read window)
+    swept_at timestamptz not null,     -- channels are swept least recently swept first
+    primary key (workspace_id, channel_id)
+);
+
 create table if not exists sync_member_reads (  -- when sync last read each member list
     workspace_id varchar not null,
     channel_id varchar not null,

@@ -2,16 +2,19 @@
 
 Every page of `conversations.history` or `conversations.replies` is staged and merged by
 the importer's own rules (`store.merge_table`), and the same transaction records what the
-pass has seen and where it goes on (`sync_channels`, `sync_threads`, `sync_seen`), and
-when each thread and member list was last read whole (`sync_thread_reads`,
-`sync_member_reads`). A sync killed at any instant therefore resumes from its last commit:
+pass has seen and where it goes on (`sync_channels`, `sync_threads`, `sync_seen`), when
+each thread and member list was last read whole (`sync_thread_reads`,
+`sync_member_reads`), and where the sweep of a channel's older history goes on
+(`sync_history_sweeps`). A sync killed at any instant therefore resumes from its last commit:
 nothing is duplicated, nothing half-written is visible, and only the page in flight is
 fetched again.
 
 A pass over a channel reads the history between two bounds; when it and the threads it
 queued are read, the messages in those bounds that no page returned are tombstoned. A
-thread Slack no longer has is tombstoned whole; a conversation the token lost is closed
-(`close_conversation`: no members, and not public; see `slackquery.slack.sync`).
+page of older history a sweep re-reads tombstones what it no longer returns between its
+oldest message and where it ends. A thread Slack no longer has is tombstoned whole; a
+conversation the token lost is closed (`close_conversation`: no members, and not public;
+see `slackquery.slack.sync`).
 """
 
 from dataclasses import dataclass
@@ -248,6 +251,24 @@ class SyncStore:
         self.connection.commit()
         return len(queued)
 
+    def history_sweep_turns(
+        self, workspace_id: str, channel_ids: list[str], limit: int
+    ) -> dict[str, str | None]:
+        """Up to `limit` of these channels whose older history is least recently swept
+        (never swept: first), each with where its next sweep page ends (None: at the pass's
+        lower bound)."""
+        if limit <= 0 or not channel_ids:
+            return {}
+        rows = self.connection.execute(
+            "select wanted.channel_id, sweeps.before_ts "
+            "from (select unnest($c) as channel_id) as wanted "
+            "left join sync_history_sweeps as sweeps "
+            "on sweeps.workspace_id = $w and sweeps.channel_id = wanted.channel_id "
+            "order by sweeps.swept_at nulls first, wanted.channel_id limit $limit",
+            {"w": workspace_id, "c": channel_ids, "limit": limit},
+        ).fetchall()
+        return dict(rows)
+
     def pending_threads(self, workspace_id: str, channel_id: str) -> list[tuple[str, str | None]]:
         """(thread_ts, reply cursor) of the threads the pass still has to read, oldest first."""
         return self.connection.execute(
@@ -271,6 +292,63 @@ class SyncStore:
     ) -> None:
         """Merge one page and move its checkpoint, in one transaction."""
         self.connection.begin()
+        seen = self._merge_page(workspace_id, channel_id, messages, authors, observed_at, where)
+        self._record_seen(workspace_id, channel_id, scope, seen)
+        self._move_checkpoint(
+            workspace_id, channel_id, scope, next_cursor, queue_threads, observed_at
+        )
+        self._commit_page()
+
+    def write_sweep_page(
+        self,
+        workspace_id: str,
+        channel_id: str,
+        messages: list[Any],
+        *,
+        authors: Authors,
+        latest_ts: str,
+        has_more: bool,
+        observed_at: datetime,
+        queue_threads: list[str],
+        where: str,
+    ) -> None:
+        """Merge one page of older history read below `latest_ts`, in one transaction:
+        the stored top-level messages from its oldest message up to `latest_ts` that it did
+        not return are gone, and the next sweep ends at that oldest message (or, when Slack
+        holds nothing older, starts again from the re-read window).
+
+        Nothing older than the page's oldest message is tombstoned: history Slack stops
+        returning (a free workspace's, hidden after 90 days) stays as stored.
+        """
+        self.connection.begin()
+        seen = self._merge_page(workspace_id, channel_id, messages, authors, observed_at, where)
+        keys = {"w": workspace_id, "c": channel_id}
+        oldest = min(seen, key=ts_to_us) if seen else None
+        if oldest is not None:
+            self._tombstone(
+                "channel_id = $c and ts_us >= $oldest and ts_us < $latest "
+                "and (not is_thread_reply or is_thread_broadcast) "
+                "and ts not in (select unnest($seen))",
+                {**keys, "oldest": ts_to_us(oldest), "latest": ts_to_us(latest_ts), "seen": seen},
+                observed_at,
+            )
+        self.connection.execute(
+            "insert or replace into sync_history_sweeps values ($w, $c, $before, $now)",
+            {**keys, "before": oldest if has_more else None, "now": observed_at},
+        )
+        self._queue_threads(workspace_id, channel_id, queue_threads)
+        self._commit_page()
+
+    def _merge_page(
+        self,
+        workspace_id: str,
+        channel_id: str,
+        messages: list[Any],
+        authors: Authors,
+        observed_at: datetime,
+        where: str,
+    ) -> list[str]:
+        """Stage and merge a page's messages, files and new authors; return every valid ts."""
         self._clear_stage()
         seen = self._stage_messages(workspace_id, channel_id, messages, authors, where)
         store.stage_frame(
@@ -281,10 +359,9 @@ class SyncStore:
         self._merge("users", store.USER_COLUMNS, observed_at)
         self._merge("messages", MESSAGE_COLUMNS, observed_at)
         self._merge("files", store.FILE_COLUMNS, observed_at)
-        self._record_seen(workspace_id, channel_id, scope, seen)
-        self._move_checkpoint(
-            workspace_id, channel_id, scope, next_cursor, queue_threads, observed_at
-        )
+        return seen
+
+    def _commit_page(self) -> None:
         self.pages_written += 1
         crash_point(f"sync_before_page_commit_{self.pages_written}")
         self.connection.commit()
@@ -358,10 +435,13 @@ class SyncStore:
             )
         else:
             self._finish_thread(workspace_id, channel_id, scope, now)
-        if queue_threads:
+        self._queue_threads(workspace_id, channel_id, queue_threads)
+
+    def _queue_threads(self, workspace_id: str, channel_id: str, threads: list[str]) -> None:
+        if threads:
             self.connection.execute(
                 "insert into sync_threads select $w, $c, unnest($t), null on conflict do nothing",
-                {**keys, "t": list(queue_threads)},
+                {"w": workspace_id, "c": channel_id, "t": list(threads)},
             )
 
     def _finish_thread(

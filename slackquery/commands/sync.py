@@ -22,7 +22,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "canonical store, at the pace SLACKQUERY_SLACK_REQUESTS_PER_MINUTE sets. Every page is "
         "committed with its checkpoint, so a killed run resumes where it stopped; each run "
         "re-reads the last SLACKQUERY_SLACK_REREAD_DAYS days to catch edits and deletions, and "
-        "a few quiet threads (SLACKQUERY_SLACK_THREAD_SWEEP_PER_RUN) for late replies. "
+        "a few quiet threads (SLACKQUERY_SLACK_THREAD_SWEEP_PER_RUN) for late replies and a "
+        "page of a few conversations' older history (SLACKQUERY_SLACK_HISTORY_SWEEP_PER_RUN) "
+        "for old edits and deletions. "
         "Takes the same lock as `import`.",
     )
     parser.add_argument(
@@ -128,6 +130,8 @@ def render(result: dict[str, Any]) -> str:
     )
     if result["swept_threads"]:
         lines.append(f"  quiet threads queued to re-read: {result['swept_threads']:,}")
+    if result["swept_history"]:
+        lines.append(f"  pages of older history re-read: {result['swept_history']:,}")
     if result["retries"]:
         lines.append(
             "  retries: " + ", ".join(f"{method} {n:,}" for method, n in result["retries"].items())

@@ -22,7 +22,11 @@ import duckdb
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
 from slackquery.slack.pacing import METHOD_TIERS, PRESETS, Pacing, pacing_from_setting
-from slackquery.slack.sync import public_member_lists_per_run, thread_sweep_size
+from slackquery.slack.sync import (
+    history_sweep_size,
+    public_member_lists_per_run,
+    thread_sweep_size,
+)
 
 SHAPE_SQL = """
 with live as (
@@ -125,17 +129,17 @@ def requests_for(shape: Shape, messages: int, page: dict[str, int]) -> dict[str,
 
 
 def later_run_requests(
-    shape: Shape, page: dict[str, int], thread_sweep: int, public_members: int
+    shape: Shape, page: dict[str, int], thread_sweep: int, history_sweep: int, public_members: int
 ) -> dict[str, int]:
     """The fewest requests per method of a sync run after the first: the directory (member
     lists of private channels, and of `public_members` public ones), one history page per
-    conversation and the quiet threads it sweeps (new messages and threads active in the
-    re-read window add to these)."""
+    conversation and per conversation whose older history it sweeps, and the quiet threads
+    it sweeps (new messages and threads active in the re-read window add to these)."""
     list_page = page["users.list"]
     private = _member_list_pages(shape, list_page, {"private_channel"})
     return {
         **_directory_requests(shape, list_page, private + public_members),
-        "conversations.history": shape.channels,
+        "conversations.history": shape.channels + history_sweep,
         "conversations.replies": thread_sweep,
     }
 
@@ -159,7 +163,8 @@ def plan(settings: Settings, messages: int) -> dict[str, Any]:
         minutes = _minutes(requests, pacing)
         sweep = min(thread_sweep_size(settings, pacing), threads)
         public = public_member_lists_per_run(shape.types.count("public_channel"), pacing)
-        later = later_run_requests(shape, page, sweep, public)
+        history_sweep = min(history_sweep_size(settings, pacing), shape.channels)
+        later = later_run_requests(shape, page, sweep, history_sweep, public)
         presets.append(
             {
                 "preset": pacing.name,

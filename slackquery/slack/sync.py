@@ -24,6 +24,17 @@ once. The day spares requests (a small workspace's quiet threads are not re-read
 run) and a resumed run does not read again the threads its killed run read.
 A thread Slack no longer has (`thread_not_found`) is tombstoned whole.
 
+A top-level message edited or deleted after the re-read window has passed it is on no page
+a pass reads either, so each run also sweeps older history: of a few conversations
+(`slack_history_sweep_per_run`, at most one minute of `conversations.history` at the run's
+pacing: 50 at `tiers`, 1 at `non-marketplace`), least recently swept first, it re-reads one
+page ending where that conversation's last sweep page began (the pass's lower bound at
+first), merges it, tombstones the stored messages between the page's oldest message and
+its end that it did not return, and reads the threads on it that changed. Once Slack holds
+nothing older the next sweep starts again from the window. Nothing older than the oldest
+message Slack returns is tombstoned, so history Slack hides (a free workspace's) stays as
+stored. A conversation of N older messages is swept through in N / page size sweeps.
+
 Conversations are read in turn: a pass a stopped run left open first, then those never
 read, then the least recently read. With `max_minutes` a run starts no conversation once
 that long has passed (it finishes the one it is in) and reports the rest as `deferred`;
@@ -138,6 +149,8 @@ class _Run:
     revoked: list[dict[str, str]] = field(default_factory=list)
     deferred: list[str] = field(default_factory=list)
     swept_threads: int = 0
+    history_sweep: dict[str, str | None] = field(default_factory=dict)
+    swept_history: int = 0
 
 
 def sync(
@@ -165,6 +178,11 @@ def sync(
         run = _Run(settings, client, db, clock, request, progress or Progress(), run_id, warnings)
         conversations = _in_turn(run, _sync_directory(run))
         _queue_thread_sweep(run, conversations)
+        run.history_sweep = run.db.history_sweep_turns(
+            run.workspace_id,
+            [conversation.row.channel_id for conversation in conversations],
+            history_sweep_size(settings, client.pacing),
+        )
         for done, conversation in enumerate(conversations):
             if done and _out_of_time(run, clock.monotonic() - started_clock):
                 run.deferred = [later.row.channel_id for later in conversations[done:]]
@@ -450,6 +468,8 @@ def _sync_conversation(run: _Run, conversation: _Conversation) -> None:
         _read_threads(run, channel_id)
         if not current.history_done:
             _read_history(run, channel_id, current)
+        if channel_id in run.history_sweep:
+            _sweep_history(run, channel_id, current.oldest_ts)
     except ChannelUnavailable as error:
         _skip(run, conversation.entry, error)
         return
@@ -486,11 +506,7 @@ def thread_sweep_size(settings: Settings, pacing: Pacing) -> int:
 
 def _begin_pass(run: _Run, channel_id: str, synced_through: str | None) -> None:
     window_start = _window_start_s(run)
-    since = (
-        datetime(*run.request.since.timetuple()[:3], tzinfo=UTC).timestamp()
-        if run.request.since
-        else 0.0
-    )
+    since = _since_s(run)
     if synced_through is None:
         oldest = since
     else:
@@ -503,6 +519,54 @@ def _begin_pass(run: _Run, channel_id: str, synced_through: str | None) -> None:
         active_since_us=int(window_start * 1_000_000),
         now=_now(run),
     )
+
+
+def _since_s(run: _Run) -> float:
+    """The run's lower bound (`--since`), in seconds; 0 without one."""
+    since = run.request.since
+    return datetime(*since.timetuple()[:3], tzinfo=UTC).timestamp() if since else 0.0
+
+
+def history_sweep_size(settings: Settings, pacing: Pacing) -> int:
+    """Conversations whose older history a run re-reads a page of: at most
+    `slack_history_sweep_per_run`, no more than one minute of `conversations.history`
+    allows at this pace."""
+    return pacing.calls_in_a_minute("conversations.history", settings.slack_history_sweep_per_run)
+
+
+def _sweep_history(run: _Run, channel_id: str, pass_oldest_ts: str | None) -> None:
+    """Re-read one page of the conversation's history older than its pass reads, and the
+    threads on it that changed (see the module docstring)."""
+    assert pass_oldest_ts is not None and run.authors is not None
+    before = run.history_sweep[channel_id]
+    latest = min((before, pass_oldest_ts), key=ts_to_us) if before else pass_oldest_ts
+    since = _since_s(run)
+    if ts_to_us(latest) <= since * 1_000_000:
+        return  # the pass read all of it
+    method = "conversations.history"
+    params = {
+        "channel": channel_id,
+        "latest": latest,
+        "limit": run.client.pacing.page_size(method, run.settings.slack_page_size),
+    }
+    if since:
+        params["oldest"] = _ts(since)
+    observed_at = _now(run)
+    body = run.client.call(method, **params)
+    messages = page_items(method, body, "messages")
+    run.db.write_sweep_page(
+        run.workspace_id,
+        channel_id,
+        messages,
+        authors=run.authors,
+        latest_ts=latest,
+        has_more=bool(body.get("has_more")),
+        observed_at=observed_at,
+        queue_threads=_threads_to_read(run, channel_id, messages),
+        where=_where(channel_id, HISTORY),
+    )
+    run.swept_history += 1
+    _read_threads(run, channel_id)
 
 
 def _ts(seconds: float) -> str:
@@ -657,6 +721,7 @@ def summary(run: _Run, conversations: int, elapsed_s: float) -> dict[str, Any]:
         "revoked": run.revoked,
         "deferred": run.deferred,
         "swept_threads": run.swept_threads,
+        "swept_history": run.swept_history,
         "requests": dict(sorted(client.requests.items())),
         "request_count": sum(client.requests.values()),
         "retries": dict(sorted(client.retries.items())),

@@ -245,13 +245,16 @@ def test_cli_plan_prints_every_preset_from_the_store_shape(
         requests["conversations.history"], requests["conversations.replies"]
     )
     assert by_name["0 (unpaced)"]["minutes_at_most"] == 0
-    # A later run: a history page of every conversation whatever changed, and the sweep.
+    # A later run: a history page of every conversation whatever changed, and the sweeps
+    # (older history: a page of as many conversations as a minute allows; quiet threads).
     later = {name: preset["later_run"]["requests"] for name, preset in by_name.items()}
     conversations = len(live.slack.conversations)
-    assert {runs["conversations.history"] for runs in later.values()} == {conversations}
+    assert later["tiers"]["conversations.history"] == 2 * conversations
+    assert later["0 (unpaced)"]["conversations.history"] == 2 * conversations
+    assert later["non-marketplace"]["conversations.history"] == conversations + 1
     assert later["tiers"]["conversations.replies"] == live.settings.slack_thread_sweep_per_run
     assert later["non-marketplace"]["conversations.replies"] == 1
-    assert by_name["non-marketplace"]["later_run"]["minutes_at_least"] == conversations
+    assert by_name["non-marketplace"]["later_run"]["minutes_at_least"] == conversations + 1
     assert main(["sync", "--plan"]) == 0
     out = capsys.readouterr().out
     assert "non-marketplace" in out

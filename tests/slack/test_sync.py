@@ -97,6 +97,9 @@ def test_second_sync_with_nothing_new_makes_only_the_reread_requests(live: Live)
             if message.get("reply_count") and float(message["latest_reply"]) * 1e6 >= start_us
         }
     history = [entry for entry in second if entry.method == "conversations.history"]
+    # ... and the sweep of older history: a page below the window of each conversation.
+    swept = [entry for entry in history if "oldest" not in entry.params]
+    history = [entry for entry in history if entry not in swept]
     replies = {
         (entry.params["channel"], entry.params["ts"])
         for entry in second
@@ -104,6 +107,8 @@ def test_second_sync_with_nothing_new_makes_only_the_reread_requests(live: Live)
     }
     assert len(history) == expected_history
     assert all(float(entry.params["oldest"]) >= window_start_s(live) - 1e-6 for entry in history)
+    assert sorted(entry.params["channel"] for entry in swept) == sorted(live.slack.messages)
+    assert all(float(entry.params["latest"]) <= window_start_s(live) + 1e-6 for entry in swept)
     assert replies == expected_threads and expected_threads
     assert len(history) < again["request_count"] < first_requests
 
@@ -405,6 +410,101 @@ def test_the_sweep_is_off_at_zero_days(live: Live, monkeypatch: pytest.MonkeyPat
     assert not set(_quiet_threads(live, SUPPORT)) & set(
         live.slack.requested("conversations.replies", "ts", before)
     )
+
+
+def _older_top_level(live: Live, channel: str) -> list[str]:
+    """`channel`'s messages in its history (top-level and broadcasts) before the re-read
+    window, newest first."""
+    return sorted(
+        (
+            ts
+            for ts, message in live.slack.messages[channel].items()
+            if float(ts) < window_start_s(live)
+            and (
+                message.get("thread_ts") in (None, ts)
+                or message.get("subtype") == "thread_broadcast"
+            )
+        ),
+        key=float,
+        reverse=True,
+    )
+
+
+def _sweep_pages(live: Live, since: int) -> list[Any]:
+    """The history sweep's requests logged from the `since`-th on: history with no lower
+    bound (a pass always has one)."""
+    return [
+        entry
+        for entry in live.slack.log[since:]
+        if entry.method == "conversations.history" and "oldest" not in entry.params
+    ]
+
+
+def test_the_history_sweep_finds_old_edits_and_deletions_a_page_at_a_time(
+    live: Live, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    page = 3
+    settings = _with_env(monkeypatch, SLACKQUERY_SLACK_PAGE_SIZE=str(page))
+    request = SyncRequest(channels=(SUPPORT,))
+    sync(settings, request, clock=live.clock)
+    live.clock.now += 3600
+    older = _older_top_level(live, SUPPORT)
+    # One message edited on the second page, one deleted further back; the three oldest
+    # hidden, as a free workspace hides old history: Slack returns them no more.
+    edited, hidden = older[page + 1], older[-3:]
+    deleted = next(
+        ts
+        for ts in older[2 * page : -4]
+        if not {"reply_count", "subtype"} & set(live.slack.messages[SUPPORT][ts])
+    )
+    live.slack.edit(SUPPORT, edited, "old note, edited: wombat", f"{live.clock.now:.6f}")
+    live.slack.delete(SUPPORT, deleted)
+    for ts in hidden:
+        del live.slack.messages[SUPPORT][ts]
+    visible = [ts for ts in older[:-3] if ts != deleted]
+    pages = -(-len(visible) // page)
+    deleted_on = sum(float(ts) > float(deleted) for ts in visible) // page
+    assert 2 <= deleted_on < pages
+    ends = []
+    for turn in range(pages + 1):
+        before = len(live.slack.log)
+        report = sync(settings, request, clock=live.clock)
+        (swept,) = _sweep_pages(live, before)
+        assert report["swept_history"] == 1
+        ends.append(swept.params["latest"])
+        stored = query(
+            settings.canonical_path,
+            "select ts, text, is_deleted from messages where channel_id = ? and ts in (?, ?)",
+            [SUPPORT, edited, deleted],
+        )
+        by_ts = {ts: (text, gone) for ts, text, gone in stored}
+        assert (by_ts[edited][0] == "old note, edited: wombat") == (turn >= 1), turn
+        assert by_ts[deleted][1] == (turn >= deleted_on), turn
+    # Each page ends where the one before began; past the oldest, it starts again.
+    assert ends[1:pages] == visible[page - 1 :: page][: pages - 1]
+    assert float(older[0]) < float(ends[0]) <= float(ends[-1])
+    assert set(hidden) <= set(live_ts(settings.canonical_path, SUPPORT))
+    assert "  pages of older history re-read: 1" in render(report).splitlines()
+
+
+def test_the_history_sweep_takes_the_least_recently_swept_first(
+    live: Live, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sync(live.settings, clock=live.clock)
+    settings = _with_env(monkeypatch, SLACKQUERY_SLACK_HISTORY_SWEEP_PER_RUN="5")
+    runs = []
+    for _ in range(3):  # 14 conversations, 5 a run
+        live.clock.now += 60
+        before = len(live.slack.log)
+        assert sync(settings, clock=live.clock)["swept_history"] == 5
+        runs.append({entry.params["channel"] for entry in _sweep_pages(live, before)})
+    assert not runs[0] & runs[1] and len(runs[0] | runs[1]) == 10
+    assert runs[0] | runs[1] | runs[2] == set(live.slack.conversations)
+    assert len(runs[2] & runs[0]) == 1, "the remaining four, then the least recently swept"
+    off = _with_env(monkeypatch, SLACKQUERY_SLACK_HISTORY_SWEEP_PER_RUN="0")
+    before = len(live.slack.log)
+    assert sync(off, clock=live.clock)["swept_history"] == 0
+    assert not _sweep_pages(live, before)
 
 
 def test_runs_cut_short_by_max_minutes_take_every_conversation_in_turn(
