@@ -1,9 +1,12 @@
 {#
     Renders one piece of a non-code mrkdwn run. Pieces that are not `<...>`
     entities come back unchanged. `<target|label>` entities are rendered by the
-    kind of target: user and channel mentions by what the given maps hold for
-    them (else the label, else the raw id), broadcasts and user groups as
-    `@name`, dates as their fallback text, links as `label (url)`.
+    kind of target: user mentions by what the given map holds for them (else
+    the label, else the raw id), channel mentions by what the given map holds
+    for them, else the raw id (a channel the archive does not know may be
+    private, and its label would name it to readers who are not its members),
+    broadcasts and user groups as `@name`, dates as their fallback text, links
+    as `label (url)`.
 #}
 {% macro slack_render_entity(piece, user_names, channel_names) -%}
     case
@@ -17,7 +20,6 @@
         when {{ piece }}[2] = '#'
             then '#' || coalesce(
                 {{ channel_names }}[{{ slack_entity_target(piece) }}[2:]],
-                nullif({{ slack_entity_label(piece) }}, ''),
                 {{ slack_entity_target(piece) }}[2:]
             )
         when {{ piece }}[2] = '!' then

@@ -195,7 +195,9 @@ channel_mentions as (
 {# A rendered text is the same for every reader, so only a public channel's
     name goes into it (its current one, as Slack shows it); a private channel
     or DM stays its id, label or not, since a reader who may see this message
-    may not be one of its members. #}
+    may not be one of its members, and so does a channel missing here (the
+    entity macro never falls back to the label: it may name a private channel
+    the archive never read). #}
 channel_mentions_named as (
 
     select
