@@ -71,6 +71,12 @@ class Visibility:
         return found
 
 
+def channel_of(document_id: str) -> tuple[str, str] | None:
+    """(workspace, channel) of a message or thread id `W:C:ts`, None for any other shape."""
+    pieces = document_id.split(":")
+    return (pieces[0], pieces[1]) if len(pieces) == 3 else None
+
+
 def rows_with_codes(codes: np.ndarray, wanted: Sequence[int], vocabulary_size: int) -> np.ndarray:
     """Which rows' code is one of `wanted`. One code: a comparison; more: one gather
     through a per-code lookup table, O(rows) however many (np.isin compares once per

@@ -27,7 +27,7 @@ from pathlib import Path
 import duckdb
 import numpy as np
 
-from serving.access import Requester, Visibility, may_see
+from serving.access import Requester, Visibility, channel_of, may_see
 from serving.answer_models import (
     AnswerPart,
     AnswerResponse,
@@ -673,7 +673,7 @@ def _cited_texts(
         with duckdb.connect(str(path), read_only=True) as connection:
             if requester is not None:
                 seen = _channels_seen(connection, requester)
-                document_ids = [value for value in document_ids if _channel_of(value) in seen]
+                document_ids = [value for value in document_ids if channel_of(value) in seen]
             rows = connection.execute(
                 "select document_id, text_display from search_documents "
                 "where document_kind = 'message' and document_id in (select unnest($ids))",
@@ -711,12 +711,6 @@ def _channels_seen(
         for channel, kind in channels
         if may_see(requester, str(kind), str(channel) in member_of)
     }
-
-
-def _channel_of(document_id: str) -> tuple[str, str] | None:
-    """(workspace, channel) of a message id `W:C:ts`, None for any other shape."""
-    pieces = document_id.split(":")
-    return (pieces[0], pieces[1]) if len(pieces) == 3 else None
 
 
 def verify_citations(

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from serving import lookups
-from serving.access import Requester, Visibility
+from serving.access import Requester, Visibility, channel_of
 from serving.arms import ARMS, Arm
 from serving.artifact import CONVERSATION_TYPES, Filters, LoadedArtifact, fold_name
 from serving.budget import Deadline
@@ -648,11 +648,17 @@ class SearchEngine:
                 owner = lookups.document(cursor, wanted)
                 if owner is not None and owner["thread_id"] and _sees(visible, owner):
                     wanted = str(owner["thread_id"])
-                rows = [
-                    row
-                    for row in lookups.thread_messages(cursor, wanted, limit + 1)
-                    if _sees(visible, row)
-                ]
+                # A thread outside the requester's channels is not read at all: reading
+                # its rows to drop them would make it slower than one that never was.
+                rows = (
+                    [
+                        row
+                        for row in lookups.thread_messages(cursor, wanted, limit + 1)
+                        if _sees(visible, row)
+                    ]
+                    if visible is None or channel_of(wanted) in visible.channels
+                    else []
+                )
             finally:
                 cursor.close()
             if not rows:

@@ -20,6 +20,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 import serving.artifact
+import serving.lookups
 from serving.access import Requester, rows_with_codes
 from serving.answers import answer_question
 from serving.engine import SearchEngine
@@ -361,6 +362,25 @@ def test_stdio_as_a_requester(published: Settings) -> None:
     hidden, scopes = anyio.run(main)
     assert hidden["results"] == [] and hidden["notes"] == ["terms found in no message: narwhal"]
     assert {scope["channel_id"] for scope in scopes["scopes"]} == {"C1", "C2", "C3"}
+
+
+def test_a_hidden_thread_is_not_read(engine: SearchEngine, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Reading a hidden thread's rows only to drop them took longer than looking up a
+    # made-up id: the time told that the thread exists, and roughly how long it is.
+    read: list[str] = []
+    original = serving.lookups.thread_messages
+
+    def counted(cursor: Any, thread_id: str, limit: int) -> Any:
+        read.append(thread_id)
+        return original(cursor, thread_id, limit)
+
+    monkeypatch.setattr(serving.lookups, "thread_messages", counted)
+    chen = Requester("U3", ACME)
+    for thread_id in (THREAD, NARWHAL_ROOT):
+        with pytest.raises(SlackqueryError, match="no thread"):
+            engine.get_thread(thread_id, requester=chen)
+    assert read == []
+    assert engine.get_thread(THREAD).messages and read == [THREAD]
 
 
 def test_a_hidden_channel_named_in_a_question_is_not_a_scope(engine: SearchEngine) -> None:
