@@ -6,11 +6,17 @@ once, when it is granted; the file keeps its sha256, so reading the file does no
 anyone a token. Tokens are 256 random bits, so a plain hash cannot be brute-forced.
 The server re-reads the file whenever it changes (checked by stat on every request), so
 a revoke takes effect on the next request without a restart.
+
+A grant is named by its id (`g_` and 12 hex digits, made here) or by its label (chosen by
+the operator, checked by `check_label`). A label can never take the shape of an id, so
+that one word never names two grants; `revoke` still refuses a word that does (a grants
+file written before labels were checked) rather than pick one.
 """
 
 import hashlib
 import hmac
 import json
+import re
 import secrets
 import threading
 from dataclasses import asdict, dataclass
@@ -19,9 +25,61 @@ from pathlib import Path
 
 from slackquery.artifacts.files import write_json_atomic
 from slackquery.errors import SlackqueryError
+from slackquery.escaping import quoted
 from slackquery.settings import Settings
 
 TOKEN_PREFIX = "sqr_"
+# A label is a name shown in one row of `access list`, next to the grant's id and user:
+# the default, WORKSPACE_ID:USER_ID, is about 25 characters, and 100 leaves room for any
+# name a person would type while keeping the row (and an error quoting it) one line.
+LABEL_MAX_CHARS = 100
+# The shape of a grant id (`g_` + hex digits, any case, any length): refused as a label,
+# so that `revoke` can never read one word as one grant's id and another's label.
+_ID_SHAPED = re.compile(r"g_[0-9a-f]+", re.IGNORECASE)
+
+
+def check_label(label: str) -> str:
+    """The label, if it is a short printable one-line name; else a one-line error.
+
+    Printable is `str.isprintable`: letters, marks, digits, punctuation and symbols of any
+    script, and the plain space. That leaves out control characters (ESC sequences,
+    newlines, tabs), format characters (bidi overrides, zero-width spaces), line and
+    paragraph separators, other spaces, unassigned and private-use code points: all
+    invisible, or able to rewrite or split the row that shows the label. A label also may
+    not start with `-` (`access revoke` would read it as an option) or start or end with
+    a space (invisible in the listing).
+    """
+    if not label:
+        raise SlackqueryError(
+            f"--label is empty; a label is 1 to {LABEL_MAX_CHARS} printable characters"
+        )
+    if len(label) > LABEL_MAX_CHARS:
+        raise SlackqueryError(
+            f"--label is {len(label):,} characters long; a label is at most "
+            f"{LABEL_MAX_CHARS} printable characters"
+        )
+    unprintable = next((char for char in label if not char.isprintable()), None)
+    if unprintable is not None:
+        raise SlackqueryError(
+            f"--label {quoted(label)} has U+{ord(unprintable):04X}, which is not printable; "
+            "a label is one line of letters, digits, punctuation, symbols and spaces"
+        )
+    if label != label.strip(" "):
+        raise SlackqueryError(
+            f"--label {quoted(label)} starts or ends with a space; a label starts and ends "
+            "with a visible character"
+        )
+    if label.startswith("-"):
+        raise SlackqueryError(
+            f"--label {quoted(label)} starts with '-', which `access revoke` would read as "
+            "an option; pick another --label"
+        )
+    if _ID_SHAPED.fullmatch(label):
+        raise SlackqueryError(
+            f"--label {quoted(label)} has the shape of a grant id (g_ and hex digits), so "
+            "`access revoke` could not tell it from one; pick another --label"
+        )
+    return label
 
 
 @dataclass(frozen=True)
@@ -120,12 +178,19 @@ class GrantStore:
         now: datetime,
     ) -> tuple[Grant, str]:
         """Store a new grant; return it and its token (the only time the token exists)."""
+        check_label(label)
         grants = self.grants()
         if any(grant.label == label for grant in grants):
-            raise SlackqueryError(f"a grant labelled {label!r} exists; pick another --label")
+            raise SlackqueryError(f"a grant labelled {quoted(label)} exists; pick another --label")
+        # A label written before labels were checked may have an id's shape: a new id never
+        # takes one (nor an id in use), so that no word names two grants.
+        taken = {name for grant in grants for name in (grant.grant_id, grant.label)}
+        grant_id = "g_" + secrets.token_hex(6)
+        while grant_id in taken:
+            grant_id = "g_" + secrets.token_hex(6)
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         grant = Grant(
-            grant_id="g_" + secrets.token_hex(6),
+            grant_id=grant_id,
             label=label,
             user_id=user_id,
             workspace_id=workspace_id,
@@ -144,15 +209,40 @@ class GrantStore:
         self._write([*grants, grant])
         return grant, token
 
-    def revoke(self, label_or_id: str, now: datetime) -> Grant:
-        """Mark one grant revoked (kept for the record); unknown ones are an error."""
+    def revoke(self, label_or_id: str, now: datetime, *, by_id: bool = False) -> Grant:
+        """Mark one grant revoked (kept for the record); unknown ones are an error.
+
+        `label_or_id` names a grant by its id or its label (`by_id`: by its id only). A
+        word that names more than one grant (one grant's id and another's label, in a
+        grants file written before labels were checked) is refused: nothing is revoked.
+        """
         grants = self.grants()
-        for index, grant in enumerate(grants):
-            if label_or_id in (grant.grant_id, grant.label):
-                if grant.revoked_at is not None:
-                    raise SlackqueryError(f"grant {label_or_id!r} is already revoked")
-                revoked = Grant(**{**asdict(grant), "revoked_at": now.astimezone(UTC).isoformat()})
-                grants[index] = revoked
-                self._write(grants)
-                return revoked
-        raise SlackqueryError(f"no grant with label or id {label_or_id!r} (see `access list`)")
+        matches = [
+            index
+            for index, grant in enumerate(grants)
+            if label_or_id == grant.grant_id or (not by_id and label_or_id == grant.label)
+        ]
+        if not matches:
+            named = "id" if by_id else "label or id"
+            raise SlackqueryError(
+                f"no grant with {named} {quoted(label_or_id)} (see `access list`)"
+            )
+        if len(matches) > 1:
+            names = ", ".join(
+                f"the id of {grants[index].grant_id}"
+                if grants[index].grant_id == label_or_id
+                else f"the label of {grants[index].grant_id}"
+                for index in matches
+            )
+            raise SlackqueryError(
+                f"{quoted(label_or_id)} names {len(matches)} grants ({names}); nothing was "
+                "revoked: name one by its id alone with `access revoke --id GRANT_ID`"
+            )
+        index = matches[0]
+        grant = grants[index]
+        if grant.revoked_at is not None:
+            raise SlackqueryError(f"grant {quoted(label_or_id)} is already revoked")
+        revoked = Grant(**{**asdict(grant), "revoked_at": now.astimezone(UTC).isoformat()})
+        grants[index] = revoked
+        self._write(grants)
+        return revoked

@@ -4,8 +4,9 @@ import argparse
 from datetime import UTC, datetime
 
 from serving.access import published_requester
-from slackquery.access.grants import GrantStore, grants_path
+from slackquery.access.grants import LABEL_MAX_CHARS, GrantStore, check_label, grants_path
 from slackquery.commands import add_json_flag, emit, iso_day
+from slackquery.escaping import terminal_line
 from slackquery.settings import Settings
 
 
@@ -30,7 +31,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     grant.add_argument("--user", required=True, help="Slack user id (U…), @name or name")
     grant.add_argument("--workspace", help="workspace id, slug or name (when ambiguous)")
     grant.add_argument(
-        "--label", help="a unique name for the grant (default: WORKSPACE_ID:USER_ID)"
+        "--label",
+        help=f"a unique name for the grant: 1 to {LABEL_MAX_CHARS} printable characters on one "
+        "line, not shaped like a grant id (g_…) (default: WORKSPACE_ID:USER_ID)",
     )
     grant.add_argument("--no-dms", action="store_true", help="never show DMs or group DMs")
     grant.add_argument(
@@ -54,6 +57,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     revoke.add_argument(
         "grant", metavar="LABEL_OR_ID", help="the grant's label or id (see `access list`)"
     )
+    revoke.add_argument(
+        "--id",
+        dest="by_id",
+        action="store_true",
+        help="LABEL_OR_ID is a grant id; labels are not searched",
+    )
     add_json_flag(revoke)
     revoke.set_defaults(handler=run_revoke)
 
@@ -61,36 +70,41 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run_grant(args: argparse.Namespace, settings: Settings) -> int:
     """Resolve the user against the published artifact, store the grant, print the token."""
     expires = args.expires.isoformat() if args.expires else None
+    if args.label is not None:
+        check_label(args.label)  # before the artifact is read
     requester = published_requester(settings, args.user, args.workspace, args.no_dms)
+    # `--label ""` is refused above, not taken for the default.
+    label = f"{requester.workspace_id}:{requester.user_id}" if args.label is None else args.label
     grant, token = GrantStore(grants_path(settings)).add(
         user_id=requester.user_id,
         workspace_id=requester.workspace_id,
-        label=args.label or f"{requester.workspace_id}:{requester.user_id}",
+        label=label,
         no_dms=args.no_dms,
         expires=expires,
         now=datetime.now(UTC),
     )
     result = {**grant.public(datetime.now(UTC)), "token": token}
-    emit(
-        args,
-        result,
+    granted = terminal_line(
         f"granted {grant.label} ({grant.grant_id}): {grant.workspace_id}:{grant.user_id}"
         f"{', no DMs' if grant.no_dms else ''}"
-        f"{f', until {grant.expires}' if grant.expires else ''}\n"
-        f"token (shown once): {token}",
+        f"{f', until {grant.expires}' if grant.expires else ''}"
     )
+    emit(args, result, f"{granted}\ntoken (shown once): {token}")
     return 0
 
 
 def run_list(args: argparse.Namespace, settings: Settings) -> int:
-    """Every grant with its state; tokens are never stored, so never shown."""
+    """Every grant with its state; tokens are never stored, so never shown. A label
+    written before labels were checked may hold anything: each row is escaped to one line."""
     now = datetime.now(UTC)
     grants = [grant.public(now) for grant in GrantStore(grants_path(settings)).grants()]
     lines = [
-        f"{row['grant_id']}  {row['label']}  {row['workspace_id']}:{row['user_id']}  "
-        f"{'active' if row['active'] else 'revoked' if row['revoked_at'] else 'expired'}"
-        f"{'  no-dms' if row['no_dms'] else ''}"
-        f"{'  until ' + str(row['expires']) if row['expires'] else ''}"
+        terminal_line(
+            f"{row['grant_id']}  {row['label']}  {row['workspace_id']}:{row['user_id']}  "
+            f"{'active' if row['active'] else 'revoked' if row['revoked_at'] else 'expired'}"
+            f"{'  no-dms' if row['no_dms'] else ''}"
+            f"{'  until ' + str(row['expires']) if row['expires'] else ''}"
+        )
         for row in grants
     ]
     emit(args, {"grants": grants}, "\n".join(lines) or "no grants")
@@ -100,6 +114,6 @@ def run_list(args: argparse.Namespace, settings: Settings) -> int:
 def run_revoke(args: argparse.Namespace, settings: Settings) -> int:
     """Revoke one grant; a running server refuses its token from the next request on."""
     now = datetime.now(UTC)
-    grant = GrantStore(grants_path(settings)).revoke(args.grant, now)
-    emit(args, grant.public(now), f"revoked {grant.label} ({grant.grant_id})")
+    grant = GrantStore(grants_path(settings)).revoke(args.grant, now, by_id=args.by_id)
+    emit(args, grant.public(now), terminal_line(f"revoked {grant.label} ({grant.grant_id})"))
     return 0
