@@ -21,6 +21,7 @@ import duckdb
 import numpy as np
 
 from slackquery.artifacts.pointer import current_artifact
+from slackquery.artifacts.schema import vector_coverage
 from slackquery.duckdb_setup import connect
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
@@ -58,6 +59,9 @@ class Visibility:
     workspace_id: str
     vector_positions: np.ndarray  # matrix positions of the visible message vectors
     document_count: int  # visible documents of any kind: BM25's N for this requester
+    # The share of visible messages semantic ranking reaches: the artifact's own share would
+    # tell a requester how many messages they may not see.
+    vector_coverage: float
     # Visible document frequency per term id, filled as queries use the terms: a common
     # term's postings need not be re-counted on every query of this requester.
     term_frequencies: dict[int, int] = field(default_factory=dict, compare=False, repr=False)
@@ -115,12 +119,15 @@ def compute_visibility(artifact: LoadedArtifact, requester: Requester) -> Visibi
         artifact.channel_codes, channel_codes, len(artifact.channel_code_of)
     )
     rows.setflags(write=False)  # shared by every query of this requester
+    vector_positions = artifact.message_vector_positions(rows)
+    messages = int(np.count_nonzero(artifact.is_message & rows))
     return Visibility(
         rows=rows,
         channels=frozenset(channels),
         workspace_id=requester.workspace_id,
-        vector_positions=artifact.message_vector_positions(rows),
+        vector_positions=vector_positions,
         document_count=int(np.count_nonzero(rows)),
+        vector_coverage=vector_coverage(len(vector_positions), messages),
     )
 
 

@@ -354,10 +354,13 @@ class SearchEngine:
             )
         if terms.unknown:
             notes.append("terms found in no message: " + ", ".join(terms.unknown[:10]))
-        # Recorded by the build: the share of messages semantic ranking can reach.
+        # The share of messages semantic ranking can reach: recorded by the build, or of
+        # the messages the requester may see.
         coverage = (
             None
             if request.mode == "lexical" or listing
+            else visible.vector_coverage
+            if visible is not None
             else float(artifact.metadata["vector_coverage"])
         )
         if coverage is not None and coverage < 1:

@@ -120,8 +120,8 @@ class SearchResponse(BaseModel):
     )
     vector_coverage: float | None = Field(
         default=None,
-        description="Share of messages (0-1) that have a vector, so semantic ranking can "
-        "find them (semantic and hybrid modes; null for lexical, which searches every "
+        description="Share of the messages you may see (0-1) that have a vector, so semantic "
+        "ranking can find them (semantic and hybrid modes; null for lexical, which searches every "
         "message). Below 1, embedding is still running: the rest are found by words only.",
     )
     timings_ms: dict[str, float]

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import serving.arms
+from serving.access import Requester, channel_of
 from serving.cursor import CursorCodec
 from serving.engine import SearchEngine
 from serving.fusion import FusionConfig
@@ -609,6 +610,42 @@ def test_partial_coverage_ranks_embedded_messages_semantically_and_all_lexically
         hybrid = search(engine, "err", mode="hybrid", limit=50)
         assert hybrid.vector_coverage == pytest.approx(36 / 59) and note in hybrid.notes
         assert set(ids(hybrid)) & embedded and set(ids(hybrid)) - embedded
+    finally:
+        engine.close()
+
+
+def test_a_requesters_coverage_counts_only_the_messages_they_may_see(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The artifact's own share is of every message: from it and the visible counts a
+    # requester could work out how many messages they may not see.
+    engine, _, embedded = _partly_embedded(tmp_path, monkeypatch, embed_every_other)
+    try:
+        conn = connect(str(engine.settings.state_path), read_only=True)
+        try:
+            messages = conn.execute(
+                "select document_id from search_documents "
+                "where document_kind = 'message' and is_active"
+            ).fetchall()
+        finally:
+            conn.close()
+
+        def coverage_of(requester: Requester) -> float:
+            with engine.artifact() as artifact:
+                channels = artifact.visibility(requester).channels
+            visible = {row[0] for row in messages if channel_of(row[0]) in channels}
+            return len(visible & embedded) / len(visible)
+
+        workspace = messages[0][0].split(":")[0]
+        requester, expected = next(
+            (requester, share)
+            for requester in (Requester(f"U{n}", workspace) for n in range(20))
+            if 0 < (share := coverage_of(requester)) < 1 and share != pytest.approx(len(embedded) / len(messages))
+        )
+        request = SearchRequest(query="deploy incident", mode="hybrid")
+        response = engine.search(request, requester=requester)
+        assert response.vector_coverage == pytest.approx(expected)
+        assert f"semantic ranking covers {expected:.1%} of messages" in " ".join(response.notes)
     finally:
         engine.close()
 
