@@ -22,7 +22,7 @@ import numpy as np
 from serving import lookups
 from serving.access import Requester, Visibility, channel_of
 from serving.arms import ARMS, Arm
-from serving.artifact import CONVERSATION_TYPES, Filters, LoadedArtifact, fold_name
+from serving.artifact import CONVERSATION_TYPES, Filters, LoadedArtifact
 from serving.budget import Deadline
 from serving.context import QueryContext
 from serving.cursor import CursorCodec, fingerprint
@@ -698,16 +698,19 @@ class SearchEngine:
             workspaces = (
                 set(artifact.resolve_workspaces([workspace_id], visible)) if workspace_id else None
             )
-            wanted_name = fold_name(channel_name.strip().lstrip("#")) if channel_name else None
-            if wanted_name is not None:
-                artifact.resolve_channels([wanted_name], visible)  # raises with close matches
+            # A name or an id, as search filters take them; unknown: raises with close matches.
+            wanted = (
+                set(artifact.resolve_channels([channel_name.strip()], visible))
+                if channel_name
+                else None
+            )
             scopes: list[ScopeRecord] = []
             for workspace, channel, name, kind, count, first, last in artifact.channels:
                 if visible is not None and (workspace, channel) not in visible.channels:
                     continue
                 if workspaces is not None and workspace not in workspaces:
                     continue
-                if wanted_name is not None and fold_name(name or "") != wanted_name:
+                if wanted is not None and channel not in wanted:
                     continue
                 slug, workspace_name = artifact.workspace_names.get(workspace, (None, None))
                 scopes.append(

@@ -300,6 +300,9 @@ def test_lookups(engine: SearchEngine) -> None:
     assert engine.get_thread("T0ACME:C1:1709290800.000003").thread_id == ERR_THREAD
     scopes = engine.list_scopes(channel_name="#eng")
     assert {(s.workspace_id, s.channel_id) for s in scopes.scopes} == {(ACME, "C1"), (BETA, "C9")}
+    # By id too, as search filters take it (ids are not folded like names).
+    assert [s.channel_id for s in engine.list_scopes(channel_name="C9").scopes] == ["C9"]
+    assert len(engine.list_scopes(channel_name="ENG").scopes) == 2
     assert len(engine.list_scopes(workspace_id="beta").scopes) == 1
     for call in (
         lambda: engine.get_message("T0ACME:C1:nope"),
