@@ -284,7 +284,11 @@ class Settings(BaseSettings):
         "in HOME/cursor.key, so the cursor it prints works in the next command.",
     )
     search_max_results: int = Field(
-        default=50, ge=1, le=500, description="Most results one search call may return (`limit`)."
+        default=50,
+        ge=12,
+        le=500,
+        description="Most results one search call may return (`limit`); at least 12, so the "
+        "defaults of `limit` (10) and `max_evidence` (12) always fit.",
     )
     search_max_filter_values: int = Field(
         default=100, ge=1, description="Most values one search filter list may hold."

@@ -30,6 +30,16 @@ def test_the_max_follows_the_setting(
     assert "no published search artifact" in capsys.readouterr().err
 
 
+def test_the_max_results_setting_fits_the_defaults(
+    home: object, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A lower one refused every plain `search` (its default --limit 10) and `ask` (12).
+    monkeypatch.setenv("SLACKQUERY_SEARCH_MAX_RESULTS", "11")
+    assert main(["search", "x"]) == 1
+    error = capsys.readouterr().err
+    assert "SLACKQUERY_SEARCH_MAX_RESULTS" in error and "greater than or equal to 12" in error
+
+
 @pytest.mark.parametrize("command", [["search", "x"], ["ask", "x?"]])
 def test_the_limit_help_names_the_setting(
     command: list[str], capsys: pytest.CaptureFixture[str]
