@@ -493,7 +493,7 @@ def test_an_unexpected_failure_names_a_request_id_that_the_log_has(
 
 
 def test_tool_descriptions_state_the_enforced_limits(published: Settings) -> None:
-    narrow = published.model_copy(update={"search_max_results": 7, "search_max_query_chars": 123})
+    narrow = published.model_copy(update={"search_max_results": 15, "search_max_query_chars": 123})
     engine = SearchEngine(narrow)
     try:
         with http_server(narrow, engine) as url:
@@ -502,8 +502,8 @@ def test_tool_descriptions_state_the_enforced_limits(published: Settings) -> Non
                 tools = {
                     tool.name: tool.description or "" for tool in (await client.list_tools()).tools
                 }
-                over = await call(client, "search_slack", query="deploy", mode="lexical", limit=8)
-                at = await call(client, "search_slack", query="deploy", mode="lexical", limit=7)
+                over = await call(client, "search_slack", query="deploy", mode="lexical", limit=16)
+                at = await call(client, "search_slack", query="deploy", mode="lexical", limit=15)
                 long = await call(client, "search_slack", query="d" * 124, mode="lexical", limit=5)
                 return tools, over, at, long
 
@@ -511,17 +511,17 @@ def test_tool_descriptions_state_the_enforced_limits(published: Settings) -> Non
     finally:
         engine.close()
     search = tools["search_slack"]
-    assert "1-7 results" in search and "at most 123 chars" in search
+    assert "1-15 results" in search and "at most 123 chars" in search
     assert "parts of a multi-part question" not in search  # the question-part arm is off
     assert "ranks that scope's messages up" in search
     assert "{" not in "".join(tools.values())
-    assert "between 1 and 7" in over and isinstance(at, dict) and "maximum is 123" in long
+    assert "between 1 and 15" in over and isinstance(at, dict) and "maximum is 123" in long
     assert (
         "1-500 messages" in tools["get_slack_thread"]
         and "at most 100" in tools["get_slack_message"]
     )
     answer = tools["answer_slack_question"]
-    assert "1-123 chars" in answer and "1-7 messages" in answer
+    assert "1-123 chars" in answer and "1-15 messages" in answer
 
 
 def test_calls_over_the_in_flight_cap_are_busy_at_once(
