@@ -5,6 +5,11 @@ the build runs it in a process of its own (forked by `expectations.server`), whi
 the candidate with its arrays folder (`files.arrays_dir_of`) and the previous published
 artifact, for the count-drift and vector-coverage checks, read-only. Exit status 0 =
 passed, 1 = failed; the result JSON lists each failed expectation with sample offending ids.
+A previous artifact that cannot be read (damaged after its seal) leaves those two checks
+without a baseline, as when nothing is published, and the result says so in `warnings`:
+refusing would keep the damaged artifact current, when publishing a sound build is the way
+off it. Exit status 2 = it could not run (the candidate itself does not open, say): the
+last line of its output, `error: …`, says why.
 """
 
 import argparse
@@ -37,7 +42,8 @@ from expectations.suites import (
 )
 from slackquery.artifacts import schema
 from slackquery.artifacts.files import arrays_dir_of, write_json_atomic
-from slackquery.duckdb_setup import connect
+from slackquery.duckdb_setup import DamagedDatabase, connect, damage_of
+from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
 
 SUITES = (
@@ -61,6 +67,8 @@ DEFAULT_MEMORY_LIMIT = "1GB"
 MAX_NORM_ERROR = 1e-5
 DEFAULT_MAX_COUNT_DRIFT: float = Settings.model_fields["max_count_drift"].default
 DEFAULT_COUNT_DRIFT_MIN_DROP: int = Settings.model_fields["count_drift_min_drop"].default
+# `main`'s exit status when the checkpoint could not run; its last output line says why.
+COULD_NOT_RUN = 2
 
 
 def peak_rss_mib() -> float | None:
@@ -83,7 +91,7 @@ def peak_rss_mib() -> float | None:
 def _open(
     path: Path, memory_limit: str = DEFAULT_MEMORY_LIMIT, spill: str | None = None
 ) -> duckdb.DuckDBPyConnection:
-    conn = connect(str(path), read_only=True)
+    conn = connect(str(path), read_only=True, what="artifact")
     conn.execute("set enable_progress_bar = false")
     conn.execute("set memory_limit = ?", [memory_limit])
     if spill is not None:
@@ -102,6 +110,30 @@ def _metadata(conn: duckdb.DuckDBPyConnection) -> dict[str, Any] | None:
         return None
     names = [column[0] for column in cursor.description]
     return dict(zip(names, rows[0], strict=True))
+
+
+def _previous_metadata(previous: Path, warnings: list[str]) -> dict[str, Any] | None:
+    """The previous artifact's metadata; None, with a warning added to `warnings`, when it
+    cannot be read, so the checks that compare with it have no baseline."""
+    reason = "it has no single artifact_metadata row"
+    try:
+        conn = _open(previous)
+        try:
+            metadata = _metadata(conn)
+        finally:
+            conn.close()
+    except (SlackqueryError, duckdb.Error) as error:
+        metadata = None
+        if isinstance(error, DamagedDatabase):
+            reason = error.detail
+        else:
+            reason = damage_of(error) or " ".join(str(error).split())
+    if metadata is None:
+        warnings.append(
+            f"the previously published artifact {previous.name} cannot be read ({reason}); "
+            "count drift and vector coverage were not compared with it"
+        )
+    return metadata
 
 
 def _has_fts(conn: duckdb.DuckDBPyConnection) -> bool:
@@ -166,6 +198,7 @@ def validate_artifact(
         "success": False,
         "suites": {},
         "failures": [],
+        "warnings": [],
     }
     spill = tempfile.TemporaryDirectory(prefix="slackquery-validate-")
     try:
@@ -189,11 +222,7 @@ def validate_artifact(
             return result
         previous_metadata = None
         if previous is not None:
-            previous_conn = _open(previous)
-            try:
-                previous_metadata = _metadata(previous_conn)
-            finally:
-                previous_conn.close()
+            previous_metadata = _previous_metadata(previous, result["warnings"])
         parameters = parameters_for(
             metadata, previous_metadata, max_count_drift, count_drift_min_drop
         )
@@ -237,7 +266,8 @@ def validate_artifact(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """CLI entry: validate, write the result JSON, exit 0 when it passed and 1 when not."""
+    """CLI entry: validate, write the result JSON, exit 0 when it passed and 1 when not;
+    `COULD_NOT_RUN`, after one line `error: …`, when a SlackqueryError stopped it."""
     parser = argparse.ArgumentParser(
         prog="python -m expectations.checkpoint",
         description="Validate a search artifact (opened read-only) with the GX suites.",
@@ -266,14 +296,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--output", type=Path, help="write the result JSON here")
     args = parser.parse_args(argv)
-    result = validate_artifact(
-        args.artifact,
-        previous=args.previous,
-        max_count_drift=args.max_count_drift,
-        count_drift_min_drop=args.count_drift_min_drop,
-        chunk_rows=args.chunk_rows,
-        memory_limit=args.memory_limit,
-    )
+    try:
+        result = validate_artifact(
+            args.artifact,
+            previous=args.previous,
+            max_count_drift=args.max_count_drift,
+            count_drift_min_drop=args.count_drift_min_drop,
+            chunk_rows=args.chunk_rows,
+            memory_limit=args.memory_limit,
+        )
+    except SlackqueryError as error:
+        sys.stdout.flush()
+        sys.stderr.write(f"error: {' '.join(str(error).split())}\n")
+        return COULD_NOT_RUN
     if args.output:
         write_json_atomic(args.output, result)
     else:

@@ -33,6 +33,7 @@ from slackquery.artifacts import arrays, files, schema
 from slackquery.artifacts.documents import DocumentArrays
 from slackquery.artifacts.packed import SortedKeys
 from slackquery.artifacts.schema import CONVERSATION_TYPES as CONVERSATION_TYPES
+from slackquery.duckdb_setup import DamagedDatabase, damage_of, open_database
 from slackquery.errors import SlackqueryError
 
 EXPECTED_FTS_CONFIG = {
@@ -134,6 +135,23 @@ def _resolve_names(
     return tuple(sorted(resolved))
 
 
+# How to move off a published artifact whose files are damaged: a sealed artifact is never
+# repaired in place, another build is published instead.
+MOVE_OFF_DAMAGED = (
+    "roll back (`slackquery rollback <build id>`, see `slackquery artifacts`) "
+    "or build and publish a new one"
+)
+
+
+def damaged_artifact(path: Path, detail: object) -> SlackqueryError:
+    """The one-line error for a published artifact whose file is damaged; it names the
+    file, not the folder it is in, and fits in an MCP tool error
+    (`serving.tools.MAX_ERROR_CHARS`), since MCP clients read it too."""
+    return SlackqueryError(
+        f"published artifact {path.name} is damaged ({detail}); {MOVE_OFF_DAMAGED}"
+    )
+
+
 # Requesters whose visibility an artifact keeps: each costs a flag per row and a position
 # per visible vector (~9 MB at 1M rows), and computing one again 16-30 ms; without a bound a
 # long-lived server would keep one for every requester it ever served.
@@ -147,7 +165,12 @@ class LoadedArtifact:
         self.path = path
         # No FTS extension: lexical search reads the artifact's postings arrays, and loading
         # it would cost every cold CLI search ~0.03 s.
-        self._connection = duckdb.connect(str(path), read_only=True)
+        try:
+            self._connection = open_database(str(path), read_only=True, what="search artifact")
+        except DamagedDatabase as error:
+            raise damaged_artifact(path, error.detail) from error
+        except duckdb.Error as error:
+            raise SlackqueryError(f"cannot read search artifact {path}: {error}") from error
         self._lock = threading.Lock()
         self._visibility: OrderedDict[str, Visibility] = OrderedDict()
         try:
@@ -155,6 +178,10 @@ class LoadedArtifact:
         except BaseException as error:
             self._connection.close()
             if isinstance(error, duckdb.Error):
+                # A damaged block shows when a query first reads it, not on open.
+                damage = damage_of(error)
+                if damage is not None:
+                    raise damaged_artifact(path, damage) from error
                 raise SlackqueryError(f"cannot read search artifact {path}: {error}") from error
             raise
 

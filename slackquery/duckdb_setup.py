@@ -5,7 +5,9 @@ after that `INSTALL fts` is a no-op and `LOAD fts` works offline (dbt-duckdb's
 `extensions:` profile setting included). `make setup` runs this module once.
 
 Every pipeline database (state, artifacts) opens through `open_database`, so a file another
-process holds or one that is not a DuckDB database is the same one-line error everywhere.
+process holds or one that is not a DuckDB database is the same one-line error everywhere;
+a damaged file (not a database, cut short, a block whose checksum fails) raises
+`DamagedDatabase`, so the owner of a file can say how to move off it.
 """
 
 import re
@@ -18,6 +20,35 @@ from slackquery.errors import SlackqueryError
 EXTENSIONS = ("fts",)
 # How DuckDB's IOException names the process holding a file's lock.
 _LOCK_HOLDER = re.compile(r"Conflicting lock is held in .* \(PID (\d+)\)")
+# How DuckDB's IOException says a file's bytes are not a database it can read: not one at
+# all, shorter than its own blocks say (`Could not read enough bytes from file "<path>"`),
+# or a block whose checksum fails; on open or on the first query that reads the block.
+_NOT_A_DATABASE = "not a valid DuckDB database file"
+_DAMAGE = re.compile(r"Corrupt database file|Could not read enough bytes")
+_QUOTED_FILE = re.compile(r' from file "[^"]*"')
+_CHECKSUM = re.compile(r"computed checksum \d+ does not match stored checksum \d+ in block")
+
+
+class DamagedDatabase(SlackqueryError):
+    """A database file whose bytes DuckDB cannot read; `detail` says what it found."""
+
+    def __init__(self, message: str, detail: str):
+        super().__init__(message)
+        self.detail = detail
+
+
+def damage_of(error: BaseException) -> str | None:
+    """What DuckDB found wrong with a damaged file's bytes, short and on one line, without
+    the file's path (`Corrupt database file: checksum mismatch in block at location …`);
+    None when `error` says something else."""
+    if not isinstance(error, duckdb.IOException):
+        return None
+    detail = " ".join(str(error).split()).removeprefix("IO Error: ")
+    if _NOT_A_DATABASE in detail:
+        return _NOT_A_DATABASE
+    if not _DAMAGE.search(detail):
+        return None
+    return _CHECKSUM.sub("checksum mismatch in block", _QUOTED_FILE.sub("", detail))
 
 
 def install_extensions() -> None:
@@ -33,7 +64,7 @@ def _open_failure(what: str, path: str, detail: str) -> str:
         holder = _LOCK_HOLDER.search(detail)
         by = f" (PID {holder[1]})" if holder else ""
         return f"{what} {path} is busy: another process{by} has it open; retry when it is done"
-    if "not a valid DuckDB database file" in detail:
+    if _NOT_A_DATABASE in detail:
         return f"{what} {path} is not a valid DuckDB database file"
     return f"cannot open {what} {path}: {detail.removeprefix('IO Error: ')}"
 
@@ -41,11 +72,16 @@ def _open_failure(what: str, path: str, detail: str) -> str:
 def open_database(
     path: str, *, read_only: bool = False, what: str = "database"
 ) -> duckdb.DuckDBPyConnection:
-    """`duckdb.connect`; a file DuckDB cannot open is a SlackqueryError naming `what`."""
+    """`duckdb.connect`; a file DuckDB cannot open is a SlackqueryError naming `what`
+    (`DamagedDatabase` when its bytes are damaged)."""
     try:
         return duckdb.connect(path, read_only=read_only)
     except duckdb.IOException as error:
-        raise SlackqueryError(_open_failure(what, path, str(error))) from error
+        message = _open_failure(what, path, str(error))
+        damage = damage_of(error)
+        if damage is not None:
+            raise DamagedDatabase(message, damage) from error
+        raise SlackqueryError(message) from error
 
 
 def connect(

@@ -26,6 +26,7 @@ import duckdb
 from slackquery.artifacts import arrays, files
 from slackquery.artifacts.pointer import current_artifact
 from slackquery.crash import crash_point
+from slackquery.duckdb_setup import open_database
 from slackquery.errors import SlackqueryError
 from slackquery.projection import PROJECT_DIR
 from slackquery.settings import Settings
@@ -35,6 +36,9 @@ class ValidationFailed(SlackqueryError):
     """The GX checkpoint ran and at least one expectation failed."""
 
 
+# `python -m expectations.checkpoint`'s exit status when a SlackqueryError stopped it (its
+# `COULD_NOT_RUN`; importing it would import Great Expectations): its last line says why.
+CHECKPOINT_COULD_NOT_RUN = 2
 # The code a checkpoint result depends on: the suites and the artifact readers they use.
 CHECKS_SOURCES = ("expectations", "slackquery/artifacts")
 
@@ -126,6 +130,10 @@ def run_checkpoint(
         if exit_code not in (0, 1) or not result_path.exists():
             output = log_path.read_text(errors="replace") if log_path.exists() else ""
             tail = output.strip().splitlines()[-5:]
+            if exit_code == CHECKPOINT_COULD_NOT_RUN and tail and tail[-1].startswith("error: "):
+                raise SlackqueryError(
+                    f"validation of {path.name} could not run: {tail[-1].removeprefix('error: ')}"
+                )
             raise SlackqueryError(
                 f"validation of {path.name} crashed (exit {exit_code}): {' | '.join(tail)}"
             )
@@ -285,7 +293,7 @@ def verify_sealed(artifact_dir: Path, build_id: str, path: Path) -> dict[str, An
     except SlackqueryError as error:
         raise SlackqueryError(f"build {build_id} is not sealed: {error}") from error
     try:
-        conn = duckdb.connect(str(path), read_only=True)
+        conn = open_database(str(path), read_only=True, what="artifact")
     except duckdb.Error as error:
         raise SlackqueryError(f"{path.name} does not open as DuckDB: {error}") from error
     try:

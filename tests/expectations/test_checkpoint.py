@@ -1,5 +1,6 @@
 """The GX checkpoint passes a sound artifact (in chunks) and names what breaks a damaged one."""
 
+import re
 import shutil
 import stat
 from collections.abc import Callable
@@ -370,3 +371,44 @@ def test_growth_and_small_absolute_drops_pass(
     )
     result = validate_artifact(artifact, previous=previous, max_count_drift=0.5)
     assert result["success"], result["failures"]
+
+
+def _garbled(artifact: Path, tmp_path: Path) -> Path:
+    """A copy of the artifact with every 4 KiB block after DuckDB's headers overwritten."""
+    copy = _copied(artifact, tmp_path)
+    with copy.open("r+b") as file:
+        for offset in range(3 * 4096, copy.stat().st_size, 4096):
+            file.seek(offset)
+            file.write(bytes(range(256)) * 16)
+    return copy
+
+
+def test_a_previous_artifact_that_cannot_be_read_is_a_warning_not_a_crash(
+    artifact: Path, tmp_path: Path
+) -> None:
+    # The published artifact the candidate would replace was damaged after its seal: the
+    # candidate is validated on its own, as when nothing is published, and the result says
+    # which comparisons were left out and why.
+    previous = _garbled(artifact, tmp_path)
+    result = validate_artifact(artifact, previous=previous, max_count_drift=0.5)
+    assert result["success"], result["failures"]
+    assert result["parameters"]["min_document_count"] == 0  # no baseline to drift from
+    (warning,) = result["warnings"]
+    assert re.fullmatch(
+        f"the previously published artifact {re.escape(previous.name)} cannot be read "
+        r"\(Corrupt database file: checksum mismatch in block at location \d+\); count drift "
+        "and vector coverage were not compared with it",
+        warning,
+    ), warning
+    assert validate_artifact(artifact)["warnings"] == []
+
+
+def test_a_candidate_that_does_not_open_is_one_error_line_and_exit_2(
+    artifact: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    candidate = _garbled(artifact, tmp_path)
+    assert main([str(candidate), "--output", str(tmp_path / "result.json")]) == 2
+    assert not (tmp_path / "result.json").exists()
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "Traceback" not in error
+    assert error.startswith(f"error: cannot open artifact {candidate}: Corrupt database file")

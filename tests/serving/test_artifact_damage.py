@@ -1,0 +1,112 @@
+"""A published artifact damaged after its seal: every reader says so in one line, naming the
+file and how to move off it, instead of a traceback."""
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import pytest
+
+from serving.artifact import LoadedArtifact
+from slackquery.artifacts.build import build_artifact
+from slackquery.artifacts.publish import current_artifact, publish
+from slackquery.cli import main
+from slackquery.errors import SlackqueryError
+from slackquery.settings import Settings, get_settings
+from tests.artifacts.conftest import apply_env, identity_for
+from tests.artifacts.synthetic import synthesize_state
+
+from .test_mcp import call, http_server, run_client
+
+MOVE_OFF = "roll back (`slackquery rollback <build id>`, see `slackquery artifacts`)"
+# A word of every synthetic message's vocabulary (tests/artifacts/synthetic.py).
+QUERY = "deploy"
+
+
+@pytest.fixture(scope="module")
+def sealed_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A home with one synthetic artifact built and published, shared by this module."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        settings = apply_env(monkeypatch, tmp_path_factory.mktemp("damage") / "home")
+        synthesize_state(settings.state_path, identity_for(settings), messages=60)
+        publish(settings, build_artifact(settings))
+        return settings.home
+
+
+@pytest.fixture
+def home(sealed_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """Settings of a copy of `sealed_home`, which a test may damage."""
+    copy = tmp_path / "home"
+    shutil.copytree(sealed_home, copy, symlinks=True)
+    return apply_env(monkeypatch, copy)
+
+
+def _garble(path: Path) -> None:
+    """Overwrite every other 4 KiB block after DuckDB's three header blocks."""
+    size = path.stat().st_size
+    with path.open("r+b") as file:
+        for offset in range(3 * 4096, size, 2 * 4096):
+            file.seek(offset)
+            file.write(bytes(range(256)) * 16)
+
+
+FILE_DAMAGE: dict[str, tuple[Callable[[Path], None], str]] = {
+    "garbled": (_garble, "Corrupt database file: checksum mismatch in block at location"),
+    "emptied": (lambda path: path.write_bytes(b""), "not a valid DuckDB database file"),
+    "overwritten": (lambda path: path.write_text("x\n"), "not a valid DuckDB database file"),
+    "cut short": (
+        lambda path: path.write_bytes(path.read_bytes()[: 5 * 4096]),
+        "Could not read enough bytes",
+    ),
+}
+
+
+def _damage_file(settings: Settings, damage: str) -> Path:
+    path = current_artifact(settings)
+    assert path is not None
+    path.chmod(0o644)
+    FILE_DAMAGE[damage][0](path)
+    return path
+
+
+def _one_line_error(stderr: str, path: Path, reason: str) -> None:
+    assert stderr.count("\n") == 1 and "Traceback" not in stderr, stderr
+    assert stderr.startswith(f"error: published artifact {path.name} is damaged ({reason}"), stderr
+    assert MOVE_OFF in stderr and str(path.parent) not in stderr, stderr
+
+
+@pytest.mark.parametrize("damage", sorted(FILE_DAMAGE))
+def test_a_damaged_published_file_is_one_line_for_every_command(
+    home: Settings, damage: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _damage_file(home, damage)
+    reason = FILE_DAMAGE[damage][1]
+    with pytest.raises(SlackqueryError, match=f"is damaged \\({reason}"):
+        LoadedArtifact(path)
+    for command in (
+        ["search", QUERY, "--mode", "lexical"],
+        ["scopes"],
+        ["ask", f"what broke the {QUERY}?"],
+        ["verify", f"The {QUERY} failed [1]."],
+    ):
+        assert main(command) == 1, command
+        _one_line_error(capsys.readouterr().err, path, reason)
+
+
+def test_a_damaged_published_file_is_not_ready_and_one_line_over_mcp(home: Settings) -> None:
+    path = _damage_file(home, "garbled")
+    with http_server(get_settings()) as url:
+        unready = httpx.get(f"{url}/readyz")
+        assert unready.status_code == 503
+        assert unready.json() == {
+            "ready": False,
+            "error": "no servable artifact; see the server log",
+        }
+
+        async def body(client: object) -> str:
+            return await call(client, "search_slack", query=QUERY, mode="lexical")
+
+        error = run_client(url, body)
+    assert error.startswith(f"ERROR: published artifact {path.name} is damaged (Corrupt database")
+    assert "\n" not in error and "characters cut" not in error and MOVE_OFF in error
