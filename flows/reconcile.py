@@ -8,9 +8,10 @@ Reads the canonical store (through dbt, attached read-only). Writes the state da
 - projection and embedding resume from the state database (incremental models, leased
   work items);
 - the build is skipped when the source watermark and embedding generation equal those of
-  the published artifact; a build that was validated but never published (a run killed
-  between the two) is published instead of rebuilt; a build of another artifact schema
-  version counts for neither, so an upgrade that changes the schema rebuilds on its own;
+  the published artifact and embedding has not moved on since it was built (see
+  `COVERAGE_STEP`); a build that was validated but never published (a run killed between
+  the two) is published instead of rebuilt; a build of another artifact schema version
+  counts for neither, so an upgrade that changes the schema rebuilds on its own;
 - an operator's rollback sticks: while the inputs are those of a newer build that was
   published and then rolled back from, nothing is built or published (a build that was
   published once is a rollback target the operator publishes by hand, never reconcile);
@@ -36,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import duckdb
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
@@ -45,12 +47,24 @@ from slackquery.artifacts.build import build_artifact
 from slackquery.artifacts.pointer import current_artifact
 from slackquery.artifacts.publish import publish, record_pointer
 from slackquery.duckdb_setup import connect
+from slackquery.embedding import state as embedding_state
+from slackquery.embedding.current import WANTED_DOCUMENTS
 from slackquery.embedding.work import embed_pending
 from slackquery.errors import SlackqueryError
 from slackquery.projection import project
 from slackquery.settings import Settings, get_settings
 
 LOCK_NAME = "reconcile.lock"
+
+# A build made while embedding was still going on (SLACKQUERY_ARTIFACT_MIN_VECTOR_COVERAGE
+# below 1) lags behind once more messages have their vector. Reconcile builds again when
+# embedding has finished (every active message without a vector is terminal_failed, so
+# no run will add one), or when the vectors grew by at least this share of the active
+# messages since the build: at most ten intermediate rebuilds over a whole first embedding,
+# whatever pace the runs keep, where rebuilding on every gain would cost a full build
+# (about 2 minutes at 1M messages, docs/performance.md) per run of a deployment whose
+# embed step stops early (an endpoint's outage or rate limit) and gains a few hundred.
+COVERAGE_STEP = 0.1
 
 
 def reconcile_lock_path(settings: Settings) -> Path:
@@ -64,31 +78,86 @@ def project_documents(full_refresh: bool) -> dict[str, Any]:
     return project(get_settings(), full_refresh=full_refresh)
 
 
+@dataclass(frozen=True)
+class EmbeddingProgress:
+    """How far embedding of the current generation has come, as `embedding-status`
+    counts it: active messages, those with their current vector, and those the endpoint
+    rejected (never claimed again unless `embed --retry-failed` asks)."""
+
+    wanted: int
+    embedded: int
+    terminal_failed: int
+
+    @property
+    def finished(self) -> bool:
+        """Whether no run will add a vector: every message without one is terminal_failed."""
+        return self.embedded + self.terminal_failed >= self.wanted
+
+    def gain_over(self, build: dict[str, Any]) -> int:
+        """How many more messages have a vector now than in `build` (its recorded counts);
+        0 for a build without counts."""
+        counts = build.get("counts_json") or {}
+        vectors = counts.get("vector_count")
+        return 0 if vectors is None else self.embedded - int(vectors)
+
+    def leaves_behind(self, build: dict[str, Any]) -> bool:
+        """Whether `build`, of the current inputs, lags enough behind embedding to be built
+        again: it has fewer vectors and embedding has finished, or gained `COVERAGE_STEP`."""
+        gain = self.gain_over(build)
+        return gain > 0 and (self.finished or gain >= COVERAGE_STEP * self.wanted)
+
+
+def _embedding_progress(
+    conn: duckdb.DuckDBPyConnection, generation: inputs.Generation
+) -> EmbeddingProgress:
+    """The state's embedding progress for `generation` (none recorded yet: no vectors)."""
+    if not generation.in_state:
+        row = conn.execute(f"select count(*) from ({WANTED_DOCUMENTS}) as wanted").fetchone()
+        return EmbeddingProgress(wanted=int(row[0]) if row else 0, embedded=0, terminal_failed=0)
+    coverage = embedding_state.coverage(conn, generation.generation_id)
+    wanted, embedded = coverage["wanted_documents"], coverage["embedded_documents"]
+    assert isinstance(wanted, int) and isinstance(embedded, int)
+    counts = embedding_state.state_counts(conn, generation.generation_id)
+    return EmbeddingProgress(
+        wanted=wanted, embedded=embedded, terminal_failed=counts["terminal_failed"]
+    )
+
+
 @task(cache_policy=NO_CACHE, persist_result=False)
 def plan_build(force: bool) -> dict[str, Any]:
     """Decide: `build`, `publish` an already validated build, or `skip` (nothing changed,
-    or the operator rolled back from the build of these inputs)."""
+    or the operator rolled back from the build of these inputs).
+
+    A build counts as one of the current inputs when its source watermark and generation
+    are the state's and embedding has not left it behind (`EmbeddingProgress`); when the
+    plan builds because embedding left the published build (or else the newest such
+    build) behind, `coverage_behind` says which and by how much.
+    """
     settings = get_settings()
     conn = connect(str(settings.state_path), read_only=True)
     try:
         watermark = inputs.source_watermark(conn)
         generation = inputs.current_generation(settings, conn)
+        progress = _embedding_progress(conn, generation)
         builds = history.list_builds(conn) if history.table_exists(conn) else []
     finally:
         conn.close()
     plan: dict[str, Any] = {
         "source_watermark": watermark,
         "generation_id": generation.generation_id,
+        "wanted_documents": progress.wanted,
+        "embedded_documents": progress.embedded,
         "action": "build",
     }
     published = current_artifact(settings)
     published_id = files.build_id_of(published) if published else None
-    same_inputs = [
+    same_source = [
         build
         for build in builds
         if build["source_watermark"] == watermark
         and build["generation_id"] == generation.generation_id
     ]
+    same_inputs = [build for build in same_source if not progress.leaves_behind(build)]
     servable = [build for build in same_inputs if _of_this_schema(settings, build["build_id"])]
     if force:
         return plan
@@ -111,6 +180,25 @@ def plan_build(force: bool) -> dict[str, Any]:
         # `validated` is never published; one that was stays for an operator to publish.
         if build["status"] == "validated" and path.is_file():
             return {**plan, "action": "publish", "build_id": build["build_id"]}
+    behind = [
+        build
+        for build in same_source
+        if build["status"] in history.SEALED
+        and progress.leaves_behind(build)
+        and _of_this_schema(settings, build["build_id"])
+    ]
+    if behind:  # newest first; the published one is the one search serves
+        lagging = next((b for b in behind if b["build_id"] == published_id), behind[0])
+        counts = lagging["counts_json"]
+        plan["coverage_behind"] = {
+            "build_id": lagging["build_id"],
+            "vector_count": counts["vector_count"],
+            "vector_coverage": schema.vector_coverage(
+                counts["vector_count"], counts["message_count"]
+            ),
+            "embedding_finished": progress.finished,
+            "coverage_step": COVERAGE_STEP,
+        }
     return plan
 
 

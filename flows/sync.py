@@ -96,7 +96,8 @@ def sync_flow(
     max_minutes: float | None = None,
 ) -> dict[str, Any]:
     """Bring the canonical store up to date from the Slack Web API, once; with
-    `max_minutes`, start no conversation after that long (the next run goes on)."""
+    `max_minutes`, start no conversation after that long (the next run goes on); with
+    `since` (an ISO date), read no history before that day (`slackquery sync --since`)."""
     return sync_workspace(
         list(types or CONVERSATION_TYPES), list(channels or []), since, max_minutes
     )
@@ -110,13 +111,16 @@ def sync_and_reconcile(
     dask_workers: int | None = None,
     dask_address: str | None = None,
     max_minutes: float | None = None,
+    since: date | None = None,
 ) -> dict[str, Any]:
     """Sync, then reconcile (project, embed, build, validate, publish) what it brought in;
-    `max_minutes` is sync's (start no conversation after that long, so the schedule keeps
-    its pace; the next run goes on), `dask_workers` / `dask_address` are reconcile's (its
-    embed step's batches on Dask)."""
+    `max_minutes` and `since` are sync's (start no conversation after that long, so the
+    schedule keeps its pace, the next run goes on; read no history before that day, an ISO
+    date such as `2024-03-31`, like `slackquery sync --since`: after an import, the
+    export's last day), `dask_workers` / `dask_address` are reconcile's (its embed step's
+    batches on Dask)."""
     synced = sync_workspace(
-        list(types or CONVERSATION_TYPES), list(channels or []), None, max_minutes
+        list(types or CONVERSATION_TYPES), list(channels or []), since, max_minutes
     )
     reconciled = reconcile(
         full_refresh=full_refresh, dask_workers=dask_workers, dask_address=dask_address

@@ -2,19 +2,25 @@
 
 import importlib
 import inspect
+from datetime import date
 from pathlib import Path
 
 import pytest
 import yaml
+from prefect import Flow
 
 PREFECT_YAML = Path(__file__).resolve().parents[1] / "prefect.yaml"
 DEPLOYMENTS = yaml.safe_load(PREFECT_YAML.read_text(encoding="utf-8"))["deployments"]
 
 
-def _flow_parameters(entrypoint: str) -> set[str]:
+def _flow(entrypoint: str) -> Flow:
     path, name = entrypoint.split(":")
     module = importlib.import_module(path.removesuffix(".py").replace("/", "."))
-    return set(inspect.signature(getattr(module, name).fn).parameters)
+    return getattr(module, name)
+
+
+def _flow_parameters(entrypoint: str) -> set[str]:
+    return set(inspect.signature(_flow(entrypoint).fn).parameters)
 
 
 @pytest.mark.parametrize("deployment", DEPLOYMENTS, ids=[d["name"] for d in DEPLOYMENTS])
@@ -26,3 +32,17 @@ def test_every_parameter_is_one_the_flow_takes(deployment: dict) -> None:
 def test_every_deployment_that_embeds_can_embed_on_dask(deployment: dict) -> None:
     # Both run reconcile, whose embed step fans out over Dask when asked.
     assert {"dask_address", "dask_workers"} <= set(deployment["parameters"])
+
+
+@pytest.mark.parametrize("deployment", DEPLOYMENTS, ids=[d["name"] for d in DEPLOYMENTS])
+def test_every_parameter_value_is_one_the_flow_accepts(deployment: dict) -> None:
+    _flow(deployment["entrypoint"]).validate_parameters(deployment["parameters"])
+
+
+def test_the_sync_deployment_takes_since_as_an_iso_day() -> None:
+    # README: after an import, the deployment's runs pass --since (the export's last day).
+    deployment = next(d for d in DEPLOYMENTS if d["name"] == "sync-every-15-minutes")
+    assert deployment["parameters"]["since"] is None  # listed, so an operator can set it
+    flow = _flow(deployment["entrypoint"])
+    validated = flow.validate_parameters({**deployment["parameters"], "since": "2024-03-31"})
+    assert validated["since"] == date(2024, 3, 31)

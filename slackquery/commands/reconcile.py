@@ -21,8 +21,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Run the Prefect flow `reconcile` once: dbt projection, embedding of new "
         "or changed documents, then a new validated artifact published atomically. The build "
         "is skipped when neither the source watermark nor the embedding generation changed "
-        "since the published artifact, and while they are those of a build an operator "
-        "rolled back from (a rollback holds until new input gives a new build). Only one "
+        "since the published artifact and embedding has not moved on (a partly embedded "
+        "artifact is built again once embedding has finished, or has gained 10% of the "
+        "messages), and while they are those of a build an operator rolled back from (a "
+        "rollback holds until new input gives a new build). Only one "
         "reconcile runs at a time. prefect.yaml "
         "schedules the same flow hourly; without PREFECT_API_URL the command runs the same "
         "steps as plain Python (no temporary Prefect API).",
@@ -33,7 +35,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--force-build",
         action="store_true",
-        help="build a new artifact even when nothing changed",
+        help="build a new artifact even when nothing changed (or embedding has moved on less "
+        "than reconcile rebuilds for)",
     )
     add_dask_flags(parser)
     add_engine_flag(parser)
@@ -80,4 +83,19 @@ def summary(result: dict[str, Any]) -> str:
         return f"reconcile: nothing changed; {result['build_id']} stays published"
     if plan["action"] == "publish":
         return f"reconcile: published {result['build_id']}, already built from the current inputs"
+    behind = plan.get("coverage_behind")
+    if behind:
+        wanted, embedded = plan["wanted_documents"], plan["embedded_documents"]
+        if not behind["embedding_finished"]:
+            why = f"embedding gained at least {behind['coverage_step']:.0%} of the messages"
+        elif embedded < wanted:
+            why = "embedding has finished but for terminal_failed messages"
+        else:
+            why = "embedding has finished"
+        return (
+            f"reconcile: built and published {result['build_id']}: {why}; "
+            f"{embedded}/{wanted} messages have a vector ({embedded / wanted:.1%}), "
+            f"against {behind['vector_count']} ({behind['vector_coverage']:.1%}) "
+            f"in {behind['build_id']}"
+        )
     return f"reconcile: built and published {result['build_id']}"

@@ -21,11 +21,12 @@ from slackquery.artifacts.build import build_artifact
 from slackquery.artifacts.pointer import swap_current
 from slackquery.artifacts.publish import current_artifact, publish, rollback
 from slackquery.cli import main
+from slackquery.commands.reconcile import summary as reconcile_summary
 from slackquery.duckdb_setup import connect
 from slackquery.embedding.base import GenerationIdentity
 from slackquery.settings import Settings
 from tests.artifacts.conftest import apply_env, identity_for
-from tests.artifacts.synthetic import synthesize_state
+from tests.artifacts.synthetic import embed_all, embed_only, synthesize_state
 
 
 @pytest.fixture
@@ -186,3 +187,119 @@ def test_a_run_with_nothing_to_publish_records_the_pointers_build(pipeline: Sett
     again = reconcile_plain()
     assert again["status"] == "unchanged" and again["build_id"] == second
     assert _statuses(pipeline) == {first: "superseded", second: "published"}
+
+
+@dataclass
+class PartialEmbedding:
+    """40 active messages, of which embedding has reached the first `count` (by id): each
+    reconcile's embed step gets as far as the test has set `count`."""
+
+    settings: Settings
+    count: int
+
+    def embed(self) -> dict[str, Any]:
+        conn = connect(str(self.settings.state_path))
+        try:
+            embed_all(conn, identity_for(self.settings))  # the same vectors every time
+        finally:
+            conn.close()
+        embed_only(self.settings.state_path, self.count)
+        return {"embedded_documents": self.count}
+
+    def fail_the_rest(self) -> None:
+        """The endpoint rejected every message not embedded yet: nothing is left to claim."""
+        conn = connect(str(self.settings.state_path))
+        try:
+            conn.execute(
+                "update embedding_work_items set state = 'terminal_failed' where state = 'pending'"
+            )
+        finally:
+            conn.close()
+
+
+@pytest.fixture
+def partly_embedded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> PartialEmbedding:
+    # README: lower the coverage gate to publish while embedding is still going on.
+    monkeypatch.setenv("SLACKQUERY_ARTIFACT_MIN_VECTOR_COVERAGE", "0.1")
+    settings = apply_env(monkeypatch, tmp_path / "home")
+    synthesize_state(settings.state_path, identity_for(settings), messages=40)
+    embedding = PartialEmbedding(settings, count=8)  # 20%
+    embedding.embed()
+    monkeypatch.setattr(reconcile_module, "project", lambda _settings, *, full_refresh: {})
+    monkeypatch.setattr(reconcile_module, "embed_pending", lambda _settings: embedding.embed())
+    return embedding
+
+
+def _vector_coverage(settings: Settings, build_id: str) -> float:
+    manifest = files.read_json(files.manifest_file(settings.artifact_path, build_id))
+    return manifest["vector_coverage"]
+
+
+def test_reconcile_rebuilds_a_partly_embedded_artifact_once_embedding_finishes(
+    partly_embedded: PartialEmbedding, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = partly_embedded.settings
+    first = reconcile_plain()
+    assert first["status"] == "published"
+    assert _vector_coverage(settings, first["build_id"]) == 0.2
+    partly_embedded.count = 11  # 27.5%, still embedding: too small a gain to rebuild for
+    again = reconcile_plain()
+    assert again["status"] == "unchanged" and again["build_id"] == first["build_id"]
+
+    partly_embedded.count = 40  # embedding has caught up: the source itself is unchanged
+    assert main(["reconcile", "--engine", "plain"]) == 0
+    current = current_artifact(settings)
+    newer = files.build_id_of(current) if current else None
+    assert newer not in (None, first["build_id"])
+    assert capsys.readouterr().out == (
+        f"reconcile: built and published {newer}: embedding has finished; 40/40 messages "
+        f"have a vector (100.0%), against 8 (20.0%) in {first['build_id']}\n"
+    )
+    assert _vector_coverage(settings, newer) == 1.0
+    last = reconcile_plain()
+    assert last["status"] == "unchanged" and last["build_id"] == newer
+
+
+def test_plan_rebuilds_for_a_coverage_step_or_once_nothing_is_left_to_embed(
+    partly_embedded: PartialEmbedding,
+) -> None:
+    settings = partly_embedded.settings
+    published = reconcile_plain()["build_id"]  # 8 of 40
+    partly_embedded.count = 11
+    partly_embedded.embed()
+    plan = plan_build.fn(False)
+    assert plan["action"] == "skip" and plan["build_id"] == published
+    assert (plan["embedded_documents"], plan["wanted_documents"]) == (11, 40)
+
+    partly_embedded.fail_the_rest()  # 11 embedded, 29 terminal_failed: embedding is done
+    plan = plan_build.fn(False)
+    assert plan["action"] == "build"
+    assert plan["coverage_behind"] == {
+        "build_id": published,
+        "vector_count": 8,
+        "vector_coverage": 0.2,
+        "embedding_finished": True,
+        "coverage_step": 0.1,
+    }
+
+    partly_embedded.count = 12  # pending again, 4 more than published: the 10% step
+    result = reconcile_plain()
+    assert result["status"] == "published" and result["build_id"] != published
+    assert reconcile_summary(result) == (
+        f"reconcile: built and published {result['build_id']}: embedding gained at least "
+        f"10% of the messages; 12/40 messages have a vector (30.0%), against 8 (20.0%) "
+        f"in {published}"
+    )
+
+    # A validated build of these inputs that embedding has left behind is not published:
+    # reconcile builds again, and says how far the published one is behind.
+    partly_embedded.count = 14
+    partly_embedded.embed()
+    validated = build_artifact(settings)  # 14 vectors, never published
+    partly_embedded.count = 40
+    partly_embedded.embed()
+    plan = plan_build.fn(False)
+    assert plan["action"] == "build"
+    assert plan["coverage_behind"]["build_id"] == result["build_id"]
+    assert plan["coverage_behind"]["vector_count"] == 12
+    assert _statuses(settings)[validated] == "validated"

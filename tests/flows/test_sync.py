@@ -2,16 +2,22 @@
 
 import os
 import time
+from datetime import date
+from pathlib import Path
+from typing import Any
 
 import pytest
 from prefect.states import Completed, Failed
 
-from flows.sync import retry_transient, sync_and_reconcile, sync_workspace
+import flows.sync as sync_module
+from flows.sync import retry_transient, sync_and_reconcile, sync_flow, sync_workspace
 from serving.engine import SearchEngine
 from serving.models import SearchRequest
 from slackquery.canonical import store
 from slackquery.errors import SlackqueryError
+from slackquery.settings import Settings
 from slackquery.slack.client import SlackApiError, SlackTransientError
+from slackquery.slack.sync import CONVERSATION_TYPES, SyncRequest
 from tests.slack.conftest import Live, live, sample_zip  # noqa: F401 (fixtures)
 from tests.slack.server import Fault
 from tests.slack.test_sync import change_workspace
@@ -43,6 +49,37 @@ def test_a_sync_that_gave_up_on_an_ok_false_server_error_is_retried(
     with pytest.raises(SlackTransientError) as raised:
         sync_workspace.fn(["im"], [], None)
     assert retry_transient(None, None, Failed(data=raised.value))  # type: ignore[arg-type]
+
+
+def test_the_flows_pass_since_to_the_sync_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLACKQUERY_HOME", str(tmp_path / "home"))
+    requests: list[SyncRequest] = []
+
+    def fake_sync(settings: Settings, request: SyncRequest) -> dict[str, Any]:
+        requests.append(request)
+        return {
+            "conversations": 0,
+            "request_count": 0,
+            "counts": {"messages": 0},
+            "deferred": [],
+            "revoked": [],
+        }
+
+    monkeypatch.setattr(sync_module, "sync", fake_sync)
+    monkeypatch.setattr(sync_module, "reconcile", lambda **_options: {"status": "unchanged"})
+    # As a deployment passes it: JSON, so an ISO day as a string.
+    result = sync_and_reconcile(since="2024-01-01", max_minutes=10)  # type: ignore[arg-type]
+    assert result["sync"]["status"] == "synced" and result["reconcile"]["status"] == "unchanged"
+    sync_flow(since=date(2024, 2, 1))
+    sync_and_reconcile()  # the deployment's default: no lower bound
+    everything = tuple(CONVERSATION_TYPES)
+    assert requests == [
+        SyncRequest(types=everything, since=date(2024, 1, 1), max_minutes=10),
+        SyncRequest(types=everything, since=date(2024, 2, 1)),
+        SyncRequest(types=everything),
+    ]
 
 
 def _hits(engine: SearchEngine, text: str) -> list[str]:
