@@ -19,6 +19,19 @@ def add_json_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
+class _JoinedWords(argparse.Action):
+    """Stores the words of an `nargs="+"` argument joined by spaces."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
+        setattr(namespace, self.dest, " ".join(values))
+
+
+def add_text_argument(parser: argparse.ArgumentParser, name: str, help: str) -> None:
+    """A positional text of one or more words: `search why was the api down` is the query
+    `why was the api down`, as if quoted (quote it to keep a word that starts with `-`)."""
+    parser.add_argument(name, nargs="+", action=_JoinedWords, help=help)
+
+
 def iso_day(value: str) -> date:
     """An argparse type: a calendar day written YYYY-MM-DD."""
     try:

@@ -9,6 +9,7 @@ from serving.engine import SearchEngine
 from slackquery.commands import (
     add_json_flag,
     add_requester_flags,
+    add_text_argument,
     emit,
     requester_from,
     whole_number,
@@ -36,7 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "correction wins over what it corrects; parts the archive does not cover are named. "
         "--json prints the evidence pack (verdict, answer, citations, parts, ...).",
     )
-    parser.add_argument("question", help="the question (quote it)")
+    add_text_argument(parser, "question", "the question, in one or more words")
     add_filter_flags(parser)
     parser.add_argument(
         "--max-evidence",

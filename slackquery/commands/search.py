@@ -12,6 +12,7 @@ from serving.query import NEWEST, content_tokens, parse_query
 from slackquery.commands import (
     add_json_flag,
     add_requester_flags,
+    add_text_argument,
     emit,
     iso_day,
     requester_from,
@@ -40,7 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "operators alone (in:#incidents on:yesterday) list the messages they keep, newest "
         "first. --json prints the same structure as the tool.",
     )
-    parser.add_argument("query", help="what to search for (quote it)")
+    add_text_argument(parser, "query", "what to search for, in one or more words")
     parser.add_argument(
         "--mode",
         choices=("hybrid", "lexical", "semantic"),

@@ -2,7 +2,7 @@
 
 import pytest
 
-from slackquery.cli import main
+from slackquery.cli import build_parser, main
 from tests.commands.usage import usage_error
 
 
@@ -57,3 +57,11 @@ def test_a_day_flag_takes_a_day_or_today_or_yesterday(day: str) -> None:
 
     args = build_parser("search").parse_args(["search", "x", "--after", day, "--before", day])
     assert args.after == args.before == day.lower()
+
+
+@pytest.mark.parametrize(("command", "field"), [("search", "query"), ("ask", "question")])
+def test_unquoted_words_are_one_text(command: str, field: str) -> None:
+    # A shell splits an unquoted question into words; argparse refused every one after the
+    # first as an unrecognized argument.
+    args = build_parser(command).parse_args([command, "why", "was", "the", "api", "down?"])
+    assert getattr(args, field) == "why was the api down?"
