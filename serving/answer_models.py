@@ -29,6 +29,7 @@ class Evidence(BaseModel):
     source_message_id: str | None = Field(description="The message's id in its source export.")
     channel_id: str
     channel_name: str | None
+    conversation_type: str | None
     author_id: str | None
     author_name: str | None
     ts_us: int = Field(description="Posting time, microseconds since the epoch (UTC).")

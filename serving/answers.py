@@ -200,6 +200,7 @@ def _evidence(hit: SearchHitBase, terms: PartTerms, *, is_correction: bool = Fal
         source_message_id=hit.source_message_id,
         channel_id=hit.channel_id,
         channel_name=hit.channel_name,
+        conversation_type=hit.conversation_type,
         author_id=hit.author_id,
         author_name=hit.author_name,
         ts_us=hit.ts_us,

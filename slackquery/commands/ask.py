@@ -19,6 +19,7 @@ from slackquery.commands.search import (
     add_filter_flags,
     byline,
     check_max_results,
+    conversation_label,
     filtered_query,
     in_reply_to_line,
 )
@@ -100,7 +101,11 @@ def render(response: AnswerResponse) -> str:
     for document_id, item in shown.items():
         lines.append(
             terminal_line(f"[{document_id}] ")
-            + byline(item.channel_name, item.author_name, item.timestamp)
+            + byline(
+                conversation_label(item.channel_name, item.conversation_type, item.channel_id),
+                item.author_name,
+                item.timestamp,
+            )
         )
         highlighted = terminal_line(" ".join(item.highlighted.split()))
         lines.append("    " + highlighted.replace("**", bold, 1).replace("**", plain, 1))

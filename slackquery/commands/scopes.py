@@ -12,6 +12,7 @@ from slackquery.commands import (
     requester_from,
     whole_number,
 )
+from slackquery.commands.search import conversation_label
 from slackquery.escaping import terminal_line
 from slackquery.settings import Settings
 
@@ -52,15 +53,16 @@ def render(response: ScopesResponse) -> str:
     escaped for the terminal, since the names come from the export."""
     lines = []
     for scope in response.scopes:
-        channel = scope.conversation_type in ("public", "private") and scope.channel_name
-        name = f"#{scope.channel_name}" if channel else scope.channel_name or scope.channel_id
+        name = conversation_label(scope.channel_name, scope.conversation_type, scope.channel_id)
+        if name.startswith("#"):  # which kind of channel: a DM's label names its kind
+            name += f" ({scope.conversation_type})"
         span = (
             f"{iso_timestamp(scope.first_ts_us)[:10]} to {iso_timestamp(scope.last_ts_us)[:10]}"
             if scope.first_ts_us is not None and scope.last_ts_us is not None
             else "no messages"
         )
         lines.append(
-            f"{scope.workspace_slug or scope.workspace_id}  {name} ({scope.conversation_type}) "
+            f"{scope.workspace_slug or scope.workspace_id}  {name} "
             f"· {scope.message_count} messages · {span}"
         )
     more = "; more exist, narrow with --workspace or --channel" if response.truncated else ""

@@ -200,11 +200,18 @@ def snippet(text: str, query: str) -> str:
     return pattern.sub(lambda m: f"{opening}{m.group(0)}{closing}", window)
 
 
-def byline(channel_name: str | None, author_name: str | None, timestamp: str) -> str:
-    """`#channel · author · YYYY-MM-DD HH:MM UTC`, the names escaped for the terminal."""
-    return terminal_line(
-        f"#{channel_name} · {author_name} · {timestamp[:16].replace('T', ' ')} UTC"
-    )
+def conversation_label(name: str | None, kind: str | None, channel_id: str) -> str:
+    """How the terminal names a conversation: `#name` for a channel, as Slack does; a DM
+    or group DM by its name (its members) and kind, `jose, zoe (dm)`; else its id."""
+    if kind in ("public", "private") and name:
+        return f"#{name}"
+    return f"{name or channel_id} ({kind})" if kind else name or channel_id
+
+
+def byline(channel: str, author_name: str | None, timestamp: str) -> str:
+    """`#channel · author · YYYY-MM-DD HH:MM UTC` (`channel`: a `conversation_label`), the
+    names escaped for the terminal."""
+    return terminal_line(f"{channel} · {author_name} · {timestamp[:16].replace('T', ' ')} UTC")
 
 
 def in_reply_to_line(author_name: str | None, text: str, query: str = "") -> str:
@@ -230,9 +237,8 @@ def render(response: SearchResponse, starts: dict[str, MessageRecord] | None = N
     ]
     for number, hit in enumerate(response.results, start=response.offset + 1):
         score = "" if listing else f" · score {hit.fused_score:.4f}"
-        lines.append(
-            f"{number:>2}. {byline(hit.channel_name, hit.author_name, hit.timestamp)}{score}"
-        )
+        place = conversation_label(hit.channel_name, hit.conversation_type, hit.channel_id)
+        lines.append(f"{number:>2}. {byline(place, hit.author_name, hit.timestamp)}{score}")
         lines.append(f"    {snippet(hit.text, response.query)}")
         start = (starts or {}).get(hit.document_id)
         if start is not None:

@@ -3,6 +3,7 @@
 import pytest
 
 from slackquery.cli import build_parser, main
+from slackquery.commands.search import conversation_label
 from tests.commands.usage import usage_error
 
 
@@ -65,3 +66,17 @@ def test_unquoted_words_are_one_text(command: str, field: str) -> None:
     # first as an unrecognized argument.
     args = build_parser(command).parse_args([command, "why", "was", "the", "api", "down?"])
     assert getattr(args, field) == "why was the api down?"
+
+
+@pytest.mark.parametrize(
+    ("name", "kind", "label"),
+    [
+        ("eng", "public", "#eng"),
+        ("plans", "private", "#plans"),
+        ("jose, zoe", "dm", "jose, zoe (dm)"),  # was "#jose, zoe", as if a channel
+        ("jose, priya, zoe", "group_dm", "jose, priya, zoe (group_dm)"),
+        (None, "dm", "D0SQDM001 (dm)"),
+    ],
+)
+def test_a_conversation_is_labelled_by_its_kind(name: str | None, kind: str, label: str) -> None:
+    assert conversation_label(name, kind, "D0SQDM001") == label
