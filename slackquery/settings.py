@@ -348,6 +348,14 @@ class Settings(BaseSettings):
         "(`ask` names each as not answered, so its verdict is at most `partial`).",
     )
 
+    @field_validator("home")
+    @classmethod
+    def _folder(cls, value: Path) -> Path:
+        """A folder, or a path where one can be made: every command keeps its files there."""
+        if value.exists() and not value.is_dir():
+            raise ValueError("expected a folder, not a file")
+        return value
+
     @field_validator("slack_requests_per_minute")
     @classmethod
     def _pacing_preset(cls, value: str) -> str:

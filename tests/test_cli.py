@@ -83,6 +83,24 @@ def test_malformed_setting_is_one_line_naming_the_variable(
     assert "SLACKQUERY_SLACK_REQUESTS_PER_MINUTE='fast': expected `tiers`" in error
 
 
+@pytest.mark.parametrize("command", [["publish", "latest"], ["access", "list"], ["search", "x"]])
+def test_a_home_that_is_a_file_is_one_line(
+    command: list[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # publish and access gave NotADirectoryError tracebacks; search said to build first.
+    home = tmp_path / "home"
+    home.write_text("x\n")
+    monkeypatch.setenv("SLACKQUERY_HOME", str(home))
+    assert main(command) == 1
+    error = capsys.readouterr().err
+    assert error == (
+        f"error: invalid setting: SLACKQUERY_HOME={str(home)!r}: expected a folder, not a file\n"
+    )
+
+
 def test_an_error_quoting_input_is_escaped_onto_one_line(
     home: object, capsys: pytest.CaptureFixture[str]
 ) -> None:
