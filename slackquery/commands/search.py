@@ -133,6 +133,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if settings.cursor_secret is None:
         secret = home_secret(settings.home / CURSOR_KEY_NAME)
         settings = settings.model_copy(update={"cursor_secret": secret})
+    # Without a kept key this process signs with a random one: its cursor dies with it.
+    cursor_lasts = settings.cursor_secret is not None
     engine = SearchEngine(settings)
     try:
         response = engine.search(
@@ -150,7 +152,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         starts = {} if args.json else thread_starts(engine, response, requester)
     finally:
         engine.close()
-    emit(args, response.model_dump(mode="json"), render(response, starts))
+    emit(args, response.model_dump(mode="json"), render(response, starts, cursor_lasts))
     return 0
 
 
@@ -220,10 +222,15 @@ def in_reply_to_line(author_name: str | None, text: str, query: str = "") -> str
     return f"    in reply to {terminal_line(str(author_name))}: {snippet(text, query)}"
 
 
-def render(response: SearchResponse, starts: dict[str, MessageRecord] | None = None) -> str:
+def render(
+    response: SearchResponse,
+    starts: dict[str, MessageRecord] | None = None,
+    cursor_lasts: bool = True,
+) -> str:
     """Readable results: channel, author, time, highlighted snippet, what a reply answers
-    (`starts`: thread starts by hit id), permalink. Every value from the archive is escaped
-    for the terminal (`byline`, `snippet`, `in_reply_to_line` or here)."""
+    (`starts`: thread starts by hit id), permalink, then the next page's cursor (unless
+    `cursor_lasts` is False: no other process could use it). Every value from the archive
+    is escaped for the terminal (`byline`, `snippet`, `in_reply_to_line` or here)."""
     coverage = (
         f", vector coverage {response.vector_coverage:.1%}"
         if response.vector_coverage is not None
@@ -245,6 +252,12 @@ def render(response: SearchResponse, starts: dict[str, MessageRecord] | None = N
             lines.append(in_reply_to_line(start.author_name, start.text, response.query))
         lines.append(terminal_line(f"    {hit.permalink}"))
     lines.extend(terminal_line(f"note: {note}") for note in response.notes)
-    if response.next_cursor:
+    if response.next_cursor and cursor_lasts:
         lines.append(f"more: --cursor {response.next_cursor}")
+    elif response.next_cursor:
+        lines.append(
+            f"more results exist, but no cursor for them would work: {CURSOR_KEY_NAME} cannot "
+            "be kept in SLACKQUERY_HOME (read-only?); set SLACKQUERY_CURSOR_SECRET, or raise "
+            "--limit"
+        )
     return "\n".join(lines)

@@ -289,6 +289,27 @@ def test_search_render_escapes_archive_text() -> None:
     assert lines[5] == "note: terms found in no message: \\x1b[2J"
 
 
+def test_a_cursor_no_other_process_could_use_is_not_printed() -> None:
+    # With no kept cursor key (a read-only home), the cursor is signed with this process's
+    # random key: the next `search --cursor` refused it.
+    response = SearchResponse(
+        query="staging",
+        mode="lexical",
+        route="exact",
+        weights={},
+        filters={},
+        artifact_id="b1",
+        generation_id="g1",
+        results=[_hit("T1:C1:2.0", thread_root_id="T1:C1:2.0")],
+        next_cursor="abc",
+        notes=[],
+        timings_ms={},
+    )
+    assert search.render(response).splitlines()[-1] == "more: --cursor abc"
+    last = search.render(response, cursor_lasts=False).splitlines()[-1]
+    assert "--cursor" not in last and "SLACKQUERY_CURSOR_SECRET" in last
+
+
 def test_ask_render_escapes_archive_text() -> None:
     hit = _hit("T1:C1:1.0", thread_root_id="T1:C1:1.0")
     evidence = Evidence(
