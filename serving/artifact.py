@@ -63,6 +63,7 @@ class Filters:
     is_thread: bool = False
     has_link: bool = False
     phrases: tuple[str, ...] = ()
+    excluded: tuple[str, ...] = ()  # words or phrases whose messages are left out
 
     def is_empty(self) -> bool:
         """True when no filter narrows the rows (the search path then skips the mask)."""
@@ -76,6 +77,7 @@ class Filters:
             and not self.is_thread
             and not self.has_link
             and not self.phrases
+            and not self.excluded
         )
 
     def as_dict(self) -> dict[str, object]:
@@ -92,6 +94,7 @@ class Filters:
             "is_thread": self.is_thread,
             "has_link": self.has_link,
             "phrases": list(self.phrases),
+            "excluded": list(self.excluded),
         }
 
 

@@ -322,6 +322,7 @@ class SearchEngine:
             has_link=parsed.has_link,
             # a phrase without a word narrows nothing (phrase_mask skips it)
             phrases=tuple(phrase for phrase in parsed.phrases if fts_tokens(phrase)),
+            excluded=tuple(item for item in parsed.excluded if fts_tokens(item)),
         )
 
     def _context(
@@ -382,6 +383,8 @@ class SearchEngine:
             mask = artifact.mask(filters)
             if filters.phrases:
                 mask &= phrase_mask(artifact, filters.phrases)
+            for excluded in filters.excluded:
+                mask &= ~containing(artifact, excluded)
             if visible is not None:
                 mask &= visible.rows
         elif visible is not None:
@@ -804,17 +807,21 @@ def phrase_mask(artifact: LoadedArtifact, phrases: tuple[str, ...]) -> np.ndarra
     """Rows whose lexical text contains every quoted phrase as consecutive tokens."""
     keep = np.ones(artifact.row_count, dtype=bool)
     for phrase in phrases:
-        tokens = fts_tokens(phrase)
-        if not tokens:
-            continue
-        candidates = artifact.bm25.rows_with_all(list(dict.fromkeys(tokens)))
-        found = np.zeros(artifact.row_count, dtype=bool)
-        if len(tokens) == 1:
-            found[candidates] = True
-        else:
-            needle = " " + " ".join(tokens) + " "
-            for row, text in artifact.texts(candidates.tolist()).items():
-                if needle in " " + " ".join(fts_tokens(text)) + " ":
-                    found[row] = True
-        keep &= found
+        if fts_tokens(phrase):
+            keep &= containing(artifact, phrase)
     return keep
+
+
+def containing(artifact: LoadedArtifact, phrase: str) -> np.ndarray:
+    """Rows whose lexical text contains the phrase's tokens consecutively (a word: itself)."""
+    tokens = fts_tokens(phrase)
+    candidates = artifact.bm25.rows_with_all(list(dict.fromkeys(tokens)))
+    found = np.zeros(artifact.row_count, dtype=bool)
+    if len(tokens) == 1:
+        found[candidates] = True
+    else:
+        needle = " " + " ".join(tokens) + " "
+        for row, text in artifact.texts(candidates.tolist()).items():
+            if needle in " " + " ".join(fts_tokens(text)) + " ":
+                found[row] = True
+    return found

@@ -68,6 +68,10 @@ _OPERATOR = re.compile(
     r'(?<!\S)(in|from|before|after|on|during|is|has):("[^"]*"|\S+)', re.IGNORECASE
 )
 _PHRASE = re.compile(r'"([^"]+)"')
+# Slack's `-word` and `-"a phrase"`: messages holding it are left out. The `-` starts a
+# word of its own (`well-known` and `-5°C`'s neighbours are text), and a letter or digit
+# (or a quote) follows it.
+_EXCLUDED = re.compile(r'(?<!\S)-("[^"]*"|[^\W_][^\s"]*)')
 # Slack's `-in:#eng` excludes; searched as text it would rank #eng *up* (the named-scope arm).
 _EXCLUDING_OPERATOR = re.compile(
     r"(?<!\S)-(?:in|from|before|after|on|during|is|has):\S+", re.IGNORECASE
@@ -170,6 +174,7 @@ class ParsedQuery:
     end_ts_us: int | None = None
     is_thread: bool = False
     has_link: bool = False
+    excluded: list[str] = field(default_factory=list)  # `-word`, `-"a phrase"`
 
 
 _EPOCH = date(1970, 1, 1)
@@ -226,7 +231,7 @@ def _narrow(current: int | None, new: int, pick: type[max] | type[min]) -> int:
 
 def parse_query(raw: str) -> ParsedQuery:
     """Split Slack search syntax (`in:#c from:@u before:/after:/on:/during: is:thread
-    has:link "phrase"`) out of the query text.
+    has:link "phrase" -word -"phrase"`) out of the query text.
 
     Dates are UTC days; `before:` and `after:` exclude the named day, as in Slack. An
     unknown operator value, or an excluding operator (`-in:`), is an error rather than
@@ -270,7 +275,13 @@ def parse_query(raw: str) -> ParsedQuery:
                 parsed.start_ts_us = _narrow(parsed.start_ts_us, start + _DAY_US, max)
         return " "
 
-    remaining = _OPERATOR.sub(take, raw)
+    def exclude(match: re.Match[str]) -> str:
+        excluded = match.group(1).strip('"').strip()
+        if excluded:
+            parsed.excluded.append(excluded)
+        return " "
+
+    remaining = _EXCLUDED.sub(exclude, _OPERATOR.sub(take, raw))
     parsed.phrases = [phrase.strip() for phrase in _PHRASE.findall(remaining) if phrase.strip()]
     parsed.text = " ".join(remaining.replace('"', " ").split())
     return parsed

@@ -55,7 +55,7 @@ How to search well:
   questions whose wording you cannot guess.
 - Narrow with filters (channel_ids such as "#eng", author_ids such as "@priya",
   start_ts_us/end_ts_us) or Slack syntax in the query (in:#eng from:@priya after:2024-01-31
-  during:2024-03 is:thread has:link "exact phrase") before raising limit. Call
+  during:2024-03 is:thread has:link "exact phrase" -word) before raising limit. Call
   list_slack_scopes to find channel names, ids and the covered time range.
 - Expand only promising hits: get_slack_message with context_before/context_after for the
   surrounding conversation, get_slack_thread for a thread's replies.

@@ -340,8 +340,9 @@ def register_tools(server: MCPServer, engine: SearchEngine, runner: ToolRunner) 
         codes, ids, URLs, file names, quoted text), "semantic" (paraphrases, concepts).
         query (at most {max_query_chars} chars; its first {max_query_tokens} distinct words count)
         may contain Slack search syntax: `in:#channel`, `from:@user`, `before:YYYY-MM-DD`,
-        `after:`, `on:`, `during:YYYY-MM` or `during:YYYY`, `is:thread`, `has:link` and
-        "exact phrase" (must appear verbatim). In hybrid mode a #channel or a day the question
+        `after:`, `on:`, `during:YYYY-MM` or `during:YYYY`, `is:thread`, `has:link`,
+        "exact phrase" (must appear verbatim) and `-word` or `-"phrase"` (leaves out the
+        messages that hold it). In hybrid mode a #channel or a day the question
         names in words ("on Sep 28", "Sep 14-18") ranks that scope's messages up without
         filtering, and a question about how things stand now ("currently", "still") ranks
         the newest of the best matches up; notes say what was read. Operators or filters

@@ -37,7 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="search the published archive (hybrid, lexical or semantic)",
         description="Search the published search artifact, exactly as the MCP tool "
         "search_slack does. The query may use Slack search syntax: in:#channel from:@user "
-        'before:/after:/on:YYYY-MM-DD during:YYYY-MM is:thread has:link "exact phrase"; '
+        'before:/after:/on:YYYY-MM-DD during:YYYY-MM is:thread has:link "exact phrase" -word; '
         "operators alone (in:#incidents on:yesterday) list the messages they keep, newest "
         "first. --json prints the same structure as the tool.",
     )

@@ -152,6 +152,20 @@ def test_quoted_phrase_requires_consecutive_words(engine: SearchEngine) -> None:
     assert response.route == "exact"
 
 
+@pytest.mark.parametrize("mode", ["lexical", "semantic", "hybrid"])
+def test_excluded_words_leave_their_messages_out_of_every_mode(
+    engine: SearchEngine, mode: str
+) -> None:
+    fox = "T0ACME:C2:1709348400.000019"  # "the quick brown fox ..."
+    assert fox in ids(search(engine, "quick brown fox", mode=mode, limit=50))
+    for excluded in ("-fox", '-"quick brown"', "-FOX"):
+        response = search(engine, f"quick brown fox {excluded}", mode=mode, limit=50)
+        assert fox not in ids(response), excluded
+        assert response.filters["excluded"] == [excluded.lstrip("-").strip('"')]
+    # A phrase whose words are not consecutive there excludes nothing of it.
+    assert fox in ids(search(engine, 'quick brown fox -"brown quick"', mode=mode, limit=50))
+
+
 def test_unknown_names_list_close_matches(engine: SearchEngine) -> None:
     with pytest.raises(SlackqueryError, match=r"unknown channel '#engg'.*eng"):
         search(engine, "deploy", channel_ids=["#engg"])
@@ -643,7 +657,8 @@ def test_a_requesters_coverage_counts_only_the_messages_they_may_see(
         requester, expected = next(
             (requester, share)
             for requester in (Requester(f"U{n}", workspace) for n in range(20))
-            if 0 < (share := coverage_of(requester)) < 1 and share != pytest.approx(len(embedded) / len(messages))
+            if 0 < (share := coverage_of(requester)) < 1
+            and share != pytest.approx(len(embedded) / len(messages))
         )
         request = SearchRequest(query="deploy incident", mode="hybrid")
         response = engine.search(request, requester=requester)

@@ -152,6 +152,24 @@ def test_today_and_yesterday_are_utc_days() -> None:
 
 
 @pytest.mark.parametrize(
+    ("query", "text", "excluded"),
+    [
+        ("pgbouncer -coffee", "pgbouncer", ["coffee"]),
+        ('deploy -"release train" -ERR-42', "deploy", ["release train", "ERR-42"]),
+        ("well-known e-mail", "well-known e-mail", []),  # a hyphen inside a word is text
+        ("- dash alone -", "- dash alone -", []),
+        ("-coffee", "", ["coffee"]),  # excluding alone lists what is left, newest first
+    ],
+)
+def test_a_word_after_a_dash_is_excluded_not_searched(
+    query: str, text: str, excluded: list[str]
+) -> None:
+    # Slack's `-word`; it was searched as a wanted word, ranking its messages up.
+    parsed = parse_query(query)
+    assert (parsed.text, parsed.excluded) == (text, excluded)
+
+
+@pytest.mark.parametrize(
     ("query", "message"),
     [
         ("x during:0000-01", "out of range"),
