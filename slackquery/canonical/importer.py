@@ -102,6 +102,8 @@ def _import_in_one_transaction(
         connection.begin()
         store.install_schema(connection, started_at)
         store.create_stage_tables(connection)
+        if workspace_slug is not None and not loader.has_team_id:
+            loader.workspace_id = _workspace_of_slug(connection, workspace_slug)
         staged = loader.stage(connection)
         if workspace_slug is None:
             _refuse_second_copy(connection, staged, path)
@@ -172,11 +174,27 @@ def slug_from_path(path: Path) -> str:
 # (channel, ts and payload) do.
 _SHARED_ROWS: dict[CopyEvidence, str] = {
     "channels": "select channels.workspace_id, channels.channel_id as example "
-    "from channels inner join stage_covered using (channel_id)",
+    "from channels inner join stage_channels using (channel_id)",
     "messages": "select messages.workspace_id, messages.source_message_id as example "
     "from messages inner join stage_messages as stage on messages.channel_id = stage.channel_id "
     "and messages.ts = stage.ts and messages.payload_hash = stage.payload_hash",
 }
+
+
+def _workspace_of_slug(connection: duckdb.DuckDBPyConnection, slug: str) -> str:
+    """The workspace an input without a team id goes into when `--workspace-slug` names it:
+    the stored workspace with that slug (one whose id is the slug first, should two have
+    it), else the one whose id is the slug, else a new one with the slug as its id.
+
+    A workspace imported with team ids has its team id as id, so this is how an export that
+    lost them (users.json empty or stripped) still updates it instead of copying it.
+    """
+    row = connection.execute(
+        "select workspace_id from workspaces where workspace_slug = $slug "
+        "order by workspace_id <> $slug, workspace_id limit 1",
+        {"slug": slug},
+    ).fetchone()
+    return str(row[0]) if row else slug
 
 
 def _refuse_second_copy(connection: duckdb.DuckDBPyConnection, staged: Staged, path: Path) -> None:
@@ -185,7 +203,8 @@ def _refuse_second_copy(connection: duckdb.DuckDBPyConnection, staged: Staged, p
     Without a team id the workspace id is the slug taken from the file name, which
     matches successive exports as Slack names them ("Acme Slack export <dates>.zip") but
     not renamed files (`v1.zip`, `v2.zip`): those would become a second workspace holding
-    a copy of every message. Rows it shares with a stored workspace give it away.
+    a copy of every message. Rows it shares with a stored workspace give it away. The
+    advice names the stored workspace's slug, which `--workspace-slug` resolves to it.
     """
     if staged.copy_evidence is None:
         return
@@ -195,19 +214,24 @@ def _refuse_second_copy(connection: duckdb.DuckDBPyConnection, staged: Staged, p
     if row and row[0]:
         return
     matches = connection.execute(
-        "select workspace_id, count(*) as shared, min(example) "
-        f"from ({_SHARED_ROWS[staged.copy_evidence]}) "
+        "select workspace_id, any_value(workspace_slug), count(*) as shared, min(example) "
+        f"from ({_SHARED_ROWS[staged.copy_evidence]}) inner join workspaces using (workspace_id) "
         "group by 1 order by shared desc, 1 limit 1"
     ).fetchone()
     if matches is None:
         return
-    existing, shared, example = matches
+    existing, existing_slug, shared, example = matches
+    separate = (
+        f"--workspace-slug {staged.workspace_id}"
+        if staged.workspace_id != existing_slug
+        else "--workspace-slug with a slug no stored workspace has"
+    )
     raise SlackqueryError(
         f"{path.name}: the input names no team id, and the workspace slug "
         f"{staged.workspace_id!r} derived from its file name is new, but {shared} of its "
-        f"{staged.copy_evidence} (e.g. {example}) belong to workspace {existing!r} already in "
-        f"the store; pass --workspace-slug {existing} to update that workspace, or "
-        f"--workspace-slug {staged.workspace_id} to import it as a separate one"
+        f"{staged.copy_evidence} (e.g. {example}) belong to workspace {existing!r} (slug "
+        f"{existing_slug!r}) already in the store; pass --workspace-slug {existing_slug} to "
+        f"update that workspace, or {separate} to import it as a separate one"
     )
 
 

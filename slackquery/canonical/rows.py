@@ -6,7 +6,8 @@ Kept free of I/O so the hot loop of the importer is just these functions, and so
 
 import hashlib
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Any, NamedTuple
 
 import orjson
@@ -70,6 +71,65 @@ def datetime_to_us(moment: datetime) -> int:
         moment = moment.replace(tzinfo=UTC)
     delta = moment - EPOCH
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+# The last microsecond of the year 9999. A later ts is no datetime (it has no conversation
+# day, and every reader that turns ts_us into a date would fail on it), and one past 2**63
+# µs is not even a bigint: no writer stores a message with a ts after it (`message_ts`).
+LAST_STORABLE_US = datetime_to_us(datetime.max.replace(tzinfo=UTC))
+# Below 2**32 seconds (the year 2106) a double is closer than half a microsecond to the
+# decimal it was parsed from, so a ts written as a JSON number still names one message.
+_EXACT_NUMBER_TS = 2**32
+
+
+def number_ts_to_us(value: int | float) -> int:
+    """Exact microseconds of a ts that an export wrote as a JSON number, not a string.
+
+    Raises ValueError unless it converts exactly: an integer, or a number below 2**32 s
+    whose shortest decimal form has at most 6 decimals (the form it was written in).
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise ValueError(f"not a Slack ts: {value!r}")
+    if isinstance(value, int):
+        return value * 1_000_000
+    decimal = Decimal(repr(value))
+    exponent = decimal.as_tuple().exponent
+    if value >= _EXACT_NUMBER_TS or not isinstance(exponent, int) or exponent < -6:
+        raise ValueError(f"not an exact Slack ts: {value!r}")
+    return int(decimal.scaleb(6))
+
+
+class TsAfterYear9999(ValueError):
+    """A well-formed ts that no datetime can hold (see `LAST_STORABLE_US`)."""
+
+
+def message_ts(value: Any, *, allow_number: bool = False) -> tuple[str, int]:
+    """`(ts, ts_us)` of a message's `ts`: the string as given (a number: its canonical
+    string, when `allow_number`), and its microseconds.
+
+    Raises ValueError when there is none, and `TsAfterYear9999` when it lies after
+    `LAST_STORABLE_US`. The one rule for what ts a stored message may have (import and sync).
+    """
+    if isinstance(value, str):
+        ts, ts_us = value, ts_to_us(value)
+    elif allow_number and isinstance(value, int | float) and not isinstance(value, bool):
+        ts_us = number_ts_to_us(value)
+        ts = us_to_ts(ts_us)
+    else:
+        raise ValueError(f"not a Slack ts: {value!r}")
+    if ts_us > LAST_STORABLE_US:
+        raise TsAfterYear9999(ts)
+    return ts, ts_us
+
+
+def seconds_to_datetime(value: Any) -> datetime | None:
+    """A UTC datetime from epoch seconds (`created`), None when not a number or out of range."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        return EPOCH + timedelta(seconds=value)
+    except (OverflowError, ValueError):
+        return None
 
 
 def canonical_json(value: Any) -> bytes:
@@ -149,6 +209,18 @@ def unstorable(message: dict[str, Any]) -> str | None:
     return None
 
 
+def thread_ts_of(message: dict[str, Any]) -> str | None:
+    """The message's `thread_ts` as a string (one written as a number, like its ts: its
+    canonical string when exact), else None."""
+    thread_ts = message.get("thread_ts")
+    if isinstance(thread_ts, str):
+        return thread_ts
+    try:
+        return us_to_ts(number_ts_to_us(thread_ts))
+    except ValueError:
+        return None
+
+
 def message_row(
     message: dict[str, Any],
     *,
@@ -172,9 +244,7 @@ def message_row(
     text = message.get("text")
     if not isinstance(text, str):
         text = ""
-    thread_ts = message.get("thread_ts")
-    if not isinstance(thread_ts, str):
-        thread_ts = None
+    thread_ts = thread_ts_of(message)
     edited = message.get("edited")
     reactions = message.get("reactions")
     files = message_files(message)
@@ -312,7 +382,10 @@ def slack_channel_row(
     A DM or group DM is named by its members' handles (`handle(user_id)`), sorted.
     """
     channel_id = entry["id"]
-    members = [member for member in entry.get("members") or [] if isinstance(member, str)]
+    listed = entry.get("members")
+    members = (
+        [member for member in listed if isinstance(member, str)] if isinstance(listed, list) else []
+    )
     if conversation_type in ("im", "mpim"):
         if not members and isinstance(entry.get("user"), str):
             members = [entry["user"]]
@@ -331,9 +404,7 @@ def slack_channel_row(
         conversation_type=conversation_type,
         is_archived=bool(entry.get("is_archived")),
         is_general=bool(entry.get("is_general")),
-        created_at=datetime.fromtimestamp(created, UTC)
-        if isinstance(created, int | float)
-        else None,
+        created_at=seconds_to_datetime(created),
         creator_id=_string(entry.get("creator")),
         topic=topic.get("value") or None if isinstance(topic, dict) else None,
         purpose=purpose.get("value") or None if isinstance(purpose, dict) else None,

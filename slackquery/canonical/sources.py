@@ -8,6 +8,7 @@ read and parsed on its own, so memory holds one day file at a time.
 import os
 import re
 import zipfile
+import zlib
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
@@ -50,12 +51,14 @@ class ExportReader:
 
     The export may sit under one wrapping folder (`acme-export/channels.json`); `root`
     strips it so members are addressed as Slack documents them, and `outside` counts the
-    files beside it (per top-level name), which are not read.
+    files beside it (per top-level name), which are not read. `problems` lists what a
+    folder's walk could not follow, as `(path inside the folder, problem)`, for warnings.
     """
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._zip: zipfile.ZipFile | None = None
+        self.problems: list[tuple[str, str]] = []
         if path.is_dir():
             names = self._walk_folder(path)
         elif path.is_file():
@@ -78,15 +81,53 @@ class ExportReader:
         )
 
     def _walk_folder(self, path: Path) -> list[str]:
-        names = []
-        for folder, _dirs, files in os.walk(path):
-            for file_name in files:
-                full = Path(folder, file_name)
-                names.append(full.relative_to(path).as_posix())
+        """Every file under the folder, following symbolic links to folders (an export
+        assembled with links is read as it looks) but never into a folder that holds the
+        link (a loop); what cannot be read is noted in `problems`."""
+        names: list[str] = []
+        pending: list[tuple[str, str, frozenset[str]]] = [
+            (str(path), "", frozenset({os.path.realpath(path)}))
+        ]
+        while pending:
+            folder, relative, ancestors = pending.pop()
+            try:
+                with os.scandir(folder) as scan:
+                    entries = sorted(scan, key=lambda entry: entry.name)
+            except OSError as error:
+                if not relative:
+                    raise SlackqueryError(
+                        f"{path}: cannot read the folder ({error.strerror or error})"
+                    ) from error
+                self.problems.append((relative, f"folder not read ({error.strerror or error})"))
+                continue
+            for entry in entries:
+                name = relative + entry.name
+                if entry.is_dir():  # follows a link to a folder
+                    real = os.path.realpath(entry.path)
+                    if real in ancestors:
+                        self.problems.append(
+                            (name + "/", "a link to a folder that contains it: not followed")
+                        )
+                        continue
+                    pending.append((entry.path, name + "/", ancestors | {real}))
+                elif entry.is_file():
+                    names.append(name)
+                elif entry.is_symlink():
+                    self.problems.append((name, "a broken symbolic link: not read"))
         return names
 
     def _open_zip(self, path: Path) -> list[str]:
         if not zipfile.is_zipfile(path):
+            try:
+                with path.open("rb") as handle:
+                    starts_as_zip = handle.read(4) == _ZIP_SIGNATURES[0]
+            except OSError as error:
+                raise SlackqueryError(f"{path}: unreadable ({error.strerror or error})") from error
+            if starts_as_zip:
+                raise SlackqueryError(
+                    f"{path}: truncated or damaged ZIP file (it starts as one but its "
+                    "directory at the end is missing; was the download or copy cut short?)"
+                )
             raise SlackqueryError(
                 f"{path}: not a ZIP file (expected a Slack export ZIP, an unpacked export "
                 "folder, or a .jsonl file with --format beacon-jsonl)"
@@ -139,12 +180,28 @@ class ExportReader:
     def read(self, member: str) -> bytes:
         """The bytes of one member (path relative to the export root)."""
         full = self.root + member
+        where = self.describe(member)
         try:
             if self._zip is not None:
                 return self._zip.read(full)
             return (self.path / full).read_bytes()
-        except (OSError, zipfile.BadZipFile, KeyError) as error:
-            raise SlackqueryError(f"{self.describe(member)}: unreadable ({error})") from error
+        except (zipfile.BadZipFile, zlib.error, EOFError) as error:
+            raise SlackqueryError(f"{where}: damaged in the ZIP file ({error})") from error
+        except NotImplementedError as error:
+            raise SlackqueryError(
+                f"{where}: compressed in a way this reader does not support ({error}); "
+                "unpack the ZIP with another tool and import the folder"
+            ) from error
+        except RuntimeError as error:  # zipfile's "File ... is encrypted, password required"
+            problem = (
+                "encrypted (password-protected) ZIP entry; unpack the ZIP with its password "
+                "and import the folder"
+                if "encrypted" in str(error)
+                else f"unreadable ({error})"
+            )
+            raise SlackqueryError(f"{where}: {problem}") from error
+        except (OSError, KeyError) as error:
+            raise SlackqueryError(f"{where}: unreadable ({error})") from error
 
     def describe(self, member: str) -> str:
         """How errors and warnings name a member: `export.zip:general/2024-01-02.json`."""

@@ -18,11 +18,12 @@ from slackquery.canonical.rows import (
     SORTED,
     ChannelRow,
     FileRow,
+    TsAfterYear9999,
     UserRow,
     file_row,
     message_files,
     message_row,
-    ts_to_us,
+    message_ts,
     unstorable,
 )
 from slackquery.settings import Settings
@@ -118,6 +119,7 @@ class Staging:
         self.files: list[FileRow] = []
         self.skipped = 0
         self.skipped_keys: list[str] = []
+        self.skipped_days: set[tuple[str, str]] = set()  # (channel_id, day)
         self.days: list[str] = []
 
     def skip(self, where: str, problem: str) -> None:
@@ -139,17 +141,32 @@ class Staging:
 
     def valid_ts_us(self, where: str, message: Any) -> int | None:
         """The message's ts in µs, or None (skipped with a warning) when it has none."""
-        ts = message.get("ts") if isinstance(message, dict) else None
+        found = self.valid_ts(where, message)
+        return found[1] if found is not None else None
+
+    def valid_ts(
+        self, where: str, message: Any, *, allow_number: bool = False
+    ) -> tuple[str, int] | None:
+        """`(ts, ts_us)` of the message (`rows.message_ts`), or None, skipped with a warning:
+        not an object, no valid ts, or one after the year 9999. `allow_number`: a ts written
+        as a JSON number counts when it converts exactly (exports; the Web API writes strings).
+        """
+        if not isinstance(message, dict):
+            self.skip(where, "entry that is not a JSON object skipped")
+            return None
+        ts = message.get("ts")
         try:
-            ts_us = ts_to_us(ts) if isinstance(ts, str) else None
+            return message_ts(ts, allow_number=allow_number)
+        except TsAfterYear9999 as error:
+            self.skip(where, f"message ts={error} lies after the year 9999: skipped")
         except ValueError:
-            ts_us = None
-        if ts_us is None:
-            if isinstance(message, dict):
-                self.skip(where, f"message without a valid ts ({ts!r}) skipped")
-            else:
-                self.skip(where, "entry that is not a JSON object skipped")
-        return ts_us
+            self.skip(where, f"message without a valid ts ({ts!r}) skipped")
+        return None
+
+    def protect_day(self, channel_id: str, day: str) -> None:
+        """Keep every stored message of a conversation-day from being tombstoned: a message
+        of it was skipped without a key (no valid ts), so any of them may be its copy."""
+        self.skipped_days.add((channel_id, day))
 
     def add_slack_message(
         self,
@@ -162,12 +179,13 @@ class Staging:
         where: str,
         seen: set[str] | None = None,
         local_paths: dict[str, str] | None = None,
+        ts: str | None = None,
     ) -> None:
         """Stage a Slack message object: what the store can hold, duplicates (when `seen`),
-        its author."""
-        ts = message["ts"]
+        its author. `ts`: its ts string when `message["ts"]` is not one (`valid_ts`)."""
+        ts = ts if ts is not None else message["ts"]
         key = f"{self.workspace_id}:{channel_id}:{ts}"
-        canonical = self._canonical(where, message, key)
+        canonical = self._canonical(where, message, key, ts)
         if canonical is None:
             return
         if seen is not None:
@@ -192,10 +210,10 @@ class Staging:
             local_paths=local_paths,
         )
 
-    def _canonical(self, where: str, message: dict[str, Any], key: str) -> bytes | None:
+    def _canonical(self, where: str, message: dict[str, Any], key: str, ts: str) -> bytes | None:
         """The message's canonical JSON; None (skipped, and remembered so it is not
         tombstoned) when it has none (a lone surrogate in a string) or is over the size limit."""
-        label = f"ts={message['ts']}"
+        label = f"ts={ts}"
         try:
             canonical = orjson.dumps(message, option=SORTED)
         except orjson.JSONEncodeError as error:
@@ -261,13 +279,20 @@ class Staging:
         team_name_hint: str | None = None,
         copy_evidence: CopyEvidence | None = None,
         snapshot: bool = True,
+        covered: list[str] | None = None,
     ) -> Staged:
-        """Write every remaining stage table and describe what was staged."""
+        """Write every remaining stage table and describe what was staged.
+
+        `covered`: the conversations whose messages the input holds for its whole span (for
+        an export, those with day files in it); by default every staged channel.
+        """
         self.flush()
         store.stage_frame(self.connection, "users", store.USER_COLUMNS, users)
         store.stage_frame(self.connection, "channels", store.CHANNEL_COLUMNS, channels)
         store.stage_values(self.connection, "skipped_keys", self.skipped_keys)
-        covered = [row.channel_id for row in channels]
+        store.stage_skipped_days(self.connection, sorted(self.skipped_days))
+        if covered is None:
+            covered = [row.channel_id for row in channels]
         store.stage_values(self.connection, "covered", covered)
         return Staged(
             workspace_id=self.workspace_id,

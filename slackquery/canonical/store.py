@@ -7,7 +7,7 @@ runs inside the caller's single transaction, so a failed import leaves no trace.
 
 import contextlib
 from collections.abc import Iterator
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,7 @@ import pandas as pd
 from slackquery.artifacts.files import exclusive_lock
 from slackquery.canonical.rows import (
     EPOCH,
+    LAST_STORABLE_US,
     MESSAGE_COLUMNS,
     ChannelRow,
     FileRow,
@@ -144,6 +145,10 @@ def create_stage_tables(connection: duckdb.DuckDBPyConnection) -> None:
     connection.execute(
         "create or replace temp table stage_skipped_keys (message_key varchar not null)"
     )
+    connection.execute(
+        "create or replace temp table stage_skipped_days "
+        "(channel_id varchar not null, conversation_day date not null)"
+    )
     connection.execute("create or replace temp table stage_covered (channel_id varchar not null)")
 
 
@@ -192,6 +197,15 @@ def stage_values(connection: duckdb.DuckDBPyConnection, table: str, values: list
     if values:
         frame = pd.DataFrame({"value": values})  # noqa: F841 (scanned)
         connection.execute(f"insert into stage_{table} select distinct value from frame")
+
+
+def stage_skipped_days(connection: duckdb.DuckDBPyConnection, days: list[tuple[str, str]]) -> None:
+    """Fill `stage_skipped_days`: conversation-days that held a message skipped without a key."""
+    if days:
+        frame = pd.DataFrame.from_records(days, columns=["channel_id", "day"])  # noqa: F841
+        connection.execute(
+            "insert into stage_skipped_days select channel_id, cast(day as date) from frame"
+        )
 
 
 def merge_table(
@@ -350,7 +364,9 @@ def tombstone_messages(
     """Mark as deleted the messages of covered conversation-days that the new input lacks.
 
     Only messages posted by `observed_at` (`input_observed_at`): the input was made after
-    them, so their absence means deletion; a later one may postdate the input.
+    them, so their absence means deletion; a later one may postdate the input. A message
+    the input held but skipped is no deletion: its key (`stage_skipped_keys`) or, when its
+    ts was unusable, its whole conversation-day (`stage_skipped_days`) is left alone.
     """
     return _scalar(
         connection,
@@ -361,7 +377,10 @@ def tombstone_messages(
         "and not exists (select 1 from stage_messages as stage "
         "where stage.message_key = messages.message_key) "
         "and not exists (select 1 from stage_skipped_keys as skipped "
-        "where skipped.message_key = messages.message_key)",
+        "where skipped.message_key = messages.message_key) "
+        "and not exists (select 1 from stage_skipped_days as skipped_day "
+        "where skipped_day.channel_id = messages.channel_id "
+        "and skipped_day.conversation_day = messages.conversation_day)",
         {
             "workspace_id": workspace_id,
             "first_day": first_day,
@@ -415,7 +434,15 @@ def writer_lock(settings: Settings) -> Iterator[None]:
 
 def drop_stage_tables(connection: duckdb.DuckDBPyConnection) -> None:
     """Free the staging memory before commit."""
-    for table in ("channels", "users", "messages", "files", "skipped_keys", "covered"):
+    for table in (
+        "channels",
+        "users",
+        "messages",
+        "files",
+        "skipped_keys",
+        "skipped_days",
+        "covered",
+    ):
         with contextlib.suppress(duckdb.Error):
             connection.execute(f"drop table if exists stage_{table}")
 
@@ -427,15 +454,17 @@ def _scalar(
     return int(row[0]) if row and row[0] is not None else 0
 
 
-STORE_SUMMARY_SQL = """
+# Dates only from a ts a datetime can hold (a store written before imports refused later
+# ones may have some).
+STORE_SUMMARY_SQL = f"""
 select
     (select count(*) from workspaces),
     (select count(*) from channels),
     (select count(*) from users),
     count(*) filter (where not is_deleted),
     count(*) filter (where not is_deleted and is_thread_parent),
-    min(ts_us) filter (where not is_deleted),
-    max(ts_us) filter (where not is_deleted)
+    min(ts_us) filter (where not is_deleted and ts_us between 0 and {LAST_STORABLE_US}),
+    max(ts_us) filter (where not is_deleted and ts_us between 0 and {LAST_STORABLE_US})
 from messages
 """
 
@@ -449,7 +478,7 @@ def summarize(path: Path) -> dict[str, Any]:
         connection.close()
     assert row is not None
     first, last = (
-        datetime.fromtimestamp(value / 1_000_000, UTC).date().isoformat() if value else None
+        (EPOCH + timedelta(microseconds=value)).date().isoformat() if value is not None else None
         for value in row[5:7]
     )
     keys = ("workspaces", "channels", "users", "messages", "threads")

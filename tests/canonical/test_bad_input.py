@@ -12,7 +12,11 @@ from slackquery.canonical import store
 from slackquery.canonical.importer import import_source
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
-from tests.canonical.conftest import default_members, msg, snapshot, write_export
+from tests.canonical.conftest import default_members, msg, query, snapshot, write_export
+
+
+def _problems(report: dict[str, Any]) -> list[str]:
+    return [item["problem"] for item in report["warnings"]]
 
 
 def _without(name: str) -> Callable[[dict[str, Any]], None]:
@@ -243,3 +247,102 @@ def test_a_zip_given_as_beacon_jsonl_is_named_a_zip(settings: Settings, tmp_path
         "ZIP with --format slack-export"
     )
     assert not settings.canonical_path.exists()
+
+
+def _damage(path: Path, name: str, how: str) -> Path:
+    """Rewrite one member's bytes in place: its data, or its flags / method in both headers."""
+    data = bytearray(path.read_bytes())
+    with zipfile.ZipFile(path) as archive:
+        info = archive.getinfo(name)
+        central = archive.start_dir
+    local = info.header_offset
+    start = local + 30 + len(info.filename.encode()) + len(info.extra)
+    while data[central + 46 : central + 46 + len(name)] != name.encode():
+        central = data.index(b"PK\x01\x02", central + 4)
+    if how == "damaged":
+        data[start] = 0xFF  # a deflate block of the reserved type
+    elif how == "encrypted":
+        data[local + 6] |= 0x01
+        data[central + 8] |= 0x01
+    else:
+        data[local + 8 : local + 10] = data[central + 10 : central + 12] = (99).to_bytes(
+            2, "little"
+        )
+    path.write_bytes(bytes(data))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("how", "problem"),
+    [
+        (
+            "damaged",
+            "damaged in the ZIP file (Error -3 while decompressing data: invalid block type)",
+        ),
+        (
+            "encrypted",
+            "encrypted (password-protected) ZIP entry; unpack the ZIP with its password and "
+            "import the folder",
+        ),
+        (
+            "unsupported",
+            "compressed in a way this reader does not support (That compression method is not "
+            "supported); unpack the ZIP with another tool and import the folder",
+        ),
+    ],
+)
+def test_an_unreadable_zip_member_is_one_line_naming_it(
+    settings: Settings, tmp_path: Path, how: str, problem: str
+) -> None:
+    path = _damage(write_export(tmp_path / "acme.zip", default_members()), "users.json", how)
+    with pytest.raises(SlackqueryError) as failure:
+        import_source(settings, path)
+    assert str(failure.value) == f"acme.zip:users.json: {problem}"
+    assert not settings.canonical_path.exists()
+
+
+def test_a_truncated_zip_is_named_truncated(settings: Settings, tmp_path: Path) -> None:
+    path = write_export(tmp_path / "acme.zip", default_members())
+    path.write_bytes(path.read_bytes()[:-10])
+    with pytest.raises(SlackqueryError) as failure:
+        import_source(settings, path)
+    assert str(failure.value) == (
+        f"{path}: truncated or damaged ZIP file (it starts as one but its directory at the end "
+        "is missing; was the download or copy cut short?)"
+    )
+
+
+def test_odd_list_fields_are_left_out_of_the_rows(settings: Settings, tmp_path: Path) -> None:
+    members = default_members()
+    members["users.json"] = [*members["users.json"]]  # a copy: the list is shared
+    members["users.json"][1] = {**members["users.json"][1], "profile": "oops"}
+    general, eng = members["channels.json"]
+    members["channels.json"] = [
+        {**general, "created": 1e20, "members": 5},
+        {**eng, "created": -1e12},
+    ]
+    report = import_source(settings, write_export(tmp_path / "acme.zip", members))
+    assert report["counts"]["messages"]["inserted"] == 10
+    assert _problems(report) == [
+        "conversation C01: members is not a list of user ids (only the ids in it are kept)"
+    ]
+    assert query(
+        settings.canonical_path,
+        "select channel_id, created_at, member_ids from channels where channel_id like 'C%' "
+        "order by 1",
+    ) == [("C01", None, []), ("C02", None, ["U01"])]
+    assert query(
+        settings.canonical_path, "select real_name, display_name from users where user_id = 'U02'"
+    ) == [("Bob Brown", None)]
+
+
+def test_a_null_conversation_list_reads_as_empty(settings: Settings, tmp_path: Path) -> None:
+    members = default_members()
+    members["channels.json"] = None  # older slackdump exports of DMs only
+    for name in ("general/2024-01-02.json", "general/2024-01-03.json", "eng/2024-01-04.json"):
+        del members[name]
+    report = import_source(settings, write_export(tmp_path / "dms.zip", members))
+    assert report["counts"]["messages"]["inserted"] == 3
+    assert report["warnings"] == [
+        {"file": "dms.zip:channels.json", "problem": "null, read as an empty list"}
+    ]

@@ -147,9 +147,10 @@ def test_newer_export_updates_adds_and_tombstones(settings: Settings, tmp_path: 
     del day[2]  # vanished from a covered day
     members["general/2024-01-05.json"] = [msg("1704456000.000001", "new day")]
     del members["eng/2024-01-04.json"]  # whole day gone, still inside the export's span
+    members["eng/2024-01-05.json"] = [msg("1704456000.000002", "eng later")]
     second = import_source(settings, write_export(tmp_path / "acme-2.zip", members))
     assert second["counts"]["messages"] == {
-        "inserted": 1,
+        "inserted": 2,
         "updated": 1,
         "unchanged": 7,
         "tombstoned": 2,
@@ -318,3 +319,27 @@ def test_renamed_beacon_corpus_is_refused(settings: Settings, tmp_path: Path) ->
     report = import_source(settings, write_beacon(tmp_path / "other.jsonl", other))
     assert report["workspace"]["workspace_id"] == "other"
     assert query(settings.canonical_path, "select count(*) from workspaces") == [(2,)]
+
+
+@pytest.mark.parametrize("users", ["stripped", "empty"])
+def test_an_export_that_lost_its_team_ids_updates_the_stored_workspace(
+    settings: Settings, tmp_path: Path, users: str
+) -> None:
+    import_source(settings, write_export(tmp_path / "Acme Slack export.zip", default_members()))
+    members = _without_team_ids()
+    if users == "empty":
+        members["users.json"] = []
+    teamless = write_export(tmp_path / "teamless.zip", members)
+    with pytest.raises(SlackqueryError) as refusal:
+        import_source(settings, teamless)
+    assert str(refusal.value).endswith(
+        "belong to workspace 'T0TEST' (slug 'acme') already in the store; pass "
+        "--workspace-slug acme to update that workspace, or --workspace-slug teamless to "
+        "import it as a separate one"
+    )
+    report = import_source(settings, teamless, workspace_slug="acme")  # the advice works
+    assert report["workspace"]["workspace_id"] == "T0TEST"
+    assert report["counts"]["messages"]["unchanged"] == 10
+    assert query(
+        settings.canonical_path, "select workspace_id, workspace_slug from workspaces"
+    ) == [("T0TEST", "acme")]

@@ -20,12 +20,14 @@ LATE = "1704390000.000001"  # eng, 2024-01-04 17:40: after everything in the old
 
 
 def _newer_members() -> dict[str, Any]:
-    """The default export made on 2024-01-05: one edit, one deletion, two new messages."""
+    """The default export made on 2024-01-05: one edit, one deletion, three new messages."""
     members = default_members()
     edited = members["general/2024-01-02.json"][1]
     edited["text"] = "looking at it now"
     edited["edited"] = {"user": "U02", "ts": "1704460000.000000"}  # 2024-01-05 13:06
     del members["secret/2024-01-02.json"]
+    # #secret is still covered (it has a day file); a conversation without any is not.
+    members["secret/2024-01-05.json"] = [msg("1704456000.000003", "still private")]
     members["eng/2024-01-04.json"].append(msg(LATE, "late on the older export's last day"))
     members["general/2024-01-05.json"] = [msg("1704456000.000001", "new day")]
     return members

@@ -4,7 +4,16 @@ from datetime import UTC, datetime
 
 import pytest
 
-from slackquery.canonical.rows import datetime_to_us, is_thread_parent, ts_to_us, us_to_ts
+from slackquery.canonical.rows import (
+    LAST_STORABLE_US,
+    TsAfterYear9999,
+    datetime_to_us,
+    is_thread_parent,
+    message_ts,
+    seconds_to_datetime,
+    ts_to_us,
+    us_to_ts,
+)
 
 
 @pytest.mark.parametrize(
@@ -36,3 +45,44 @@ def test_thread_parent_needs_replies() -> None:
     assert is_thread_parent({"reply_count": 2}, "1.000001", "1.000001")
     assert not is_thread_parent({"reply_count": 0}, "1.000001", "1.000001")
     assert not is_thread_parent({"reply_count": 2}, "1.000002", "1.000001")
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("1704200000.000100", ("1704200000.000100", 1_704_200_000_000_100)),
+        (1704200000.0001, ("1704200000.000100", 1_704_200_000_000_100)),
+        (1704200000.999999, ("1704200000.999999", 1_704_200_000_999_999)),
+        (1704200000, ("1704200000.000000", 1_704_200_000_000_000)),
+        (4294967295.000001, ("4294967295.000001", 4_294_967_295_000_001)),
+    ],
+)
+def test_message_ts_converts_exact_numbers(value: object, expected: tuple[str, int]) -> None:
+    assert message_ts(value, allow_number=True) == expected
+
+
+@pytest.mark.parametrize("bad", [None, True, -1, 4294967296.5, 1.0000001, [], "1.0000001"])
+def test_message_ts_refuses_what_has_no_exact_ts(bad: object) -> None:
+    with pytest.raises(ValueError):
+        message_ts(bad, allow_number=True)
+
+
+def test_message_ts_takes_numbers_only_when_allowed() -> None:
+    with pytest.raises(ValueError):
+        message_ts(1704200000.0001)  # the Web API writes strings: sync allows no numbers
+
+
+def test_message_ts_stops_at_the_last_microsecond_a_datetime_holds() -> None:
+    last = us_to_ts(LAST_STORABLE_US)
+    assert last == "253402300799.999999"
+    assert message_ts(last) == (last, LAST_STORABLE_US)
+    for ts in ("253402300800.000000", "99999999999999999999.000000"):
+        with pytest.raises(TsAfterYear9999):
+            message_ts(ts)
+
+
+def test_seconds_to_datetime_is_none_out_of_range() -> None:
+    assert seconds_to_datetime(1700000000) == datetime(2023, 11, 14, 22, 13, 20, tzinfo=UTC)
+    assert seconds_to_datetime(1e20) is None
+    assert seconds_to_datetime(-1e12) is None
+    assert seconds_to_datetime(True) is None

@@ -45,6 +45,7 @@ class BeaconLoader:
         self.path = path
         self.warnings = warnings
         self.workspace_id = slug_hint
+        self.has_team_id = False  # named by its slug (`--workspace-slug` or its file name)
         self.records = self._read()
 
     def _read(self) -> list[Record]:

@@ -7,6 +7,7 @@ checked before the transaction starts (`__init__`); `stage` then streams the day
 """
 
 import re
+import unicodedata
 from collections import Counter
 from datetime import date
 from pathlib import Path
@@ -62,14 +63,15 @@ class SlackExportLoader:
         teams = Counter(
             team
             for user in self.users.values()
-            for team in (user.get("team_id"), (user.get("profile") or {}).get("team"))
+            for team in (user.get("team_id"), _profile_team(user))
             if isinstance(team, str) and team
         )
         # Without a team id the workspace is named by the file; unique channel ids tell a copy.
         self.copy_evidence: CopyEvidence | None = None if teams else "channels"
         self.workspace_id = teams.most_common(1)[0][0] if teams else slug_hint
+        self.has_team_id = bool(teams)
         self.conversations: dict[str, dict[str, Any]] = {}  # channel_id -> entry
-        self.folders: dict[str, str] = {}  # folder name -> channel_id
+        self.folders: dict[str, str] = {}  # folder name (NFC) -> channel_id
         for list_name in CONVERSATION_LISTS:
             if list_name in members:
                 self._load_conversations(list_name, CONVERSATION_TYPES[list_name])
@@ -80,11 +82,18 @@ class SlackExportLoader:
         self.team_name_hint = match.group(1).strip() if match else None
 
     def _index_members(self) -> None:
-        """Find the day files of listed conversations and slackdump's local file copies."""
+        """Find the day files of listed conversations and slackdump's local file copies.
+
+        A day file is `<folder>/YYYY-MM-DD.json`, its folder matched to a listed
+        conversation after NFC normalisation (macOS tools write names decomposed). The
+        folder may hold a `/` (a name with one). Every other day file is warned about.
+        """
         reader = self.reader
         self.day_files: list[tuple[str, str, str]] = []  # (channel_id, member, day)
         self.local_paths: dict[str, str] = {}
         unknown_folders: Counter[str] = Counter()
+        for name, problem in reader.problems:
+            self.warnings.add(f"{reader.path.name}:{name}", problem)
         for member in reader.members:
             parts = member.split("/")
             if len(parts) == 3 and parts[0] == "__uploads":
@@ -93,27 +102,30 @@ class SlackExportLoader:
             if len(parts) == 3 and parts[1] == "attachments" and "-" in parts[2]:
                 self.local_paths.setdefault(parts[2].split("-", 1)[0], member)
                 continue
-            if len(parts) != 2:
-                continue
-            match = DAY_FILE.match(parts[1])
+            match = DAY_FILE.match(parts[-1])
             if match is None:
                 continue
+            folder = "/".join(parts[:-1])
             try:
                 date.fromisoformat(match.group(1))
             except ValueError:
                 self.warnings.add(reader.describe(member), "not a valid date: day file skipped")
                 continue
-            channel_id = self.folders.get(parts[0])
+            channel_id = self.folders.get(_folder_key(folder))
             if channel_id is None:
-                unknown_folders[parts[0]] += 1
+                unknown_folders[folder] += 1
                 continue
             self.day_files.append((channel_id, member, match.group(1)))
         for folder, count in sorted(unknown_folders.items()):
-            self.warnings.add(
-                reader.describe(folder + "/"),
-                f"unknown conversation {folder!r} (not in any conversation list): "
-                f"{count} day file(s) skipped",
-            )
+            where = reader.describe(folder + "/" if folder else "")
+            if not folder:
+                problem = f"{count} day file(s) outside any conversation folder: skipped"
+            else:
+                problem = (
+                    f"unknown conversation {folder!r} (not in any conversation list): "
+                    f"{count} day file(s) skipped"
+                )
+            self.warnings.add(where, problem)
         for name, count in sorted(reader.outside.items()):
             self.warnings.add(
                 f"{reader.path.name}:{name}",
@@ -124,12 +136,38 @@ class SlackExportLoader:
                 f"{reader.path.name}: the export has no messages "
                 "(no <conversation>/YYYY-MM-DD.json day files of a listed conversation)"
             )
+        # Covered: the conversations whose day files the export holds. A listed one without
+        # any shows nothing of itself (one quiet in the export's span looks the same as a
+        # folder lost or misnamed), so none of its stored messages may be tombstoned.
+        self.covered = {channel_id for channel_id, _, _ in self.day_files}
+        self._warn_uncovered()
+
+    def _warn_uncovered(self) -> None:
+        """Name the listed conversations that are not covered (one warning per list)."""
+        missing: dict[str, list[str]] = {}
+        for channel_id, info in self.conversations.items():
+            if channel_id not in self.covered:
+                missing.setdefault(info["list"], []).append(repr(info["folder"]))
+        for list_name, folders in missing.items():
+            shown = ", ".join(folders[:5]) + (
+                f" and {len(folders) - 5} more" if len(folders) > 5 else ""
+            )
+            self.warnings.add(
+                self.reader.describe(list_name),
+                f"{len(folders)} listed conversation(s) have no day files in the export "
+                f"(folder {shown}): none of their stored messages is tombstoned",
+            )
 
     def _load_list(self, member: str) -> list[Any]:
         value = self.reader.load_json(member)
+        if value is None and member in CONVERSATION_LISTS:
+            # Older slackdump exports of DMs only write `null` for the lists they lack.
+            self.warnings.add(self.reader.describe(member), "null, read as an empty list")
+            return []
         if not isinstance(value, list):
+            kind = "null" if value is None else type(value).__name__
             raise SlackqueryError(
-                f"{self.reader.describe(member)}: expected a JSON list, got {type(value).__name__}"
+                f"{self.reader.describe(member)}: expected a JSON list, got {kind}"
             )
         return value
 
@@ -166,7 +204,22 @@ class SlackExportLoader:
                 "folder": folder,
                 "list": member,
             }
-            self.folders.setdefault(folder, channel_id)
+            owner = self.folders.setdefault(_folder_key(folder), channel_id)
+            if owner != channel_id:
+                self.warnings.add(
+                    self.reader.describe(member),
+                    f"conversation {channel_id} has the folder name {folder!r} of {owner}: "
+                    f"the folder's day files are read as {owner}'s",
+                )
+            listed = entry.get("members")
+            if listed is not None and not (
+                isinstance(listed, list) and all(isinstance(user, str) for user in listed)
+            ):
+                self.warnings.add(
+                    self.reader.describe(member),
+                    f"conversation {channel_id}: members is not a list of user ids "
+                    "(only the ids in it are kept)",
+                )
         for channel_id in self.conversations:
             self.folders.setdefault(channel_id, channel_id)
 
@@ -198,18 +251,21 @@ class SlackExportLoader:
                 )
             staging.days.append(day)
             for message in day_messages:
-                ts_us = staging.valid_ts_us(where, message)
-                if ts_us is not None:
-                    staging.add_slack_message(
-                        message,
-                        authors=authors,
-                        channel_id=channel_id,
-                        ts_us=ts_us,
-                        day=day,
-                        where=where,
-                        seen=seen,
-                        local_paths=self.local_paths,
-                    )
+                found = staging.valid_ts(where, message, allow_number=True)
+                if found is None:  # which stored message it was is unknown: keep the day's
+                    staging.protect_day(channel_id, day)
+                    continue
+                staging.add_slack_message(
+                    message,
+                    authors=authors,
+                    channel_id=channel_id,
+                    ts=found[0],
+                    ts_us=found[1],
+                    day=day,
+                    where=where,
+                    seen=seen,
+                    local_paths=self.local_paths,
+                )
         authors.warn_unknown()
         channels = [
             slack_channel_row(
@@ -227,4 +283,15 @@ class SlackExportLoader:
             channels=channels,
             team_name_hint=self.team_name_hint,
             copy_evidence=self.copy_evidence,
+            covered=sorted(self.covered),
         )
+
+
+def _folder_key(folder: str) -> str:
+    """How a folder name is matched: NFC, as list names are (macOS tools write NFD)."""
+    return unicodedata.normalize("NFC", folder)
+
+
+def _profile_team(user: dict[str, Any]) -> Any:
+    profile = user.get("profile")
+    return profile.get("team") if isinstance(profile, dict) else None
