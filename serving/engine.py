@@ -11,7 +11,7 @@ closed once its last request ends).
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict
 from datetime import UTC, datetime
@@ -277,25 +277,31 @@ class SearchEngine:
         parsed,
         visible: Visibility | None = None,
     ) -> Filters:
-        def merged(explicit: tuple[str, ...] | None, implied: tuple[str, ...] | None):
-            if explicit is None:
-                return implied
-            if implied is None:
-                return explicit
-            return tuple(sorted(set(explicit) & set(implied)))
+        def merged(
+            explicit: Sequence[str] | None,
+            implied: Sequence[str],
+            resolve: Callable[..., tuple[str, ...]],
+            what: str,
+        ) -> tuple[str, ...] | None:
+            """Ids both the request's filter list and the query's operators name."""
+            ids = resolve(explicit, visible) if explicit else None
+            if not implied:
+                return ids
+            named = resolve(implied, visible)
+            if ids is None:
+                return named
+            both = tuple(sorted(set(ids) & set(named)))
+            if not both:  # as dates that leave no time: an error, not an empty page
+                raise SlackqueryError(
+                    f"the {what} filters leave nothing to search: the query's "
+                    f"{', '.join(implied)} is none of {', '.join(explicit or ())}"
+                )
+            return both
 
         channels = merged(
-            artifact.resolve_channels(request.channel_ids, visible)
-            if request.channel_ids
-            else None,
-            artifact.resolve_channels(parsed.channel_names, visible)
-            if parsed.channel_names
-            else None,
+            request.channel_ids, parsed.channel_names, artifact.resolve_channels, "channel"
         )
-        authors = merged(
-            artifact.resolve_authors(request.author_ids, visible) if request.author_ids else None,
-            artifact.resolve_authors(parsed.user_names, visible) if parsed.user_names else None,
-        )
+        authors = merged(request.author_ids, parsed.user_names, artifact.resolve_authors, "author")
         starts = [v for v in (request.start_ts_us, parsed.start_ts_us) if v is not None]
         ends = [v for v in (request.end_ts_us, parsed.end_ts_us) if v is not None]
         if starts and ends and max(starts) > min(ends):

@@ -146,6 +146,16 @@ def test_filters_and_slack_syntax(engine: SearchEngine) -> None:
     assert ids(links) == ["T0ACME:C2:1709319600.000011"]
 
 
+def test_filters_that_leave_nothing_to_search_are_an_error(engine: SearchEngine) -> None:
+    # As dates that leave no time: an empty page would read as "no such messages".
+    both = search(engine, "ERR-42 in:#eng", channel_ids=["C1"])
+    assert {hit.channel_id for hit in both.results} == {"C1"}
+    with pytest.raises(SlackqueryError, match="the query's #eng is none of C2"):
+        search(engine, "ERR-42 in:#eng", channel_ids=["C2"])
+    with pytest.raises(SlackqueryError, match="the query's @bob.smith is none of U3"):
+        search(engine, "ERR-42 from:@bob.smith", author_ids=["U3"])
+
+
 def test_quoted_phrase_requires_consecutive_words(engine: SearchEngine) -> None:
     response = search(engine, '"the quick brown fox"', mode="lexical")
     assert ids(response) == ["T0ACME:C2:1709348400.000019"]
