@@ -463,8 +463,8 @@ select
     (select count(*) from users),
     count(*) filter (where not is_deleted),
     count(*) filter (where not is_deleted and is_thread_parent),
-    min(ts_us) filter (where not is_deleted and ts_us between 0 and {LAST_STORABLE_US}),
-    max(ts_us) filter (where not is_deleted and ts_us between 0 and {LAST_STORABLE_US})
+    min(ts_us) filter (where not is_deleted and ts_us <= {LAST_STORABLE_US}),
+    max(ts_us) filter (where not is_deleted and ts_us <= {LAST_STORABLE_US})
 from messages
 """
 

@@ -29,7 +29,6 @@ from slackquery.canonical.rows import (
     MESSAGE_COLUMNS,
     ChannelRow,
     UserRow,
-    datetime_to_us,
     ts_to_us,
 )
 from slackquery.canonical.staging import Staging, Warnings
@@ -38,8 +37,6 @@ from slackquery.settings import Settings
 
 HISTORY = "history"
 TABLES = ("users", "channels", "messages", "files")
-# The last microsecond of the year 9999: a later ts has no conversation day.
-LAST_STORABLE_US = datetime_to_us(datetime.max.replace(tzinfo=UTC))
 
 
 @dataclass(frozen=True)
@@ -387,9 +384,6 @@ class SyncStore:
             if ts_us is None:
                 continue
             seen[message["ts"]] = None
-            if ts_us > LAST_STORABLE_US:
-                staging.skip(where, f"message ts={message['ts']} lies after the year 9999: skipped")
-                continue
             day = datetime.fromtimestamp(ts_us // 1_000_000, UTC).date().isoformat()
             staging.add_slack_message(
                 message,
