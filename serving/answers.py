@@ -650,7 +650,8 @@ def _permalink_document(
 def _cited_texts(
     engine: SearchEngine, build_id: str, document_ids: list[str], requester: Requester | None
 ) -> dict[str, str]:
-    """Texts of these messages in the artifact `build_id`, read from its file.
+    """Texts of these messages in the artifact `build_id` (a build id: the caller checks),
+    read from its file.
 
     For a requester, only of messages they could see there (membership as that build
     records it), so one they could not see reads as one that was never there. The ids
@@ -658,11 +659,6 @@ def _cited_texts(
     id shape is dropped too): the query never touches a hidden message's row, and costs
     for a hidden id what it costs for a made-up one.
     """
-    if not is_build_id(build_id):
-        raise SlackqueryError(
-            f"cited_at_artifact {build_id[:200]!r} is not a build id "
-            "(YYYYmmddTHHMMSSZ-<hex8>-<hex8>, as `artifact_id` in an answer)"
-        )
     path: Path = artifact_file(engine.settings.artifact_path, build_id)
     gone = (
         f"artifact {build_id} is not on disk (removed by retention, or never built); "
@@ -731,8 +727,9 @@ def verify_citations(
     see in `cited_at_artifact` like one that was not there. `deadline` (the MCP tool's
     time budget) is checked between citations.
     """
-    if len(text) > engine.settings.search_max_query_chars * 50:
-        raise SlackqueryError("text is too long to verify")
+    most = engine.settings.search_max_query_chars * 50
+    if len(text) > most:
+        raise SlackqueryError(f"text is {len(text):,} characters; at most {most:,} are verified")
     deadline = deadline or Deadline(math.inf)
     problems: list[str] = []
     with engine.artifact() as artifact:
@@ -745,7 +742,13 @@ def verify_citations(
         }
         artifact_id = artifact.build_id
     before: dict[str, str] | None = None
-    if cited_at_artifact is not None and found:
+    if cited_at_artifact is not None and not is_build_id(cited_at_artifact):
+        # Whatever the text cites, or if it cites nothing: a draft is checked against it.
+        problems.append(
+            f"cited_at_artifact {cited_at_artifact[:200]!r} is not a build id "
+            "(YYYYmmddTHHMMSSZ-<hex8>-<hex8>, as `artifact_id` in an answer)"
+        )
+    elif cited_at_artifact is not None and found:
         deadline.check("reading the artifact the citations were taken from")
         cited = [item.document_id or item.cited for item in found]
         try:
@@ -757,9 +760,13 @@ def verify_citations(
             )
         except SlackqueryError as error:
             problems.append(str(error))
-    checks = [_check(item, current, before) for item in found]
-    if not found and not _MISSING_EVIDENCE.search(text):
-        problems.append("the text cites nothing and does not say the evidence is missing")
+    unread = cited_at_artifact is not None and before is None
+    checks = [_check(item, current, before, unread) for item in found]
+    if not found and not says_evidence_is_missing(text):
+        problems.append(
+            "the text cites nothing, and not all of it says the evidence is missing "
+            "(a claim without a citation cannot be verified)"
+        )
     ok = not problems and all(not check.problems for check in checks)
     return VerificationResponse(
         verdict="verified" if ok else "unverified",
@@ -770,12 +777,22 @@ def verify_citations(
     )
 
 
+def says_evidence_is_missing(text: str) -> bool:
+    """Whether every sentence of a text says the archive lacks the evidence: an answer that
+    cites nothing is verified only then, not when a claim sits beside such a sentence
+    ("The cap is 50,000 rows. I couldn't find more.")."""
+    sentences = [sentence for sentence in _SENTENCE_BREAK.split(text) if sentence.strip()]
+    return bool(sentences) and all(_MISSING_EVIDENCE.search(part) for part in sentences)
+
+
 def _check(
     item: Cited,
     current: dict[str, str],
     before: dict[str, str] | None,
+    unread: bool = False,
 ) -> CitationCheck:
-    """What holds for one citation, and a problem line for each thing that does not."""
+    """What holds for one citation, and a problem line for each thing that does not
+    (`unread`: the artifact it was cited from could not be read)."""
     document = item.document_id
     exists = document is not None and document in current
     was_there = before is not None and (document or item.cited) in before
@@ -786,6 +803,8 @@ def _check(
             if was_there
             else "no such message in the current artifact"
         )
+    if unread:
+        problems.append("whether its text changed is unknown: its artifact cannot be read")
     unchanged: bool | None = None
     if before is not None and exists:
         unchanged = was_there and before[document or ""] == current[document or ""]

@@ -133,8 +133,33 @@ def test_verify_against_the_artifact_it_was_cited_from(
         assert "is not on disk (removed by retention, or never built)" in gone.problems[0]
         junk = verify_citations(engine, f"x [{PASSWORD}]", "no-such-build")
         assert junk.verdict == "unverified" and "is not a build id" in junk.problems[0]
+        # Whether a text changed cannot be told: no citation reads "ok" beside the verdict.
+        assert junk.citations[0].problems == [
+            "whether its text changed is unknown: its artifact cannot be read"
+        ]
+        assert gone.citations[0].problems == junk.citations[0].problems
+        # A draft that cites nothing is still checked against the id it names.
+        none = verify_citations(engine, "The archive does not answer this.", "no-such-build")
+        assert none.verdict == "unverified" and "is not a build id" in none.problems[0]
     finally:
         engine.close()
+
+
+@pytest.mark.parametrize(
+    ("draft", "verdict"),
+    [
+        ("The archive does not answer this.", "verified"),
+        ("No message says. I couldn't find it in Slack either.", "verified"),
+        # A claim beside such a sentence is still a claim without a citation.
+        ("The export cap is 50,000 rows. I couldn't find anything about more.", "unverified"),
+        ("José drives the upgrade.\nThere is no message saying otherwise.", "unverified"),
+        ("José drives the upgrade.", "unverified"),
+    ],
+)
+def test_a_draft_without_citations_is_verified_only_when_all_of_it_says_so(
+    engine: SearchEngine, draft: str, verdict: str
+) -> None:
+    assert verify_citations(engine, draft).verdict == verdict
 
 
 def test_a_question_of_stop_words_alone_abstains(engine: SearchEngine) -> None:
