@@ -101,10 +101,14 @@ def _open(
 
 
 def _metadata(conn: duckdb.DuckDBPyConnection) -> dict[str, Any] | None:
-    try:
-        cursor = conn.execute("select * from artifact_metadata limit 2")
-    except duckdb.CatalogException:
+    # Looked up first: a missing table's name would be resolved by DuckDB's replacement
+    # scan to this module's `artifact_metadata` suite module, an error of its own.
+    present = conn.execute(
+        "select count(*) from duckdb_tables() where table_name = 'artifact_metadata'"
+    ).fetchone()
+    if not present or not present[0]:
         return None
+    cursor = conn.execute("select * from artifact_metadata limit 2")
     rows = cursor.fetchall()
     if len(rows) != 1:
         return None

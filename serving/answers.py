@@ -384,10 +384,14 @@ def answer_question(
         raise SlackqueryError(
             f"max_evidence must be between 1 and {engine.settings.search_max_results}"
         )
+    most = engine.settings.search_max_query_chars
+    if len(question) > most:  # checked by the search too, which names it `query`
+        raise SlackqueryError(f"question is {len(question)} characters; the maximum is {most}")
     text = parse_query(question).text
     if not has_searchable_content(text):  # operators alone list messages; they ask nothing
         raise SlackqueryError(
-            "question has no searchable text (letters, digits or emoji) besides operators"
+            "question has no searchable text (letters, digits or emoji), only operators or "
+            "punctuation"
         )
     started = time.perf_counter()
     request = SearchRequest(

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from slackquery.artifacts import validate
@@ -40,9 +41,14 @@ def test_each_request_gets_its_exit_code_and_its_own_output(tmp_path: Path) -> N
         server.stdin.flush()
         return json.loads(server.stdout.readline())["exit"], log.read_text()
 
+    result = str(tmp_path / "result.json")
     missing = tmp_path / "missing.duckdb"
-    code, output = ask("missing", [str(missing), "--output", str(tmp_path / "result.json")])
-    assert code == 1 and "missing.duckdb" in output and "Traceback" in output
+    code, output = ask("missing", [str(missing), "--output", result])
+    assert code == 2 and "missing.duckdb" in output and "Traceback" not in output
+    empty = tmp_path / "empty.duckdb"
+    duckdb.connect(str(empty)).close()
+    code, output = ask("crash", [str(empty), "--memory-limit", "nonsense", "--output", result])
+    assert code == 1 and "Memory must have a number" in output and "Traceback" in output
     assert not (tmp_path / "result.json").exists()
     code, output = ask("bad-arguments", ["--no-such-option"])
     assert code == 2 and "usage: python -m expectations.checkpoint" in output
@@ -70,11 +76,16 @@ def test_a_run_in_progress_ends_when_its_builder_goes_away(tmp_path: Path) -> No
             os.killpg(server.pid, signal.SIGKILL)
 
 
-def test_a_crash_is_quoted_and_a_dead_or_interrupted_server_is_replaced(
+def test_a_run_that_could_not_run_is_one_line_and_a_dead_or_interrupted_server_is_replaced(
     settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    empty = tmp_path / "empty.duckdb"
+    duckdb.connect(str(empty)).close()
+    # A crash (here: its result cannot be written) is quoted from the run's output.
+    with pytest.raises(SlackqueryError, match=r"crashed \(exit 1\): .*No such file"):
+        validate.run_checkpoint(settings, empty, tmp_path / "gone" / "result.json")
     missing = tmp_path / "missing.duckdb"
-    crashed = r"crashed \(exit 1\): .*missing\.duckdb"
+    crashed = r"could not run: cannot open artifact .*missing\.duckdb"
     with pytest.raises(SlackqueryError, match=crashed):
         validate.run_checkpoint(settings, missing, tmp_path / "result.json")
     server = validate._VALIDATOR._process

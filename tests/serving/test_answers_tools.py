@@ -172,6 +172,14 @@ def test_a_question_of_stop_words_alone_abstains(engine: SearchEngine) -> None:
         assert verify_citations(engine, answer.answer).verdict == "verified"
 
 
+def test_a_question_that_cannot_be_asked_is_named_as_the_question(engine: SearchEngine) -> None:
+    limit = engine.settings.search_max_query_chars
+    with pytest.raises(SlackqueryError, match=f"^question is {limit + 1} characters; the max"):
+        answer_question(engine, "x" * (limit + 1))  # the search said "query is ..."
+    with pytest.raises(SlackqueryError, match="only operators or punctuation"):
+        answer_question(engine, "?")
+
+
 def test_max_evidence_bounds_the_messages_of_all_parts(engine: SearchEngine) -> None:
     question = (
         "What should we rotate after a 28P01 invalid password error, what did cert-manager "
