@@ -310,13 +310,19 @@ def classify_route(text: str, phrases: list[str]) -> Route:
     return "mixed"
 
 
+# A `:` that ends a lead-in, not one inside a clock time (`02:00`) or a URL (`https://`).
+_LEAD_IN_COLON = r"(?:(?<!\d):(?!//)|:(?![\d/]))"
+_QUESTION_OPENERS = r"(?:what|how|why|when|where|who|which|did|does|do|is|are|was|were)\b"
 # Where a multi-part question splits into its parts: sentence ends, `;`, a `:` after a
 # lead-in, list commas (a following `and`/`or` belongs to the separator), and an `and`
-# that starts a new question ("... and what happened to Z").
+# that starts a new question ("... and what happened to Z") unless all before it is one
+# question word ("When and where is the offsite?" asks both of one thing).
 _ASPECT_SEPARATORS = re.compile(
-    r"[?!;:]+\s*"
+    rf"(?:[?!;]|{_LEAD_IN_COLON})+\s*"
     r"|,\s*(?:(?:and|or)\s+)?"
-    r"|\s+and\s+(?=(?:what|how|why|when|where|who|which|did|does|do|is|are|was|were)\b)",
+    + "|"
+    + "".join(rf"(?<!^{word})" for word in ("what", "how", "why", "when", "where", "who", "which"))
+    + rf"\s+and\s+(?={_QUESTION_OPENERS})",
     re.IGNORECASE,
 )
 
@@ -354,8 +360,9 @@ def query_aspects(text: str, max_parts: int) -> Aspects:
     embedding and a ranking pass, hence the cap: a 2,000-character list of 150
     comma-separated parts would otherwise cost seconds.
     """
-    _, colon, rest = text.partition(":")
-    body = rest if colon and rest.strip() else text
+    lead_in = re.search(_LEAD_IN_COLON, text)
+    rest = text[lead_in.end() :] if lead_in else ""
+    body = (rest if rest.strip() else text).strip()
     parts = [part.strip() for part in _ASPECT_SEPARATORS.split(body)]
     parts = [part for part in parts if _has_content(_without_frames(part))]
     if len(parts) < 2:

@@ -100,6 +100,29 @@ def test_a_lead_in_or_a_time_frame_is_context_not_a_part(question: str, asked: s
     assert aspects.parts == [] and aspects.asked == asked
 
 
+@pytest.mark.parametrize(
+    ("question", "asked"),
+    [
+        # A clock time's or a URL's colon ends no lead-in: "02:00" made the part "00 UTC ...".
+        (
+            "Why did the alert fire at 02:00 UTC on April 4?",
+            "Why did the alert fire at 02:00 UTC on April 4",
+        ),
+        ("Who posted at 10:31 about pgbouncer?", "Who posted at 10:31 about pgbouncer"),
+        ("Who wrote https://docs.example.com/eta?", "Who wrote https://docs.example.com/eta"),
+        # Two question words of one thing: "When" alone was a part without content, dropped.
+        ("When and where is the team offsite?", "When and where is the team offsite"),
+        (
+            "Quick one: who and when approved the SRE budget?",
+            "who and when approved the SRE budget",
+        ),
+    ],
+)
+def test_one_question_stays_one_part(question: str, asked: str) -> None:
+    aspects = query_aspects(question, max_parts=8)
+    assert aspects.parts == [] and aspects.asked == asked
+
+
 def test_a_part_that_names_a_time_frame_and_more_stays_a_part() -> None:
     question = "What is the current sync time, and what was its earlier slot?"
     assert parts(question) == ["What is the current sync time", "what was its earlier slot"]
