@@ -259,14 +259,11 @@ def _assert_escaped(text: str) -> None:
     assert ESCAPED_NAME in text
 
 
-def test_search_render_escapes_archive_text() -> None:
-    hit = _hit("T1:C1:2.0", thread_root_id="T1:C1:1.0")
-    start = MessageRecord(
-        **(hit.model_dump() | {"document_id": "T1:C1:1.0", "author_name": HOSTILE_NAME}),
-        is_thread_parent=True,
-        is_thread_reply=False,
-    )
-    response = SearchResponse(
+def _response(
+    hits: list[SearchHitBase], next_cursor: str | None = None, notes: list[str] | None = None
+) -> SearchResponse:
+    """A lexical search response for 'staging' holding `hits`."""
+    return SearchResponse(
         query="staging",
         mode="lexical",
         route="exact",
@@ -274,11 +271,21 @@ def test_search_render_escapes_archive_text() -> None:
         filters={},
         artifact_id="b1",
         generation_id="g1",
-        results=[hit],
-        next_cursor=None,
-        notes=["terms found in no message: \x1b[2J"],
+        results=hits,
+        next_cursor=next_cursor,
+        notes=notes or [],
         timings_ms={},
     )
+
+
+def test_search_render_escapes_archive_text() -> None:
+    hit = _hit("T1:C1:2.0", thread_root_id="T1:C1:1.0")
+    start = MessageRecord(
+        **(hit.model_dump() | {"document_id": "T1:C1:1.0", "author_name": HOSTILE_NAME}),
+        is_thread_parent=True,
+        is_thread_reply=False,
+    )
+    response = _response([hit], notes=["terms found in no message: \x1b[2J"])
     text = search.render(response, {hit.document_id: start})
     _assert_escaped(text)
     lines = text.splitlines()
@@ -292,19 +299,7 @@ def test_search_render_escapes_archive_text() -> None:
 def test_a_cursor_no_other_process_could_use_is_not_printed() -> None:
     # With no kept cursor key (a read-only home), the cursor is signed with this process's
     # random key: the next `search --cursor` refused it.
-    response = SearchResponse(
-        query="staging",
-        mode="lexical",
-        route="exact",
-        weights={},
-        filters={},
-        artifact_id="b1",
-        generation_id="g1",
-        results=[_hit("T1:C1:2.0", thread_root_id="T1:C1:2.0")],
-        next_cursor="abc",
-        notes=[],
-        timings_ms={},
-    )
+    response = _response([_hit("T1:C1:2.0", thread_root_id="T1:C1:2.0")], next_cursor="abc")
     assert search.render(response).splitlines()[-1] == "more: --cursor abc"
     last = search.render(response, cursor_lasts=False).splitlines()[-1]
     assert "--cursor" not in last and "SLACKQUERY_CURSOR_SECRET" in last
