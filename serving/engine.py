@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -93,9 +93,13 @@ def _default_embedder_factory(settings: Settings) -> Callable[[], Embedder]:
     return build
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def iso_timestamp(ts_us: int) -> str:
-    """ISO 8601 UTC with microseconds, for citation."""
-    return datetime.fromtimestamp(ts_us / 1_000_000, UTC).isoformat()
+    """ISO 8601 UTC with microseconds, for citation. Integer arithmetic: a float of the
+    microseconds rounds the last ones of the year 9999 up into a year no datetime holds."""
+    return (_EPOCH + timedelta(microseconds=ts_us)).isoformat()
 
 
 def _fusion_key(fusion: FusionConfig) -> str:

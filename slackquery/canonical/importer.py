@@ -26,6 +26,10 @@ from slackquery.crash import crash_point
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
 
+# A workspace slug, as Slack's own domains are: it names the workspace's address, so
+# permalinks (`https://<slug>.slack.com/...`) are built from it.
+SLUG = re.compile(r"[a-z0-9][a-z0-9-]*")
+
 _SLUG_SUFFIX = re.compile(r"\s+slack\s+export.*$", re.IGNORECASE)
 
 
@@ -50,7 +54,7 @@ def import_source(
         raise SlackqueryError(
             f"unknown format {fmt!r}; expected one of {', '.join(SOURCE_FORMATS)}"
         )
-    if workspace_slug is not None and not re.fullmatch(r"[a-z0-9][a-z0-9-]*", workspace_slug):
+    if workspace_slug is not None and not SLUG.fullmatch(workspace_slug):
         raise SlackqueryError(
             f"workspace slug {workspace_slug!r}: use lowercase letters, digits and dashes"
         )

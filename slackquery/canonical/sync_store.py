@@ -36,6 +36,9 @@ from slackquery.crash import crash_point
 from slackquery.settings import Settings
 
 HISTORY = "history"
+# Recorded as seen for an entry a read returned without a usable ts: which stored message
+# it was cannot be told, so the read tombstones nothing (it is no ts itself).
+UNKEYED = "?"
 TABLES = ("users", "channels", "messages", "files")
 
 
@@ -303,25 +306,30 @@ class SyncStore:
         messages: list[Any],
         *,
         authors: Authors,
+        oldest_ts: str,
         latest_ts: str,
         has_more: bool,
         observed_at: datetime,
         queue_threads: list[str],
         where: str,
     ) -> None:
-        """Merge one page of older history read below `latest_ts`, in one transaction:
-        the stored top-level messages from its oldest message up to `latest_ts` that it did
-        not return are gone, and the next sweep ends at that oldest message (or, when Slack
-        holds nothing older, starts again from the re-read window).
+        """Merge one page of older history read between `oldest_ts` and `latest_ts`, in one
+        transaction: the stored top-level messages from its oldest message up to `latest_ts`
+        that it did not return are gone, and the next sweep ends at that oldest message (or,
+        when Slack holds nothing older, starts again from the re-read window).
 
         Nothing older than the page's oldest message is tombstoned: history Slack stops
-        returning (a free workspace's, hidden after 90 days) stays as stored.
+        returning (a free workspace's, hidden after 90 days) stays as stored. A message the
+        page holds outside the bounds asked for marks no range, and a page with an entry
+        without a usable ts tombstones nothing.
         """
         self.connection.begin()
         seen = self._merge_page(workspace_id, channel_id, messages, authors, observed_at, where)
         keys = {"w": workspace_id, "c": channel_id}
-        oldest = min(seen, key=ts_to_us) if seen else None
-        if oldest is not None:
+        lower, upper = ts_to_us(oldest_ts), ts_to_us(latest_ts)
+        asked = [ts for ts in seen if ts != UNKEYED and lower < ts_to_us(ts) < upper]
+        oldest = min(asked, key=ts_to_us) if asked else None
+        if oldest is not None and UNKEYED not in seen:
             self._tombstone(
                 "channel_id = $c and ts_us >= $oldest and ts_us < $latest "
                 "and (not is_thread_reply or is_thread_broadcast) "
@@ -371,7 +379,8 @@ class SyncStore:
         authors: Authors,
         where: str,
     ) -> list[str]:
-        """Stage a page's messages with the importer's checks; return every valid ts.
+        """Stage a page's messages with the importer's checks; return every valid ts, and
+        `UNKEYED` when an entry had none.
 
         A ts the page repeats is staged once (a warning names it), as an import does.
         A message skipped for what it holds counts as seen: a pass never tombstones it.
@@ -382,6 +391,7 @@ class SyncStore:
         for message in messages:
             ts_us = staging.valid_ts_us(where, message)
             if ts_us is None:
+                seen[UNKEYED] = None
                 continue
             seen[message["ts"]] = None
             day = datetime.fromtimestamp(ts_us // 1_000_000, UTC).date().isoformat()
@@ -446,6 +456,8 @@ class SyncStore:
         self._tombstone(
             "channel_id = $c and thread_ts = $t and is_thread_reply "
             "and ts not in (select ts from sync_seen where workspace_id = $w "
+            "and channel_id = $c and scope = $t) "
+            f"and '{UNKEYED}' not in (select ts from sync_seen where workspace_id = $w "
             "and channel_id = $c and scope = $t)",
             keys,
             now,
@@ -544,6 +556,8 @@ class SyncStore:
             "channel_id = $c and ts_us > $oldest and ts_us < $latest "
             "and (not is_thread_reply or is_thread_broadcast) "
             "and ts not in (select ts from sync_seen where workspace_id = $w "
+            "and channel_id = $c and scope = 'history') "
+            f"and '{UNKEYED}' not in (select ts from sync_seen where workspace_id = $w "
             "and channel_id = $c and scope = 'history')",
             {
                 **keys,

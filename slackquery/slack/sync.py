@@ -74,7 +74,7 @@ import orjson
 
 from slackquery.canonical import store
 from slackquery.canonical.authors import Authors
-from slackquery.canonical.importer import upsert_workspace
+from slackquery.canonical.importer import SLUG, upsert_workspace
 from slackquery.canonical.rows import ChannelRow, slack_channel_row, slack_user_row, ts_to_us
 from slackquery.canonical.staging import Staged, Warnings
 from slackquery.canonical.sync_store import (
@@ -84,6 +84,7 @@ from slackquery.canonical.sync_store import (
     SyncStore,
 )
 from slackquery.errors import SlackqueryError
+from slackquery.escaping import quoted
 from slackquery.settings import Settings
 from slackquery.slack.client import (
     ChannelUnavailable,
@@ -151,6 +152,7 @@ class _Run:
     swept_threads: int = 0
     history_sweep: dict[str, str | None] = field(default_factory=dict)
     swept_history: int = 0
+    synced: int = 0  # conversations whose pass this run finished
 
 
 def sync(
@@ -190,7 +192,7 @@ def sync(
             run.progress.update(done, len(conversations), _eta_s(run, len(conversations) - done))
             _sync_conversation(run, conversation)
         run.progress.update(len(conversations), len(conversations), 0.0)
-        result = summary(run, len(conversations), clock.monotonic() - started_clock)
+        result = summary(run, clock.monotonic() - started_clock)
         db.record_run(
             workspace_id=run.workspace_id,
             source=settings.slack_api_url,
@@ -315,9 +317,19 @@ def _users(run: _Run) -> dict[str, dict[str, Any]]:
 def _upsert_identity(
     run: _Run, identity: dict[str, Any], team: dict[str, Any], now: datetime
 ) -> None:
-    """The workspace row, named and addressed as Slack reports it."""
+    """The workspace row, named and addressed as Slack reports it; a domain that is no
+    Slack domain (it would become every permalink's host) is not taken."""
     domain = team.get("domain") or str(identity.get("url", "")).split("//")[-1].split(".")[0]
+    if not isinstance(domain, str) or not SLUG.fullmatch(domain):
+        run.warnings.add(
+            "slack:team.info",
+            f"team domain {quoted(domain)} is no Slack domain (lowercase letters, digits, "
+            "dashes): the workspace keeps its stored address",
+        )
+        domain = ""
     name = team.get("name") or identity.get("team") or domain
+    if not isinstance(name, str):
+        name = run.workspace_id
     staged = Staged(run.workspace_id, str(name), "slack_api", [], None, None)
     connection = run.db.connection
     connection.begin()
@@ -335,20 +347,36 @@ def _upsert_identity(
 
 
 def _list_conversations(run: _Run) -> list[dict[str, Any]]:
+    """The listed conversations, each once: a conversation listed twice is kept as first
+    listed, and as private when the two disagree on whether it is (access fails closed)."""
     types = ",".join(CONVERSATION_TYPES[kind] for kind in run.request.types)
-    return [
-        channel
-        for channel in run.client.items(
-            "conversations.list",
-            "channels",
-            types=types,
-            exclude_archived="false",
-            limit=run.settings.slack_page_size,
+    kept: dict[str, dict[str, Any]] = {}
+    for channel in run.client.items(
+        "conversations.list",
+        "channels",
+        types=types,
+        exclude_archived="false",
+        limit=run.settings.slack_page_size,
+    ):
+        if not (
+            isinstance(channel, dict)
+            and isinstance(channel.get("id"), str)
+            and channel["id"]
+            and _storable(run, "conversations.list", channel)
+        ):
+            continue
+        first = kept.setdefault(channel["id"], channel)
+        if first is channel:
+            continue
+        disagree = conversation_type(first) != conversation_type(channel)
+        if disagree and conversation_type(first) == "public_channel":
+            first["is_private"] = True
+        run.warnings.add(
+            "slack:conversations.list",
+            f"conversation {channel['id']} listed twice: the first kept"
+            + (", as private: the two disagree on whether it is" if disagree else ""),
         )
-        if isinstance(channel, dict)
-        and isinstance(channel.get("id"), str)
-        and _storable(run, "conversations.list", channel)
-    ]
+    return list(kept.values())
 
 
 def _wanted(run: _Run, listed: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
@@ -449,10 +477,10 @@ def _unreadable(run: _Run, channel_id: str, kind: str, name: object, reason: str
     else:
         run.db.close_conversation(run.workspace_id, channel_id, _now(run))
         run.revoked.append({"channel_id": channel_id, "reason": reason})
-        made_private = "" if kind in PRIVATE_TYPES else "stored as private and "
+        made_private = "it is stored as private and " if kind not in PRIVATE_TYPES else ""
         run.warnings.add(
             where,
-            f"{label} cannot be read ({reason}); it is {made_private}its stored member list is "
+            f"{label} cannot be read ({reason}); {made_private}its stored member list is "
             "emptied, so only the operator sees it until a sync can read it again",
         )
 
@@ -474,6 +502,7 @@ def _sync_conversation(run: _Run, conversation: _Conversation) -> None:
         _skip(run, conversation.entry, error)
         return
     run.db.finish_pass(run.workspace_id, channel_id, _now(run))
+    run.synced += 1
 
 
 def _window_start_s(run: _Run) -> float:
@@ -540,32 +569,32 @@ def _sweep_history(run: _Run, channel_id: str, pass_oldest_ts: str | None) -> No
     assert pass_oldest_ts is not None and run.authors is not None
     before = run.history_sweep[channel_id]
     latest = min((before, pass_oldest_ts), key=ts_to_us) if before else pass_oldest_ts
-    since = _since_s(run)
-    if ts_to_us(latest) <= since * 1_000_000:
-        return  # the pass read all of it
-    method = "conversations.history"
-    params = {
-        "channel": channel_id,
-        "latest": latest,
-        "limit": run.client.pacing.page_size(method, run.settings.slack_page_size),
-    }
-    if since:
-        params["oldest"] = _ts(since)
-    observed_at = _now(run)
-    body = run.client.call(method, **params)
-    messages = page_items(method, body, "messages")
+    oldest = _ts(_since_s(run))
+    messages, has_more, observed_at = [], False, _now(run)
+    if ts_to_us(latest) > ts_to_us(oldest):  # else the pass read all of it: a turn all the same
+        method = "conversations.history"
+        params = {
+            "channel": channel_id,
+            "latest": latest,
+            "limit": run.client.pacing.page_size(method, run.settings.slack_page_size),
+        }
+        if run.request.since:
+            params["oldest"] = oldest
+        body = run.client.call(method, **params)
+        messages, has_more = page_items(method, body, "messages"), bool(body.get("has_more"))
+        run.swept_history += 1
     run.db.write_sweep_page(
         run.workspace_id,
         channel_id,
         messages,
         authors=run.authors,
+        oldest_ts=oldest,
         latest_ts=latest,
-        has_more=bool(body.get("has_more")),
+        has_more=has_more,
         observed_at=observed_at,
         queue_threads=_threads_to_read(run, channel_id, messages),
         where=_where(channel_id, HISTORY),
     )
-    run.swept_history += 1
     _read_threads(run, channel_id)
 
 
@@ -710,13 +739,13 @@ def _eta_s(run: _Run, conversations_left: int) -> float:
     return run.client.limiter.remaining_s("conversations.history", conversations_left)
 
 
-def summary(run: _Run, conversations: int, elapsed_s: float) -> dict[str, Any]:
+def summary(run: _Run, elapsed_s: float) -> dict[str, Any]:
     """Conversations, requests per method, rows changed, time spent waiting on rate limits."""
     client = run.client
     return {
         "run_id": run.run_id,
         "workspace_id": run.workspace_id,
-        "conversations": conversations - len(run.skipped) - len(run.deferred),
+        "conversations": run.synced,
         "skipped": run.skipped,
         "revoked": run.revoked,
         "deferred": run.deferred,

@@ -3,6 +3,7 @@
 import signal
 from collections import Counter
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -507,6 +508,23 @@ def test_the_history_sweep_takes_the_least_recently_swept_first(
     assert not _sweep_pages(live, before)
 
 
+def test_a_conversation_its_pass_reads_whole_still_takes_its_sweep_turn(
+    live: Live, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With --since past its sweep point there is nothing older to read there: it kept the
+    # first turn of every run, and no other conversation was ever swept.
+    settings = _with_env(monkeypatch, SLACKQUERY_SLACK_HISTORY_SWEEP_PER_RUN="1")
+    sync(settings, clock=live.clock)
+    since = datetime.fromtimestamp(live.clock.now, UTC).date()  # after every message
+    turns = []
+    for _ in range(3):
+        live.clock.now += 60
+        sync(settings, SyncRequest(since=since), clock=live.clock)
+        last = "select channel_id from sync_history_sweeps order by swept_at desc limit 1"
+        turns.append(query(settings.canonical_path, last)[0][0])
+    assert len(set(turns)) == 3
+
+
 def test_runs_cut_short_by_max_minutes_take_every_conversation_in_turn(
     live: Live, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -580,6 +598,53 @@ def test_a_history_page_that_is_not_whole_stops_the_run_before_any_tombstone(
     assert resumed["counts"]["messages"]["tombstoned"] == 0 and live_ts(db, GENERAL) == before
     first = next(e for e in live.slack.log[asked:] if e.method == "conversations.history")
     assert first.params["cursor"] == good_page_cursor
+
+
+@pytest.mark.parametrize(
+    "entry", [{"ts": 1710432151.387, "text": "a number"}, "not an object"], ids=["ts", "entry"]
+)
+def test_an_entry_without_a_usable_ts_keeps_its_read_from_tombstoning(
+    live: Live, monkeypatch: pytest.MonkeyPatch, entry: Any
+) -> None:
+    # Which stored message it was cannot be told: its copy was tombstoned as deleted.
+    request = SyncRequest(channels=(GENERAL,))
+    sync(live.settings, request, clock=live.clock)
+    db = live.settings.canonical_path
+    before = live_ts(db, GENERAL)
+    live.clock.now += 60
+    page = {"ok": True, "messages": [entry], "has_more": False}
+    live.slack.faults.append(Fault("conversations.history", "body", channel=GENERAL, body=page))
+    report = sync(live.settings, request, clock=live.clock)
+    assert report["counts"]["messages"]["tombstoned"] == 0 and report["warning_count"] == 1
+    assert live_ts(db, GENERAL) == before
+
+
+def test_a_sweep_page_marks_no_range_with_a_message_outside_its_bounds(
+    live: Live, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # History before --since stays as imported: a message from before it on the page made
+    # the sweep tombstone everything from it up.
+    settings = _with_env(monkeypatch, SLACKQUERY_SLACK_PAGE_SIZE="3")
+    older = _older_top_level(live, SUPPORT)
+    since = datetime.fromtimestamp(float(older[len(older) // 2]), UTC).date()
+    since_ts = f"{datetime(since.year, since.month, since.day, tzinfo=UTC).timestamp():.6f}"
+    request = SyncRequest(channels=(SUPPORT,), since=since)
+    sync(settings, request, clock=live.clock)
+    live.clock.now += 3600
+    kept = live_ts(settings.canonical_path, SUPPORT)
+    intruder = {"type": "message", "user": "U0SQ00001", "text": "before since", "ts": "1.000000"}
+    answer = live.slack._conversations_history
+
+    def with_intruder(params: dict[str, str]) -> dict[str, Any]:
+        page = answer(params)
+        if params.get("oldest") == since_ts and "latest" in params and "cursor" not in params:
+            page["messages"].append(intruder)  # the sweep's page: below the pass's bound
+        return page
+
+    monkeypatch.setattr(live.slack, "_conversations_history", with_intruder)
+    report = sync(settings, request, clock=live.clock)
+    assert report["swept_history"] == 1 and report["counts"]["messages"]["tombstoned"] == 0
+    assert set(kept) <= set(live_ts(settings.canonical_path, SUPPORT))
 
 
 @pytest.mark.parametrize("method", ["conversations.history", "conversations.replies"])

@@ -136,3 +136,44 @@ def test_a_later_run_reads_private_member_lists_always_and_public_ones_in_turn(
             LEADERSHIP,
             *public[2 * turn : 2 * turn + 2],
         }
+
+
+@pytest.mark.parametrize("first_public", [False, True])
+def test_a_conversation_listed_twice_is_kept_once_and_private_when_they_disagree(
+    live: Live, monkeypatch: pytest.MonkeyPatch, first_public: bool
+) -> None:
+    # The two entries were merged in either order as public; a new conversation listed
+    # twice failed the run on a duplicate key.
+    listed = live.slack._conversations_list
+    private = live.slack.conversations[LEADERSHIP]
+    public = {**private, "is_private": False, "is_group": False, "is_channel": True}
+    twins = [public, private] if first_public else [private, public]
+    new = {**live.slack.conversations[OPS_LEGACY], "id": "C0SQNEW01", "name": "new"}
+
+    def twice(params: dict[str, str]) -> dict:
+        page = listed(params)
+        if "cursor" not in params:
+            page["channels"] = [c for c in page["channels"] if c["id"] != LEADERSHIP]
+            page["channels"] += [*twins, new]
+        return page
+
+    live.slack.conversations["C0SQNEW01"] = new
+    live.slack.messages["C0SQNEW01"], live.slack.members["C0SQNEW01"] = {}, ["U0SQ00001"]
+    monkeypatch.setattr(live.slack, "_conversations_list", twice)
+    report = sync(live.settings, clock=live.clock)
+    db = live.settings.canonical_path
+    kinds = dict(query(db, "select channel_id, conversation_type from channels"))
+    assert kinds[LEADERSHIP] == "private_channel" and kinds["C0SQNEW01"] == "public_channel"
+    assert warned(report, LEADERSHIP, "listed twice: the first kept, as private")
+    assert report["conversations"] == len(live.slack.conversations)
+
+
+def test_a_team_domain_that_is_no_slack_domain_is_not_the_workspace_address(
+    live: Live,
+) -> None:
+    # It became every permalink's host (`https://../../etc.slack.com/...`).
+    live.slack.team_domain = "../../etc"
+    report = sync(live.settings, SyncRequest(channels=(OPS_LEGACY,)), clock=live.clock)
+    (slug,) = query(live.settings.canonical_path, "select workspace_slug from workspaces")[0]
+    assert slug == live.slack.team_id.lower()
+    assert any("is no Slack domain" in item["problem"] for item in report["warnings"])
