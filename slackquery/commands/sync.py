@@ -175,7 +175,7 @@ def render_plan(result: dict[str, Any]) -> str:
         lines.append(
             f"      each later run: at least {later['request_count']:,} requests and "
             f"{later['minutes_at_least']:,} min (private channels' members and a share of "
-            "public ones', a history page of every conversation, the thread sweep; new "
-            "messages add to it)"
+            "public ones', a history page of every conversation, the sweeps of older "
+            "history and quiet threads; new messages add to it)"
         )
     return "\n".join(lines)
