@@ -529,8 +529,9 @@ class SyncStore:
         ).fetchall()
         return {channel_id: StoredConversation(*row) for channel_id, *row in rows}
 
-    def close_conversation(self, workspace_id: str, channel_id: str, now: datetime) -> None:
-        """Make a conversation private with no members, so that only the operator sees it.
+    def close_conversation(self, workspace_id: str, channel_id: str, now: datetime) -> bool:
+        """Make a conversation private with no members, so that only the operator sees it;
+        return whether it was open (a closed one is left as it is).
 
         Counted, stamped and restored like any channel change: the next directory merge that
         reads it from Slack finds its type and members different and writes them back.
@@ -544,7 +545,9 @@ class SyncStore:
             "or conversation_type = 'public_channel')",
             {"w": workspace_id, "c": channel_id, "run_id": self.run_id, "now": now},
         ).fetchone()
-        self.counts["channels"]["updated"] += int(changed[0]) if changed else 0
+        closed = int(changed[0]) if changed else 0
+        self.counts["channels"]["updated"] += closed
+        return bool(closed)
 
     def finish_pass(self, workspace_id: str, channel_id: str, now: datetime) -> None:
         """Close the pass: tombstone what history no longer returns; advance the checkpoint."""

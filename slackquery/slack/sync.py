@@ -474,8 +474,8 @@ def _unreadable(run: _Run, channel_id: str, kind: str, name: object, reason: str
         run.warnings.add(
             where, f"{label} cannot be read ({reason}); its stored copy is no longer kept current"
         )
-    else:
-        run.db.close_conversation(run.workspace_id, channel_id, _now(run))
+    elif run.db.close_conversation(run.workspace_id, channel_id, _now(run)):
+        # Reported when closed, not on every later run that still cannot read it.
         run.revoked.append({"channel_id": channel_id, "reason": reason})
         made_private = "it is stored as private and " if kind not in PRIVATE_TYPES else ""
         run.warnings.add(

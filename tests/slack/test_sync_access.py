@@ -47,6 +47,9 @@ def test_a_private_conversation_no_longer_listed_is_closed_until_it_is_read_agai
     assert closed["revoked"] == [{"channel_id": channel_id, "reason": "no longer listed"}]
     assert closed["counts"]["channels"]["updated"] == 1
     assert warned(closed, channel_id, "member list is emptied")
+    again = sync(live.settings, NOT_PUBLIC, clock=live.clock)  # reported once, when closed
+    assert again["revoked"] == [] and not warned(again, channel_id, "member list is emptied")
+    assert again["counts"]["channels"]["updated"] == 0
     assert query(db, "select latest_run_id from channels where channel_id = ?", [channel_id]) == [
         (closed["run_id"],)
     ]
