@@ -419,7 +419,14 @@ class LoadedArtifact:
             by_name = {
                 name: ids & known_ids for name, ids in self.user_by_name.items() if ids & known_ids
             }
-        return _resolve_names(values, "@", known_ids, by_name, "author", "")
+        return _resolve_names(
+            values,
+            "@",
+            known_ids,
+            by_name,
+            "author",
+            " (an author is a user id U…, or @ and a handle, display or real name)",
+        )
 
     @cached_property
     def time_span_us(self) -> tuple[int, int]:
