@@ -226,7 +226,11 @@ def _is_rpc_message(body: bytes) -> bool:
         jsonrpc_message_adapter.validate_python(parsed, by_name=False)
     except ValidationError:
         return False
-    return True
+    # The SDK takes `"id": null` (or 1.5, true) as a notification and drops the request,
+    # which its client then waits on forever: an id is a string or an integer.
+    request_id = parsed.get("id") if isinstance(parsed, dict) else None
+    has_id = isinstance(parsed, dict) and "id" in parsed
+    return not has_id or (isinstance(request_id, int | str) and not isinstance(request_id, bool))
 
 
 def _rpc_error(status: int, message: str) -> Response:

@@ -213,8 +213,8 @@ class UnparsedRequestsAnswered:
                 return item
             error = ErrorData(
                 code=PARSE_ERROR,
-                message="the message is not valid Unicode (a lone surrogate such as \\ud800); "
-                "nothing was run",
+                message="the message could not be parsed (a lone surrogate such as \\ud800, "
+                "or nesting deeper than the parser takes); nothing was run",
             )
             reply = JSONRPCError(jsonrpc="2.0", id=request_id, error=error)
             await self._write_stream.send(SessionMessage(reply))
@@ -246,7 +246,7 @@ def _unparsed_request_id(item: object) -> int | str | None:
     line = next(unparsed, None)
     try:
         message = json.loads(line) if isinstance(line, str) else None
-    except ValueError:
+    except (ValueError, RecursionError):  # too deep even for Python: no id to answer
         return None
     if not isinstance(message, dict) or "method" not in message:
         return None

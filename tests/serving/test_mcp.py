@@ -278,8 +278,16 @@ def test_health_readiness_auth_and_body_cap(settings: Settings, pipeline: Pipeli
 
 @pytest.mark.parametrize(
     "body",
-    [b'[{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}]', b"null", b'{"jsonrpc": "2.0"}'],
-    ids=["batch", "null", "no-method"],
+    [
+        b'[{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}]',
+        b"null",
+        b'{"jsonrpc": "2.0"}',
+        # The SDK took these as notifications and dropped them: their client waited forever.
+        b'{"jsonrpc": "2.0", "id": null, "method": "tools/list"}',
+        b'{"jsonrpc": "2.0", "id": 1.5, "method": "tools/list"}',
+        b'{"jsonrpc": "2.0", "id": true, "method": "tools/list"}',
+    ],
+    ids=["batch", "null", "no-method", "id-null", "id-float", "id-bool"],
 )
 def test_a_body_that_is_not_one_json_rpc_message_is_an_invalid_request(
     served: str, body: bytes
@@ -421,7 +429,14 @@ def test_stdio_answers_a_request_its_parser_refuses(published: Settings) -> None
         )
         refused = ask({}, raw=broken)
         assert refused["id"] == 7 and refused["error"]["code"] == -32700
-        assert "not valid Unicode" in refused["error"]["message"]
+        assert "a lone surrogate" in refused["error"]["message"]
+        # Nested deeper than the SDK's parser takes: answered the same way, not a surrogate.
+        deep = '{"jsonrpc": "2.0", "id": 9, "method": "ping", "params": {"x": %s}}'
+        refused = ask({}, raw=deep % ("[" * 300 + "]" * 300))
+        assert refused["id"] == 9 and "nesting deeper" in refused["error"]["message"]
+        # Deeper than Python's parser takes: no id to answer, but the server lives on (it
+        # exited on a RecursionError).
+        server.stdin.write(deep % ("[" * 5000 + "]" * 5000) + "\n")
         call = {"name": "search_slack", "arguments": {"query": "deploy"}}
         after = ask({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": call})
         assert after["id"] == 8 and not after["result"]["isError"]
