@@ -206,10 +206,7 @@ def check_canonical(path: Path) -> None:
     """Refuse to project from a missing canonical DB or one of another schema version."""
     if not path.is_file():
         raise SlackqueryError(f"canonical database not found: {path} (run `slackquery import`)")
-    try:
-        connection = duckdb.connect(str(path), read_only=True)
-    except duckdb.Error as error:
-        raise SlackqueryError(f"cannot open canonical database {path}: {error}") from error
+    connection = open_database(str(path), read_only=True, what="canonical store")
     try:
         version = connection.execute("select max(schema_version) from schema_metadata").fetchone()
     except duckdb.CatalogException as error:

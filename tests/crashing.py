@@ -1,8 +1,11 @@
-"""Shared by the crash-safety tests: a CLI step that SIGKILLs itself, an artifact's content."""
+"""Shared by the crash-safety tests: a CLI step that SIGKILLs itself, an artifact's content,
+and a process that holds a DuckDB file open."""
 
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from slackquery.artifacts import arrays, files
@@ -50,3 +53,29 @@ def artifact_content(path: Path) -> tuple:
     sketches in the file), inputs and counts."""
     vectors = arrays.array_file(files.arrays_dir_of(path), "vectors")
     return (*query_one(path, ARTIFACT_CONTENT_SQL), files.sha256_file(vectors))
+
+
+_HOLD_OPEN = """
+import sys, duckdb
+connection = duckdb.connect(sys.argv[1])
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+@contextmanager
+def held_open(path: Path) -> Iterator[int]:
+    """Another process holding the DuckDB file `path` open for writing; yields its PID."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_OPEN, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "ready\n"
+        yield holder.pid
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=60)

@@ -25,6 +25,7 @@ from slackquery.canonical.rows import (
     UserRow,
     datetime_to_us,
 )
+from slackquery.duckdb_setup import open_database
 from slackquery.errors import SlackqueryError
 from slackquery.projection import CANONICAL_SCHEMA_VERSION
 from slackquery.settings import Settings
@@ -101,10 +102,7 @@ def open_store(path: Path, memory_limit: str) -> duckdb.DuckDBPyConnection:
     instead of growing with the input (a 1M-message import stages ~2 GB of text).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        connection = duckdb.connect(str(path))
-    except duckdb.IOException as error:
-        raise SlackqueryError(f"{path}: cannot open the canonical store ({error})") from error
+    connection = open_database(str(path), what="canonical store")
     connection.execute("set preserve_insertion_order = false")
     connection.execute("set enable_progress_bar = false")  # no bar on stderr mid-import
     connection.execute(f"set memory_limit = '{memory_limit}'")

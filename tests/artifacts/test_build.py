@@ -5,8 +5,6 @@ import json
 import os
 import shutil
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import duckdb
@@ -29,6 +27,7 @@ from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings, get_settings
 from tests.artifacts.conftest import apply_env, identity_for
 from tests.artifacts.synthetic import current_vectors, embed_all, embed_only, synthesize_state
+from tests.crashing import held_open
 
 
 def _columns(conn: duckdb.DuckDBPyConnection, table: str) -> list[tuple[str, str]]:
@@ -608,12 +607,6 @@ def test_failures_an_earlier_version_labelled_superseded_get_their_own_status_ba
 
 
 # Holds the database at argv[1] open for writing until its stdin closes.
-HOLD_OPEN = """
-import sys, duckdb
-connection = duckdb.connect(sys.argv[1])
-print("ready", flush=True)
-sys.stdin.read()
-"""
 STATE_COMMANDS = (["build"], ["publish", "latest"], ["artifacts"], ["embedding-status"])
 
 
@@ -633,21 +626,10 @@ def test_a_busy_or_damaged_state_database_is_one_line_for_every_command(
     state_settings: Settings, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = state_settings.state_path
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD_OPEN, str(path)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline() == "ready\n"
+    with held_open(path) as holder:
         busy = _state_errors(state_settings, capsys)
-    finally:
-        assert holder.stdin is not None
-        holder.stdin.close()
-        holder.wait(timeout=60)
     assert busy == {
-        f"error: state database {path} is busy: another process (PID {holder.pid}) has it "
+        f"error: state database {path} is busy: another process (PID {holder}) has it "
         "open; retry when it is done\n"
     }
     path.write_text("garbage\n", encoding="utf-8")

@@ -11,6 +11,7 @@ from slackquery.cli import main
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
 from tests.canonical.conftest import default_members, msg, query, snapshot, write_export
+from tests.crashing import held_open
 
 BEACON = Path("/work/shared/benchmarks/beacon/corpus.jsonl")
 BEACON_LINES = [
@@ -343,3 +344,22 @@ def test_an_export_that_lost_its_team_ids_updates_the_stored_workspace(
     assert query(
         settings.canonical_path, "select workspace_id, workspace_slug from workspaces"
     ) == [("T0TEST", "acme")]
+
+
+def test_a_canonical_store_another_process_holds_is_one_clear_line(
+    settings: Settings, export_zip: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # DuckDB's own text ("Conflicting lock is held in .../python3.11 ... you would be able
+    # to open this database in read-only mode, e.g. by using the -readonly parameter in the
+    # CLI") named no command and gave advice that does not apply.
+    import_source(settings, export_zip)
+    path = settings.canonical_path
+    errors = set()
+    with held_open(path) as holder:
+        for command in (["import", str(export_zip)], ["project"]):
+            assert main(command) == 1
+            errors.add(capsys.readouterr().err)
+    assert errors == {
+        f"error: canonical store {path} is busy: another process (PID {holder}) has it "
+        "open; retry when it is done\n"
+    }
