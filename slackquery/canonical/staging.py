@@ -139,11 +139,6 @@ class Staging:
         self.skipped_keys.append(key)
         return True
 
-    def valid_ts_us(self, where: str, message: Any) -> int | None:
-        """The message's ts in µs, or None (skipped with a warning) when it has none."""
-        found = self.valid_ts(where, message)
-        return found[1] if found is not None else None
-
     def valid_ts(
         self, where: str, message: Any, *, allow_number: bool = False
     ) -> tuple[str, int] | None:

@@ -389,11 +389,12 @@ class SyncStore:
         seen: dict[str, None] = {}
         on_page: set[str] = set()
         for message in messages:
-            ts_us = staging.valid_ts_us(where, message)
-            if ts_us is None:
+            found = staging.valid_ts(where, message)
+            if found is None:
                 seen[UNKEYED] = None
                 continue
-            seen[message["ts"]] = None
+            ts, ts_us = found
+            seen[ts] = None
             day = datetime.fromtimestamp(ts_us // 1_000_000, UTC).date().isoformat()
             staging.add_slack_message(
                 message,
@@ -453,15 +454,14 @@ class SyncStore:
     ) -> None:
         """The whole thread was read: its stored replies that no page returned are gone."""
         keys = {"w": workspace_id, "c": channel_id, "t": thread_ts}
-        self._tombstone(
-            "channel_id = $c and thread_ts = $t and is_thread_reply "
-            "and ts not in (select ts from sync_seen where workspace_id = $w "
-            "and channel_id = $c and scope = $t) "
-            f"and '{UNKEYED}' not in (select ts from sync_seen where workspace_id = $w "
-            "and channel_id = $c and scope = $t)",
-            keys,
-            now,
-        )
+        if not self._saw_unkeyed(workspace_id, channel_id, thread_ts):
+            self._tombstone(
+                "channel_id = $c and thread_ts = $t and is_thread_reply "
+                "and ts not in (select ts from sync_seen where workspace_id = $w "
+                "and channel_id = $c and scope = $t)",
+                keys,
+                now,
+            )
         self.connection.execute(
             "delete from sync_threads where workspace_id = $w and channel_id = $c "
             "and thread_ts = $t",
@@ -555,20 +555,19 @@ class SyncStore:
         assert current.oldest_ts is not None and current.latest_ts is not None
         keys = {"w": workspace_id, "c": channel_id}
         self.connection.begin()
-        self._tombstone(
-            "channel_id = $c and ts_us > $oldest and ts_us < $latest "
-            "and (not is_thread_reply or is_thread_broadcast) "
-            "and ts not in (select ts from sync_seen where workspace_id = $w "
-            "and channel_id = $c and scope = 'history') "
-            f"and '{UNKEYED}' not in (select ts from sync_seen where workspace_id = $w "
-            "and channel_id = $c and scope = 'history')",
-            {
-                **keys,
-                "oldest": ts_to_us(current.oldest_ts),
-                "latest": ts_to_us(current.latest_ts),
-            },
-            now,
-        )
+        if not self._saw_unkeyed(workspace_id, channel_id, HISTORY):
+            self._tombstone(
+                "channel_id = $c and ts_us > $oldest and ts_us < $latest "
+                "and (not is_thread_reply or is_thread_broadcast) "
+                "and ts not in (select ts from sync_seen where workspace_id = $w "
+                "and channel_id = $c and scope = 'history')",
+                {
+                    **keys,
+                    "oldest": ts_to_us(current.oldest_ts),
+                    "latest": ts_to_us(current.latest_ts),
+                },
+                now,
+            )
         self.connection.execute(
             "update sync_channels set synced_through_ts = pass_latest_ts, pass_oldest_ts = null, "
             "pass_latest_ts = null, pass_cursor = null, pass_history_done = null, "
@@ -582,6 +581,17 @@ class SyncStore:
         )
         crash_point("sync_before_pass_commit")
         self.connection.commit()
+
+    def _saw_unkeyed(self, workspace_id: str, channel_id: str, scope: str) -> bool:
+        """Whether a page of this read returned an entry without a usable ts (`UNKEYED`):
+        then the read tombstones nothing."""
+        return bool(
+            self.connection.execute(
+                "select count(*) from sync_seen where workspace_id = ? and channel_id = ? "
+                "and scope = ? and ts = ?",
+                [workspace_id, channel_id, scope, UNKEYED],
+            ).fetchone()[0]
+        )
 
     def _tombstone(self, condition: str, parameters: dict[str, Any], moment: datetime) -> None:
         """Mark matching live messages deleted (and the files only they shared)."""
