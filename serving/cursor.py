@@ -2,8 +2,9 @@
 
 A cursor is `base64url(json{a: artifact id, f: request fingerprint, o: offset}).signature`
 with an HMAC-SHA256 signature, so a client can neither forge an offset nor reuse a cursor
-with another query, filter set, mode or artifact. Pages are slices of one deterministic
-ranking, so following cursors never repeats or skips a document.
+with another query, filter set, mode, thread or artifact. Pages are slices of one
+deterministic ranking (or of a thread in time order), so following cursors never repeats or
+skips a document.
 """
 
 import base64
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from slackquery.errors import SlackqueryError
 
-_RESTART = "; repeat the search without a cursor to start again"
+_RESTART = "; repeat the request without a cursor to start again"
 
 
 def fingerprint(payload: dict[str, object]) -> str:
@@ -84,7 +85,7 @@ class CursorCodec:
         body, _, signature = cursor.strip().partition(".")
         # compare_digest refuses non-ASCII str, so both halves must be ASCII to be compared.
         if not body or not signature or len(cursor) > 512 or not cursor.isascii():
-            raise SlackqueryError("cursor is not a cursor returned by search_slack" + _RESTART)
+            raise SlackqueryError("cursor is not a cursor this server returned" + _RESTART)
         if not hmac.compare_digest(self._sign(body), signature):
             raise SlackqueryError(
                 "cursor signature is invalid (from a server since restarted without "
@@ -98,11 +99,11 @@ class CursorCodec:
             raise SlackqueryError("cursor is malformed" + _RESTART) from None
         if cursor_artifact != artifact_id:
             raise SlackqueryError(
-                "cursor belongs to an older search artifact (a new one was published)" + _RESTART
+                "cursor belongs to an older artifact (a new one was published)" + _RESTART
             )
         if cursor_fingerprint != request_fingerprint:
             raise SlackqueryError(
-                "cursor was issued for a different query, mode or filters" + _RESTART
+                "cursor was issued for another query, mode, filter set or thread" + _RESTART
             )
         if offset < 0:
             raise SlackqueryError("cursor offset is out of range" + _RESTART)

@@ -65,7 +65,7 @@ MAX_FILTER_VALUE_CHARS = 200
 MAX_CONTEXT_MESSAGES = 100
 MAX_THREAD_LIMIT = 500
 MAX_SCOPE_LIMIT = 500
-# MessageRecord fields copied from a display row as they are.
+# MessageRecord and SearchHit fields copied from a display row as they are.
 _RECORD_COLUMNS = (
     "document_id",
     "source_message_id",
@@ -73,6 +73,7 @@ _RECORD_COLUMNS = (
     "workspace_name",
     "channel_id",
     "channel_name",
+    "conversation_type",
     "author_id",
     "author_name",
     "ts_us",
@@ -80,8 +81,6 @@ _RECORD_COLUMNS = (
     "thread_root_id",
     "permalink",
 )
-# SearchHit fields copied from a display row as they are.
-_HIT_COLUMNS = (*_RECORD_COLUMNS, "conversation_type")
 
 
 def _default_embedder_factory(settings: Settings) -> Callable[[], Embedder]:
@@ -555,7 +554,7 @@ class SearchEngine:
             if arm.name in hit.ranks
         }
         return self._hit_model(
-            **{name: row[name] for name in _HIT_COLUMNS},
+            **{name: row[name] for name in _RECORD_COLUMNS},
             timestamp=iso_timestamp(int(row["ts_us"])),  # type: ignore[arg-type]
             text=text,
             text_truncated=truncated,
@@ -645,9 +644,14 @@ class SearchEngine:
             return None if row is None else self._record(artifact.display_row(row))
 
     def get_thread(
-        self, thread_id: str, limit: int = 200, requester: Requester | None = None
+        self,
+        thread_id: str,
+        limit: int = 200,
+        requester: Requester | None = None,
+        cursor: str | None = None,
     ) -> ThreadResponse:
-        """A thread's messages in time order; a message id of the thread also works.
+        """A page of a thread's messages in time order; a message id of the thread also
+        works, and `cursor` (a page's `next_cursor`) continues where that page ended.
 
         For a requester, a thread of a channel they may not see does not exist."""
         if not 1 <= limit <= MAX_THREAD_LIMIT:
@@ -656,38 +660,75 @@ class SearchEngine:
             raise SlackqueryError("thread_id is too long")
         with self.artifact() as artifact:
             visible = artifact.visibility(requester)
-            cursor = artifact.cursor()
-            try:
-                wanted = thread_id.strip()
-                if wanted.lower().startswith(("http://", "https://")):
-                    wanted = self._document_id_from(artifact, wanted, visible)
-                owner = lookups.document(cursor, wanted)
-                if owner is not None and owner["thread_id"] and _sees(visible, owner):
-                    wanted = str(owner["thread_id"])
-                # A thread outside the requester's channels is not read at all: reading
-                # its rows to drop them would make it slower than one that never was.
-                rows = (
-                    [
-                        row
-                        for row in lookups.thread_messages(cursor, wanted, limit + 1)
-                        if _sees(visible, row)
-                    ]
-                    if visible is None or channel_of(wanted) in visible.channels
-                    else []
-                )
-            finally:
-                cursor.close()
+            wanted = self._thread_of(artifact, thread_id, visible)
+            # The thread, not the id it was asked by, keys the cursor: a page reached from
+            # a reply's id continues from its root's.
+            thread_fingerprint = fingerprint(
+                {"thread": wanted, "requester": requester.key if requester is not None else None}
+            )
+            offset = (
+                self.cursors.decode(cursor, artifact.build_id, thread_fingerprint) if cursor else 0
+            )
+            rows = self._thread_rows(artifact, wanted, visible, limit + 1, offset)
             if not rows:
                 raise SlackqueryError(
-                    f"no thread {thread_id!r} in the published artifact "
+                    "cursor offset is out of range; read the thread again without a cursor"
+                    if offset
+                    else f"no thread {thread_id!r} in the published artifact "
                     "(thread ids look like W:C:thread_ts; search hits carry them)"
                 )
+            more = len(rows) > limit
             return ThreadResponse(
                 thread_id=wanted,
                 messages=[self._record(row) for row in rows[:limit]],
-                truncated=len(rows) > limit,
+                offset=offset,
+                truncated=more,
+                next_cursor=(
+                    self.cursors.encode(artifact.build_id, thread_fingerprint, offset + limit)
+                    if more
+                    else None
+                ),
                 artifact_id=artifact.build_id,
             )
+
+    def _thread_of(
+        self, artifact: LoadedArtifact, thread_id: str, visible: Visibility | None
+    ) -> str:
+        """The thread id a thread id, message id or permalink names (as given when it names
+        no message the requester may see); a message outside any thread is an error."""
+        wanted = thread_id.strip()
+        if wanted.lower().startswith(("http://", "https://")):
+            wanted = self._document_id_from(artifact, wanted, visible)
+        cursor = artifact.cursor()
+        try:
+            owner = lookups.document(cursor, wanted)
+        finally:
+            cursor.close()
+        if owner is None or not _sees(visible, owner):
+            return wanted
+        if not owner["thread_id"]:
+            raise SlackqueryError(f"{thread_id.strip()!r} is a message in no thread (no replies)")
+        return str(owner["thread_id"])
+
+    @staticmethod
+    def _thread_rows(
+        artifact: LoadedArtifact,
+        thread_id: str,
+        visible: Visibility | None,
+        limit: int,
+        offset: int,
+    ) -> list[Row]:
+        """`limit` of the thread's messages from the `offset`-th, those the requester sees."""
+        # A thread outside the requester's channels is not read at all: reading its rows
+        # to drop them would make it slower than one that never was.
+        if visible is not None and channel_of(thread_id) not in visible.channels:
+            return []
+        cursor = artifact.cursor()
+        try:
+            rows = lookups.thread_messages(cursor, thread_id, limit, offset)
+        finally:
+            cursor.close()
+        return [row for row in rows if _sees(visible, row)]
 
     def list_scopes(
         self,

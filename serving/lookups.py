@@ -52,11 +52,13 @@ def neighbours(
     return list(reversed(earlier)), later
 
 
-def thread_messages(cursor: duckdb.DuckDBPyConnection, thread_id: str, limit: int) -> list[Row]:
-    """The first `limit` messages of a thread in time order."""
+def thread_messages(
+    cursor: duckdb.DuckDBPyConnection, thread_id: str, limit: int, offset: int = 0
+) -> list[Row]:
+    """`limit` messages of a thread in time order, from the `offset`-th (from 0)."""
     return _rows(
         cursor,
         _SELECT + " where document_kind = 'message' and thread_id = $t"
-        " order by ts_us, document_id limit $n",
-        {"t": thread_id, "n": limit},
+        " order by ts_us, document_id limit $n offset $o",
+        {"t": thread_id, "n": limit, "o": offset},
     )

@@ -136,6 +136,7 @@ class MessageRecord(BaseModel):
     workspace_name: str | None
     channel_id: str
     channel_name: str | None
+    conversation_type: str | None
     author_id: str | None
     author_name: str | None
     ts_us: int
@@ -164,7 +165,11 @@ class ThreadResponse(BaseModel):
 
     thread_id: str
     messages: list[MessageRecord]
-    truncated: bool = Field(description="True when the thread has more messages than `limit`.")
+    offset: int = Field(description="How many of the thread's messages come before this page.")
+    truncated: bool = Field(description="True when more of the thread follows this page.")
+    next_cursor: str | None = Field(
+        description="Pass as `cursor` (same thread) for the messages after this page."
+    )
     artifact_id: str
 
 

@@ -400,18 +400,23 @@ def register_tools(server: MCPServer, engine: SearchEngine, runner: ToolRunner) 
             ),
         )
 
-    async def get_slack_thread(thread_id: str, limit: Count = 200) -> ThreadResponse:
+    async def get_slack_thread(
+        thread_id: str, limit: Count = 200, cursor: OptionalText = None
+    ) -> ThreadResponse:
         """Read a whole thread (root and replies) in time order.
 
         thread_id: a hit's thread_id (`W:C:thread_ts`); a message id or permalink of any
-        message in the thread also works. limit: 1-{max_thread} messages (default 200);
-        `truncated` says when the thread has more. Expand only threads that look relevant.
+        message in the thread also works. limit: 1-{max_thread} messages a page (default
+        200); `truncated` says when more follow, and passing `next_cursor` back as cursor
+        (same thread_id) reads them. Expand only threads that look relevant.
         """
         requester = current_requester.get()
         return await runner.run(
             "get_slack_thread",
             "-",
-            lambda deadline: engine.get_thread(thread_id, limit, requester=requester),
+            lambda deadline: engine.get_thread(
+                thread_id, limit, requester=requester, cursor=cursor
+            ),
         )
 
     async def list_slack_scopes(

@@ -48,6 +48,7 @@ COMMAND_MODULES = {
     "reconcile": "reconcile",
     "scopes": "scopes",
     "search": "search",
+    "thread": "thread",
     "ask": "ask",
     "verify": "verify",
     "serve": "serve",

@@ -279,9 +279,10 @@ class Settings(BaseSettings):
     )
     cursor_secret: str | None = Field(
         default=None,
-        description="HMAC key that signs pagination cursors. Default: a random key per "
-        "server process (cursors then die with the process); `slackquery search` keeps one "
-        "in HOME/cursor.key, so the cursor it prints works in the next command.",
+        description="HMAC key that signs pagination cursors. Default: one kept in "
+        "HOME/cursor.key (mode 0600), so that a cursor outlives the process that printed it "
+        "(`search`, `thread`, `serve` share it); a random key per process where the home "
+        "cannot hold it.",
     )
     search_max_results: int = Field(
         default=50,

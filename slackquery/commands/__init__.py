@@ -9,7 +9,13 @@ from collections.abc import Callable
 from datetime import date
 from typing import Any
 
+from serving.cursor import home_secret
 from slackquery.escaping import json_text
+from slackquery.settings import Settings
+
+# Without SLACKQUERY_CURSOR_SECRET each process would sign with a random key, and the
+# `more: --cursor …` one command prints would be refused by the next, or by `serve`.
+CURSOR_KEY_NAME = "cursor.key"
 
 
 def add_json_flag(parser: argparse.ArgumentParser) -> None:
@@ -143,3 +149,13 @@ def use_prefect(args: argparse.Namespace) -> bool:
     if chosen:
         os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     return chosen
+
+
+def with_kept_cursor_key(settings: Settings) -> Settings:
+    """The settings with the cursor key kept in SLACKQUERY_HOME when none is configured, so
+    that the next command accepts the cursor this one prints. Where it cannot be kept the
+    process signs with a random key, and its cursors die with it (`cursor_secret` None)."""
+    if settings.cursor_secret is not None:
+        return settings
+    secret = home_secret(settings.home / CURSOR_KEY_NAME)
+    return settings.model_copy(update={"cursor_secret": secret})

@@ -5,11 +5,11 @@ import re
 import sys
 
 from serving.access import Requester
-from serving.cursor import home_secret
 from serving.engine import SearchEngine
 from serving.models import MessageRecord, SearchRequest, SearchResponse
 from serving.query import NEWEST, content_tokens, parse_query
 from slackquery.commands import (
+    CURSOR_KEY_NAME,
     add_json_flag,
     add_requester_flags,
     add_text_argument,
@@ -17,14 +17,12 @@ from slackquery.commands import (
     iso_day,
     requester_from,
     whole_number,
+    with_kept_cursor_key,
 )
 from slackquery.escaping import terminal_line
 from slackquery.settings import Settings
 
 SNIPPET_CHARS = 240
-# Without SLACKQUERY_CURSOR_SECRET each process would sign with a random key, and the
-# `more: --cursor …` a search prints would be refused by the next command.
-CURSOR_KEY_NAME = "cursor.key"
 # The most results a call may return is a setting; help states its default, not the
 # environment's value, which the parser does not read.
 MAX_RESULTS_DEFAULT = Settings.model_fields["search_max_results"].default
@@ -130,11 +128,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     check_max_results(args, "--limit", args.limit, settings)
     query = filtered_query(args.query, args)
     requester = requester_from(args, settings)
-    if settings.cursor_secret is None:
-        secret = home_secret(settings.home / CURSOR_KEY_NAME)
-        settings = settings.model_copy(update={"cursor_secret": secret})
-    # Without a kept key this process signs with a random one: its cursor dies with it.
-    cursor_lasts = settings.cursor_secret is not None
+    settings = with_kept_cursor_key(settings)
     engine = SearchEngine(settings)
     try:
         response = engine.search(
@@ -152,8 +146,23 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         starts = {} if args.json else thread_starts(engine, response, requester)
     finally:
         engine.close()
+    cursor_lasts = settings.cursor_secret is not None
     emit(args, response.model_dump(mode="json"), render(response, starts, cursor_lasts))
     return 0
+
+
+def more_line(next_cursor: str | None, cursor_lasts: bool, what: str) -> list[str]:
+    """The line that ends a page of `what` when more follow: the cursor to pass, or why no
+    cursor would work."""
+    if next_cursor is None:
+        return []
+    if cursor_lasts:
+        return [f"more: --cursor {next_cursor}"]
+    return [
+        f"more {what} exist, but no cursor for them would work: {CURSOR_KEY_NAME} cannot "
+        "be kept in SLACKQUERY_HOME (read-only?); set SLACKQUERY_CURSOR_SECRET, or raise "
+        "--limit"
+    ]
 
 
 def thread_starts(
@@ -252,12 +261,5 @@ def render(
             lines.append(in_reply_to_line(start.author_name, start.text, response.query))
         lines.append(terminal_line(f"    {hit.permalink}"))
     lines.extend(terminal_line(f"note: {note}") for note in response.notes)
-    if response.next_cursor and cursor_lasts:
-        lines.append(f"more: --cursor {response.next_cursor}")
-    elif response.next_cursor:
-        lines.append(
-            f"more results exist, but no cursor for them would work: {CURSOR_KEY_NAME} cannot "
-            "be kept in SLACKQUERY_HOME (read-only?); set SLACKQUERY_CURSOR_SECRET, or raise "
-            "--limit"
-        )
+    lines.extend(more_line(response.next_cursor, cursor_lasts, "results"))
     return "\n".join(lines)

@@ -2,7 +2,7 @@
 
 import argparse
 
-from slackquery.commands import add_requester_flags, requester_from
+from slackquery.commands import add_requester_flags, requester_from, with_kept_cursor_key
 from slackquery.settings import Settings
 
 
@@ -50,6 +50,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             "--as (and --as-workspace, --as-no-dms) applies to --stdio; over HTTP each token "
             "names its requester"
         )
+    # The home's cursor key, as `search` and `thread` use: a cursor outlives a restart, and
+    # one the CLI printed works over MCP too.
+    settings = with_kept_cursor_key(settings)
     if args.stdio:
         run_stdio(settings, requester_from(args, settings))
     else:

@@ -239,12 +239,12 @@ def test_a_non_member_sees_nothing_restricted_over_http(
         assert "unknown channel" in secret and "close matches" not in secret
         beta = await call(client, "list_slack_scopes", workspace_id="beta")
         assert "unknown workspace 'beta'" in beta
-        assert "cursor was issued for a different" in await _reuse_cursor(client, bob)
+        assert "cursor was issued for another" in await _reuse_cursor(client, bob)
 
     async def as_admin(client: Client, bob: dict[str, Any]) -> None:
         for word in RESTRICTED_WORDS.values():
             assert (await call(client, "search_slack", query=word, mode="lexical"))["results"]
-        assert "cursor was issued for a different" in await _reuse_cursor(client, bob)
+        assert "cursor was issued for another" in await _reuse_cursor(client, bob)
 
     async def as_bob_without_dms(client: Client) -> None:
         assert (await call(client, "search_slack", query="narwhal", mode="lexical"))["results"]
@@ -370,9 +370,9 @@ def test_a_hidden_thread_is_not_read(engine: SearchEngine, monkeypatch: pytest.M
     read: list[str] = []
     original = serving.lookups.thread_messages
 
-    def counted(cursor: Any, thread_id: str, limit: int) -> Any:
+    def counted(cursor: Any, thread_id: str, limit: int, offset: int) -> Any:
         read.append(thread_id)
-        return original(cursor, thread_id, limit)
+        return original(cursor, thread_id, limit, offset)
 
     monkeypatch.setattr(serving.lookups, "thread_messages", counted)
     chen = Requester("U3", ACME)

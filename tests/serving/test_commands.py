@@ -98,6 +98,29 @@ def test_search_command_cursor_works_in_the_next_command(
     assert stat.S_IMODE(key.stat().st_mode) == 0o600
 
 
+def test_thread_command_reads_a_thread_by_any_of_its_messages(
+    published: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["search", "40% free now", "--mode", "lexical", "--limit", "1", "--json"]) == 0
+    reply = json.loads(capsys.readouterr().out)["results"][0]
+    assert main(["thread", reply["permalink"]]) == 0
+    header, root_byline, root_text, *rest = capsys.readouterr().out.splitlines()
+    assert header.startswith(f"thread {reply['thread_id']} in #eng · messages 1-")
+    assert root_byline.startswith("#eng · Zoë Müller · ")
+    assert root_text == "    The staging cluster is out of disk space again"
+    assert any("40% free now" in line for line in rest) and not rest[-1].startswith("more")
+    # A page at a time: the cursor printed works in the next command, for the same thread.
+    assert main(["thread", reply["document_id"], "--limit", "1", "--json"]) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert first["truncated"] and first["thread_id"] == reply["thread_id"]
+    following = ["thread", reply["thread_id"], "--limit", "1", "--cursor", first["next_cursor"]]
+    assert main(following) == 0
+    header = capsys.readouterr().out.splitlines()[0]
+    assert header.endswith(f"· messages 2-2 · artifact {first['artifact_id']}")
+    assert main(["thread", "T0ACME:C1:1"]) == 1
+    assert "no thread 'T0ACME:C1:1'" in capsys.readouterr().err
+
+
 def test_home_secret_is_made_once_and_only_in_an_existing_folder(tmp_path: Path) -> None:
     assert home_secret(tmp_path / "missing" / "cursor.key") is None
     secret = home_secret(tmp_path / "cursor.key")
@@ -130,6 +153,7 @@ def test_scopes_command_lists_what_the_requester_may_search(
     [
         ["search", "invoice"],
         ["scopes"],
+        ["thread", "T0ACME:C1:1"],
         ["ask", "who sent the invoice?"],
         ["verify", "sent [T0ACME:C1:1]"],
         ["serve", "--stdio"],

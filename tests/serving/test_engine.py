@@ -273,13 +273,13 @@ def test_cursor_tampering_and_mismatch(engine: SearchEngine) -> None:
     for bad in ("not-a-cursor", edited, body + "." + signature[::-1], cursor + "x"):
         with pytest.raises(SlackqueryError, match="cursor"):
             search(engine, "the", limit=2, mode="lexical", cursor=bad)
-    with pytest.raises(SlackqueryError, match="different query"):
+    with pytest.raises(SlackqueryError, match="another query"):
         search(engine, "the", limit=2, mode="hybrid", cursor=cursor)
     # Signed with another key: most often a server restarted without a configured secret.
     restarted = CursorCodec("another key").encode(first.artifact_id, "x", 2)
     with pytest.raises(SlackqueryError, match="restarted without SLACKQUERY_CURSOR_SECRET"):
         search(engine, "the", limit=2, mode="lexical", cursor=restarted)
-    with pytest.raises(SlackqueryError, match="different query"):
+    with pytest.raises(SlackqueryError, match="another query"):
         search(engine, "the in:#eng", limit=2, mode="lexical", cursor=cursor)
 
 
@@ -296,7 +296,7 @@ def test_publish_swaps_artifact_and_invalidates_cursor(
         assert after.artifact_id == pipeline.second_build
         assert "zebra" in after.results[0].text
         assert held.bm25.score(["deploy"]).any()  # old artifact still usable
-    with pytest.raises(SlackqueryError, match="older search artifact"):
+    with pytest.raises(SlackqueryError, match="older artifact"):
         search(engine, "the", limit=2, mode="lexical", cursor=page.next_cursor)
 
 
@@ -339,6 +339,30 @@ def test_lookups(engine: SearchEngine) -> None:
     ):
         with pytest.raises(SlackqueryError):
             call()
+
+
+def test_thread_pages_follow_cursors(engine: SearchEngine) -> None:
+    whole = engine.get_thread(ERR_THREAD)
+    assert not whole.truncated and whole.next_cursor is None and len(whole.messages) >= 3
+    seen, cursor, offsets = [], None, []
+    while True:
+        # By a reply's id: the cursor belongs to the thread, not to the id asked by.
+        page = engine.get_thread("T0ACME:C1:1709290800.000003", limit=2, cursor=cursor)
+        seen.extend(m.document_id for m in page.messages)
+        offsets.append(page.offset)
+        cursor = page.next_cursor
+        assert page.truncated == (cursor is not None)
+        if cursor is None:
+            break
+    assert seen == [m.document_id for m in whole.messages]
+    assert offsets == list(range(0, len(seen), 2))
+    first = engine.get_thread(ERR_THREAD, limit=1)
+    with pytest.raises(SlackqueryError, match="another query, mode, filter set or thread"):
+        engine.get_thread("T0ACME:C1:1709341200.000017", cursor=first.next_cursor)
+    with pytest.raises(SlackqueryError, match="is a message in no thread"):
+        engine.get_thread("T0ACME:C1:1709355600.000021")
+    with pytest.raises(SlackqueryError, match="cursor"):
+        search(engine, "the", limit=2, mode="lexical", cursor=first.next_cursor)
 
 
 def test_no_artifact_is_a_clear_error(settings: Settings) -> None:

@@ -105,7 +105,13 @@ def test_each_tool_over_http(served: str) -> None:
         message = await call(client, "get_slack_message", document_id=hit["permalink"])
         assert message["messages"][0]["document_id"] == hit["document_id"]
         thread = await call(client, "get_slack_thread", thread_id=ERR_ROOT)
-        assert len(thread["messages"]) == 5
+        assert len(thread["messages"]) == 5 and thread["next_cursor"] is None
+        head = await call(client, "get_slack_thread", thread_id=ERR_ROOT, limit=3)
+        tail = await call(
+            client, "get_slack_thread", thread_id=ERR_ROOT, limit=3, cursor=head["next_cursor"]
+        )
+        assert head["messages"] + tail["messages"] == thread["messages"]
+        assert (tail["offset"], tail["truncated"]) == (3, False)
         scopes = await call(client, "list_slack_scopes", workspace_id="acme")
         assert {scope["channel_name"] for scope in scopes["scopes"]} >= {"eng", "support"}
         long_text = await call(client, "get_slack_message", document_id=LONG_MESSAGE)
@@ -136,7 +142,7 @@ def test_pagination_and_cursor_tampering_over_http(served: str) -> None:
         for bad, expected in (
             (tampered, "signature"),
             ("garbage", "cursor"),
-            (cursors[0], "different query"),
+            (cursors[0], "another query"),
         ):
             query = "the" if bad is not cursors[0] else "other"
             error = await call(
