@@ -99,7 +99,8 @@ def register_answer_tools(server: MCPServer, engine: SearchEngine, runner: ToolR
         active, and (with cited_at_artifact, the artifact_id the evidence came from) that
         its text has not changed since. verdict is `verified` only if all hold for every
         citation; a draft with no citation is `unverified` unless every sentence of it says
-        the evidence is missing. Fix or drop every citation listed with problems.
+        the evidence is missing. It checks the sources exist, not that they support the
+        claims: read them. Fix or drop every citation listed with problems.
         A call that takes over {budget_s:g} s ends with an error; errors are one line.
         """
         call = partial(

@@ -538,6 +538,9 @@ _URL = re.compile(r"https?://[^\s<>()\[\]{}\"'`|]+(?<![.,;:!?*_~])", re.IGNORECA
 _MESSAGE_PATH = re.compile(r"/archives/[A-Za-z0-9]+/p\d{7,}")
 # A bare id: starts with a letter and has a colon inside (`W:C:ts`, `synthetic:eng:0824-01`).
 _BARE_ID = re.compile(r"(?<![\w/:.-])[A-Za-z][\w.-]*(?::[\w.-]+)+\w")
+# The shape of a message id, `W:C:ts` or `synthetic:eng:0824-01`: one the artifact does not
+# hold is a made-up citation, not prose.
+_ID_SHAPE = re.compile(r"[A-Za-z][\w.-]*(?::[\w.-]+){2,}")
 
 
 @dataclass(frozen=True)
@@ -559,10 +562,10 @@ def find_citations(
     """Every `[document_id]`, Slack permalink and bare message id in `text`, in order;
     `deadline` is checked before each one is looked up.
 
-    A bracketed id is always a citation (a made-up one fails); a bare token counts when it
-    is a document or source message id of the artifact, or has the `a:b:c` shape of one; a
-    URL counts when it holds a Slack message path (`_MESSAGE_PATH`). A Markdown link's text
-    is no citation.
+    A bracketed or bare token counts when it is a document or source message id of the
+    artifact, or has the `a:b:c` shape of one (`_ID_SHAPE`: a made-up id fails), so prose
+    like `[UTC]` or `[sic]` cites nothing; a URL counts when it holds a Slack message path
+    (`_MESSAGE_PATH`). A Markdown link's text is no citation.
     A message outside `visible` resolves exactly as one that does not exist (same kind, no
     document id), so what the requester gets back cannot tell the two apart; so does a
     document no reader can open (a thread's context document, `thread:…`).
@@ -592,6 +595,15 @@ def find_citations(
         for source, document in _source_documents(artifact, maybe_sources, visible).items()
         if shown(document)
     }
+
+    def known(value: str, unknown_kind: str) -> list[Cited]:
+        """The citation a bracketed or bare token makes: none for a token that is no id."""
+        if value in documents:
+            return [Cited(value, "document_id", value)]
+        if value in sources:
+            return [Cited(value, "source_message_id", sources[value])]
+        return [Cited(value, unknown_kind, None)] if _ID_SHAPE.fullmatch(value) else []
+
     citations: list[Cited] = []
     for _, value, how in sorted(found):
         if how == "permalink":
@@ -599,17 +611,10 @@ def find_citations(
             citations.append(
                 Cited(value, "permalink", _permalink_document(engine, artifact, value, visible))
             )
-        elif value in documents or value not in sources:
-            citations.append(Cited(value, "document_id", value if value in documents else None))
         else:
-            citations.append(Cited(value, "source_message_id", sources[value]))
+            citations.extend(known(value, "document_id"))
     for value in bare:
-        if value in documents:
-            citations.append(Cited(value, "document_id", value))
-        elif value in sources:
-            citations.append(Cited(value, "source_message_id", sources[value]))
-        elif value.count(":") >= 2:
-            citations.append(Cited(value, "source_message_id", None))
+        citations.extend(known(value, "source_message_id"))
     return list(dict.fromkeys(citations))
 
 

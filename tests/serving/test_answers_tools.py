@@ -117,6 +117,16 @@ def test_verify_finds_every_kind_of_citation(engine: SearchEngine) -> None:
     )
 
 
+def test_bracketed_prose_is_no_citation(engine: SearchEngine) -> None:
+    # `[UTC]` counted as a made-up citation and failed a draft whose one citation held.
+    draft = f"Rotate it [{PASSWORD}] (as of 12:00 [UTC], see [ERR-311] and [sic])."
+    result = verify_citations(engine, draft)
+    assert [check.cited for check in result.citations] == [PASSWORD]
+    assert result.verdict == "verified"
+    made_up = verify_citations(engine, f"{draft} Also [T0ACME:C1:1.000000].")
+    assert made_up.verdict == "unverified"
+
+
 def test_verify_against_the_artifact_it_was_cited_from(
     publishable: Settings, pipeline: Pipeline
 ) -> None:
