@@ -83,6 +83,9 @@ class QueryContext:
     # Share of messages with a vector, for the semantic and hybrid modes (None: lexical).
     vector_coverage: float | None = None
     notes: list[str] = field(default_factory=list)
+    # Whether an arm had more matches than its window: the ranking's end is then not the
+    # end of what matches, and the last page says so.
+    window_filled: bool = False
     timings: dict[str, float] = field(default_factory=dict)
     _open: list[float] = field(default_factory=list, repr=False)
     _display_texts: dict[int, str] = field(default_factory=dict, repr=False)

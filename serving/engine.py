@@ -63,6 +63,9 @@ from slackquery.settings import Settings
 
 MAX_FILTER_VALUE_CHARS = 200
 MAX_CONTEXT_MESSAGES = 100
+# A time filter below this (1973-03-03) is seconds or milliseconds given for microseconds
+# (no Slack message is that old): a note says so.
+_BEFORE_1973_US = 10**14
 MAX_THREAD_LIMIT = 500
 MAX_SCOPE_LIMIT = 500
 # MessageRecord and SearchHit fields copied from a display row as they are.
@@ -364,6 +367,13 @@ class SearchEngine:
             )
         if terms.unknown:
             notes.append("terms found in no message: " + ", ".join(terms.unknown[:10]))
+        for name in ("start_ts_us", "end_ts_us"):
+            value = getattr(request, name)
+            if value is not None and 0 < value < _BEFORE_1973_US:
+                notes.append(
+                    f"{name}={value} is {iso_timestamp(value)}: it takes microseconds since "
+                    "the epoch (seconds x 1,000,000)"
+                )
         # The share of messages semantic ranking can reach: recorded by the build, or of
         # the messages the requester may see.
         coverage = (
@@ -471,6 +481,7 @@ class SearchEngine:
     ) -> tuple[list[FusedHit], dict[str, float]]:
         """The arms' rankings fused, then the stages: every hit, and the arms' weights."""
         rankings = self._run_arms(ctx, deadline)
+        ctx.window_filled = any(ranking.rows.size >= ctx.window for ranking in rankings.values())
         route_weights = fusion.weights(ctx.route, self.arms)
         weights = {name: route_weights[name] for name in sorted(rankings)}
         hits = fuse(
@@ -516,6 +527,12 @@ class SearchEngine:
         artifact = ctx.artifact
         page = hits[offset : offset + request.limit]
         next_offset = offset + len(page)
+        notes = list(ctx.notes)
+        if next_offset >= len(hits) and ctx.window_filled:
+            notes.append(
+                f"the ranking ends here: each arm hands only its best {ctx.window} candidates "
+                "to fusion; narrow with filters (in:, from:, dates) to reach others"
+            )
         return SearchResponse(
             query=ctx.text,
             mode=request.mode,
@@ -531,7 +548,7 @@ class SearchEngine:
                 if next_offset < len(hits)
                 else None
             ),
-            notes=ctx.notes,
+            notes=notes,
             vector_coverage=ctx.vector_coverage,
             timings_ms={key: round(value, 3) for key, value in ctx.timings.items()},
         )

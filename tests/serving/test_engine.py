@@ -183,6 +183,16 @@ def test_unknown_names_list_close_matches(engine: SearchEngine) -> None:
         search(engine, "deploy from:@pria")
 
 
+def test_a_time_filter_in_seconds_gets_a_note(engine: SearchEngine) -> None:
+    # An agent's easy slip: seconds for microseconds filter from January 1970, silently.
+    notes = " ".join(search(engine, "deploy", start_ts_us=BASE_TS).notes)
+    assert (
+        f"start_ts_us={BASE_TS} is 1970-01-01T00:28:29" in notes and "seconds x 1,000,000" in notes
+    )
+    assert "ts_us=" not in " ".join(search(engine, "deploy", start_ts_us=BASE_TS * 10**6).notes)
+    assert "ts_us=" not in " ".join(search(engine, "deploy", start_ts_us=0).notes)
+
+
 def test_limits_and_bad_input(engine: SearchEngine) -> None:
     with pytest.raises(SlackqueryError, match="limit"):
         search(engine, "deploy", limit=51)
@@ -262,6 +272,18 @@ def test_pagination_covers_everything_once(engine: SearchEngine) -> None:
             break
     assert len(seen) == len(set(seen)) > 6
     assert seen == ids(search(engine, "the", limit=50, mode="lexical"))
+
+
+def test_the_last_page_says_when_an_arm_had_more_than_its_window(engine: SearchEngine) -> None:
+    narrow = FusionConfig(candidate_window=2)
+    first = search(engine, "ERR-42", narrow, mode="lexical", limit=1)
+    assert not any("the ranking ends here" in note for note in first.notes)
+    last = search(engine, "ERR-42", narrow, mode="lexical", limit=1, cursor=first.next_cursor)
+    assert last.next_cursor is None
+    assert "each arm hands only its best 2 candidates to fusion" in " ".join(last.notes)
+    # Every match ranked: nothing to say.
+    whole = search(engine, "ERR-42", mode="lexical", limit=50)
+    assert not any("the ranking ends here" in note for note in whole.notes)
 
 
 def test_cursor_tampering_and_mismatch(engine: SearchEngine) -> None:
