@@ -43,7 +43,7 @@ from prefect.cache_policies import NO_CACHE
 
 from flows.embed import with_dask
 from slackquery.artifacts import files, history, inputs, schema
-from slackquery.artifacts.build import build_artifact
+from slackquery.artifacts.build import COPIED_MARTS, build_artifact
 from slackquery.artifacts.pointer import current_artifact
 from slackquery.artifacts.publish import publish, record_pointer
 from slackquery.duckdb_setup import connect
@@ -136,7 +136,7 @@ def plan_build(force: bool) -> dict[str, Any]:
     settings = get_settings()
     conn = connect(str(settings.state_path), read_only=True)
     try:
-        watermark = inputs.source_watermark(conn)
+        watermark = inputs.source_watermark(conn, COPIED_MARTS)
         generation = inputs.current_generation(settings, conn)
         progress = _embedding_progress(conn, generation)
         builds = history.list_builds(conn) if history.table_exists(conn) else []

@@ -83,6 +83,7 @@ COPIES = (
     Copy("users", "search_users", "workspace_id, user_id", where="is_author"),
     Copy("channel_members", "search_channel_members", "workspace_id, channel_id, user_id"),
 )
+COPIED_MARTS = tuple(copy.mart for copy in COPIES)
 # The generation's current vectors, read twice by a build: in SQL for their sketches,
 # then streamed into the arrays' matrix. `artifact_vector_rows` is made by
 # `write_candidate`.
@@ -334,8 +335,7 @@ def build_artifact(settings: Settings) -> str:
             history.ensure_table(conn)
             history.mark_interrupted(conn)
             retention.remove_leftovers(conn, artifact_dir)
-            inputs.require_marts(conn, [copy.mart for copy in COPIES])
-            watermark = inputs.source_watermark(conn)
+            watermark = inputs.source_watermark(conn, COPIED_MARTS)
             generation = inputs.current_generation(settings, conn)
             inputs.check_coverage(conn, generation, settings.artifact_min_vector_coverage)
             version = code_version()

@@ -1,13 +1,13 @@
 """What a build reads from the state database: source watermark, generation, coverage.
 
-Everything here reads the dbt mart `search_documents` and the embedding tables, never
-canonical: the state mart is exactly what an artifact is built from, so a watermark over
-it changes whenever (and only when) the artifact's content would.
+Everything here reads the dbt marts and the embedding tables, never canonical: the state
+marts are exactly what an artifact is built from, so a watermark over them changes
+whenever the artifact's content would.
 """
 
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,18 +19,22 @@ from slackquery.errors import SlackqueryError
 from slackquery.projection import latest_projection
 from slackquery.settings import Settings
 
-# Counts, the newest payload hash and an order-independent 128-bit digest of every row
-# of the mart (all columns, tombstones included). A renamed channel or user changes rows
-# without changing a payload hash, which is why the row digest is there.
-WATERMARK_SQL = """
+# The document counts and the newest payload hash, then per mart an order-independent
+# 128-bit digest of every row (all columns, tombstones included). A renamed channel or user
+# changes rows without changing a payload hash, and a membership change touches no
+# document at all: each is seen by its mart's digest.
+DOCUMENT_COUNTS_SQL = """
 select
     count(*),
     count(*) filter (where is_active),
     count(*) filter (where is_active and document_kind = 'message'),
     count(*) filter (where is_active and document_kind = 'thread_context'),
-    coalesce(max(payload_hash), ''),
-    coalesce(cast(bit_xor(md5_number(cast(search_documents as varchar))) as varchar), '0')
+    coalesce(max(payload_hash), '')
 from search_documents
+"""
+MART_DIGEST_SQL = """
+select count(*), coalesce(cast(bit_xor(md5_number(cast(mart as varchar))) as varchar), '0')
+from {mart} as mart
 """
 
 
@@ -76,12 +80,17 @@ def require_marts(conn: duckdb.DuckDBPyConnection, marts: Iterable[str]) -> None
         )
 
 
-def source_watermark(conn: duckdb.DuckDBPyConnection) -> str:
-    """sha256 over the mart's counts, newest payload hash and row digest."""
-    require_marts(conn, ["search_documents"])
-    row = conn.execute(WATERMARK_SQL).fetchone()
-    assert row is not None
-    payload = json.dumps([str(value) for value in row], separators=(",", ":"))
+def source_watermark(conn: duckdb.DuckDBPyConnection, marts: Sequence[str]) -> str:
+    """sha256 over the document counts, the newest payload hash and the row digest of each
+    of `marts` (those an artifact copies): it changes whenever an artifact's content would."""
+    require_marts(conn, ["search_documents", *marts])
+    values = conn.execute(DOCUMENT_COUNTS_SQL).fetchone()
+    assert values is not None
+    for mart in marts:
+        digest = conn.execute(MART_DIGEST_SQL.format(mart=mart)).fetchone()
+        assert digest is not None
+        values += (mart, *digest)
+    payload = json.dumps([str(value) for value in values], separators=(",", ":"))
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 

@@ -6,7 +6,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from slackquery.artifacts.inputs import require_marts
+from slackquery.artifacts.build import COPIED_MARTS
+from slackquery.artifacts.inputs import require_marts, source_watermark
 from slackquery.errors import SlackqueryError
 from slackquery.projection import PROJECTION_RUNS_DDL
 
@@ -45,3 +46,24 @@ def test_a_state_whose_last_projection_succeeded_is_read(tmp_path: Path) -> None
     require_marts(connection, ["search_documents"])
     with pytest.raises(SlackqueryError, match="has no search_users"):
         require_marts(connection, ["search_documents", "search_users"])
+
+
+def test_the_watermark_sees_every_mart_an_artifact_copies(tmp_path: Path) -> None:
+    # A membership change touches no document: reconcile kept publishing the old members,
+    # so a user removed from a private channel went on seeing it.
+    connection = _state(tmp_path / "state.duckdb", ("succeeded", None))
+    connection.execute("drop table search_documents")
+    connection.execute(
+        "create table search_documents as select 'W:C:1' as document_id, true as is_active, "
+        "'message' as document_kind, 'h1' as payload_hash"
+    )
+    for mart in COPIED_MARTS[1:]:
+        connection.execute(f"create table {mart} as select 'W' as workspace_id, 'U1' as user_id")
+    before = source_watermark(connection, COPIED_MARTS)
+    assert source_watermark(connection, COPIED_MARTS) == before
+    for mart in COPIED_MARTS:
+        connection.execute(f"alter table {mart} add column edited boolean default true")
+        assert source_watermark(connection, COPIED_MARTS) != before, mart
+        connection.execute(f"alter table {mart} drop column edited")
+    connection.execute("delete from search_channel_members")
+    assert source_watermark(connection, COPIED_MARTS) != before

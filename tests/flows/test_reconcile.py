@@ -96,6 +96,18 @@ def test_a_build_of_another_schema_version_is_rebuilt(pipeline: Settings) -> Non
     assert plan_build.fn(False)["action"] == "build"
 
 
+def test_a_membership_change_alone_is_built_again(pipeline: Settings) -> None:
+    # It changes no search document: reconcile said "nothing changed" and kept serving
+    # the old members, so a user removed from a private channel went on reading it.
+    published = reconcile_plain()["build_id"]
+    with connect(str(pipeline.state_path)) as state:
+        (members,) = state.execute("select count(*) from search_channel_members").fetchone()
+        state.execute("delete from search_channel_members where rowid = 0")
+    assert members > 0
+    plan = plan_build.fn(False)
+    assert plan["action"] == "build" and published not in plan.get("build_id", "")
+
+
 def test_plan_publishes_a_validated_build_instead_of_rebuilding(pipeline: Settings) -> None:
     synthesize_state(pipeline.state_path, identity_for(pipeline), messages=40)
     build_id = build_artifact(pipeline)  # validated, never published (a killed run)
