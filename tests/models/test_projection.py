@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import duckdb
 import pytest
+import yaml
 
 from slackquery import cli
 from slackquery.errors import SlackqueryError
@@ -21,6 +22,8 @@ from slackquery.projection import (
 )
 from tests.models.canonical_fixture import build_canonical
 from tests.models.conftest import Projected, settings_for
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_missing_canonical_is_a_clear_error(tmp_path: Path) -> None:
@@ -132,8 +135,16 @@ def test_no_dbt_log_stays_open_after_a_projection(projected: Projected) -> None:
     assert str(log_file) not in open_files
 
 
-def test_the_shared_projection_ran_the_unit_tests(projected: Projected) -> None:
-    assert projected.result["dbt_nodes"]["unit_test"] > 0
+def test_the_shared_projection_ran_every_unit_test(projected: Projected) -> None:
+    # dbt ignores a `unit_tests:` block nested under a model, without a warning: each
+    # must stand at the top level of its file to run.
+    declared = []
+    for path in sorted(ROOT.glob("models/**/*.yml")):
+        document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        nested = [model["name"] for model in document.get("models", []) if "unit_tests" in model]
+        assert not nested, f"{path}: unit_tests under {nested}"
+        declared += document.get("unit_tests", [])
+    assert projected.result["dbt_nodes"]["unit_test"] == len(declared) > 0
 
 
 def test_cli_help_describes_the_command(capsys: pytest.CaptureFixture[str]) -> None:
