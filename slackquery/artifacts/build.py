@@ -60,10 +60,16 @@ class Copy:
     # Artifact column -> the mart's name for it, where they differ.
     renames: tuple[tuple[str, str], ...] = ()
 
-    def insert_sql(self, columns: tuple[schema.Column, ...]) -> str:
-        """`insert` of the mart's rows into `candidate.<table>`, in artifact column order."""
+    def mart_columns(self) -> list[str]:
+        """The mart's names for the artifact table's columns, in artifact column order."""
         renamed = dict(self.renames)
-        select = ", ".join(renamed.get(column.name, column.name) for column in columns)
+        return [
+            renamed.get(column.name, column.name) for column in schema.TABLE_COLUMNS[self.table]
+        ]
+
+    def insert_sql(self) -> str:
+        """`insert` of the mart's rows into `candidate.<table>`, in artifact column order."""
+        select = ", ".join(self.mart_columns())
         return (
             f"insert into candidate.{self.table} select {select} from main.{self.mart} "
             f"where {self.where} order by {self.order_by}"
@@ -92,6 +98,27 @@ select artifact_vector_rows.document_id, vectors.embedding::float[{dimension}] a
 from main.embedding_work_items as vectors
 inner join artifact_vector_rows on vectors.rowid = artifact_vector_rows.work_row
 """
+
+
+def check_mart_columns(conn: duckdb.DuckDBPyConnection) -> None:
+    """Every column a build copies is in its mart: a model edit that renamed or dropped one
+    is one line naming it, not DuckDB's binder error halfway through a build."""
+    for copy in COPIES:
+        present = {
+            name
+            for (name,) in conn.execute(
+                "select column_name from duckdb_columns() "
+                "where schema_name = 'main' and table_name = ?",
+                [copy.mart],
+            ).fetchall()
+        }
+        missing = [name for name in copy.mart_columns() if name not in present]
+        if missing:
+            raise SlackqueryError(
+                f"the dbt model {copy.mart} has no column {', '.join(missing)}, which the "
+                "search artifact copies (slackquery/artifacts/schema.py): restore it in the "
+                "model, or change the artifact schema and serving with it"
+            )
 
 
 def code_version() -> str:
@@ -140,7 +167,7 @@ def write_candidate(
         ):
             conn.execute(schema.create_table_sql("candidate", table, tables[table], key))
         for copy in COPIES:
-            conn.execute(copy.insert_sql(tables[copy.table]))
+            conn.execute(copy.insert_sql())
         if generation.in_state:
             _insert_vector_sketches(conn, generation)
     finally:
@@ -336,6 +363,7 @@ def build_artifact(settings: Settings) -> str:
             history.mark_interrupted(conn)
             retention.remove_leftovers(conn, artifact_dir)
             watermark = inputs.source_watermark(conn, COPIED_MARTS)
+            check_mart_columns(conn)
             generation = inputs.current_generation(settings, conn)
             inputs.check_coverage(conn, generation, settings.artifact_min_vector_coverage)
             version = code_version()

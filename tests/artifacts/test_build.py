@@ -282,6 +282,19 @@ def test_vectors_follow_the_current_text_and_generation_and_live_only_in_the_arr
     assert keys == [("search_documents",)]  # serving looks documents up by id
 
 
+def test_a_mart_column_the_artifact_copies_is_checked_by_name(state_settings: Settings) -> None:
+    # A model edit that renamed it built nothing but a 28-line DuckDB binder traceback.
+    with duckdb.connect(str(state_settings.state_path)) as state:
+        state.execute("alter table search_channels rename count_messages to messages")
+    with pytest.raises(SlackqueryError) as refused:
+        build_artifact(state_settings)
+    assert str(refused.value).startswith(
+        "the dbt model search_channels has no column count_messages, which the search "
+        "artifact copies"
+    )
+    assert _builds(state_settings) == {}
+
+
 def test_failing_suite_marks_build_failed_with_sample_ids(state_settings: Settings) -> None:
     settings = state_settings
     conn = connect(str(settings.state_path))
