@@ -29,23 +29,30 @@ def document(cursor: duckdb.DuckDBPyConnection, document_id: str) -> Row | None:
 def neighbours(
     cursor: duckdb.DuckDBPyConnection, target: Row, before: int, after: int
 ) -> tuple[list[Row], list[Row]]:
-    """Up to `before` earlier and `after` later messages of the target's channel, each list
-    in time order (ties by document id)."""
+    """Up to `before` earlier and `after` later messages beside the target as Slack shows
+    it, each list in time order (ties by document id): a reply's are the other messages
+    of its thread; a channel message's are the channel's messages outside threads (roots
+    included), not the replies of other threads posted meanwhile."""
     key = {
         "w": target["workspace_id"],
         "c": target["channel_id"],
         "ts": target["ts_us"],
         "id": target["document_id"],
     }
+    if target["is_thread_reply"]:
+        beside = _SAME_CHANNEL + " and thread_id = $t"
+        key["t"] = target["thread_id"]
+    else:
+        beside = _SAME_CHANNEL + " and not coalesce(is_thread_reply, false)"
     earlier = _rows(
         cursor,
-        _SELECT + _SAME_CHANNEL + " and (ts_us < $ts or (ts_us = $ts and document_id < $id))"
+        _SELECT + beside + " and (ts_us < $ts or (ts_us = $ts and document_id < $id))"
         " order by ts_us desc, document_id desc limit $n",
         {**key, "n": before},
     )
     later = _rows(
         cursor,
-        _SELECT + _SAME_CHANNEL + " and (ts_us > $ts or (ts_us = $ts and document_id > $id))"
+        _SELECT + beside + " and (ts_us > $ts or (ts_us = $ts and document_id > $id))"
         " order by ts_us, document_id limit $n",
         {**key, "n": after},
     )

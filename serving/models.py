@@ -154,7 +154,8 @@ class MessageRecord(BaseModel):
 
 
 class MessageResponse(BaseModel):
-    """A message and its same-channel neighbours in time order."""
+    """A message and its neighbours in time order (a reply's in its thread, else the channel's
+    messages outside threads)."""
 
     messages: list[MessageRecord]
     artifact_id: str

@@ -384,11 +384,12 @@ def register_tools(server: MCPServer, engine: SearchEngine, runner: ToolRunner) 
     async def get_slack_message(
         document_id: str, context_before: Count = 0, context_after: Count = 0
     ) -> MessageResponse:
-        """Read one message and its neighbours in the same channel, in time order.
+        """Read one message and its neighbours, in time order, as Slack shows them.
 
         document_id: a search hit's document_id (`W:C:ts`) or a Slack permalink URL.
-        context_before / context_after: earlier / later messages of the same channel to
-        include (each >= 0, together at most {max_context}). Use this to see what surrounded a hit;
+        context_before / context_after: earlier / later neighbours to include (each >= 0,
+        together at most {max_context}): for a reply, the other messages of its thread; else
+        the channel's messages outside threads. Use this to see what surrounded a hit;
         use get_slack_thread for the replies of a thread.
         """
         requester = current_requester.get()

@@ -363,6 +363,22 @@ def test_lookups(engine: SearchEngine) -> None:
             call()
 
 
+def test_neighbours_are_those_slack_shows_beside_the_message(engine: SearchEngine) -> None:
+    # A channel message's neighbours leave out the replies of threads posted meanwhile (18
+    # replies to 17); a reply's neighbours are its thread's.
+    channel = engine.get_message("T0ACME:C1:1709355600.000021", context_before=2)
+    assert [m.document_id for m in channel.messages] == [
+        "T0ACME:C1:1709326800.000013",
+        "T0ACME:C1:1709341200.000017",
+        "T0ACME:C1:1709355600.000021",
+    ]
+    reply = engine.get_message("T0ACME:C1:1709344800.000018", context_before=5, context_after=5)
+    assert [m.document_id for m in reply.messages] == [
+        "T0ACME:C1:1709341200.000017",
+        "T0ACME:C1:1709344800.000018",
+    ]
+
+
 def test_thread_pages_follow_cursors(engine: SearchEngine) -> None:
     whole = engine.get_thread(ERR_THREAD)
     assert not whole.truncated and whole.next_cursor is None and len(whole.messages) >= 3
