@@ -66,6 +66,15 @@ def _open_state(settings: Settings) -> duckdb.DuckDBPyConnection:
     return conn
 
 
+def _require_publishable(row: dict[str, Any]) -> None:
+    """Refuse a build the history records as failed, interrupted or still building."""
+    if row["status"] not in PUBLISHABLE:
+        raise SlackqueryError(
+            f"build {row['build_id']} is {row['status']}; not publishable (only validated, "
+            "published and superseded builds are: see `slackquery artifacts`)"
+        )
+
+
 def _sealed_manifest(
     conn: duckdb.DuckDBPyConnection, artifact_dir: Path, build_id: str, path: Path
 ) -> dict[str, Any]:
@@ -73,8 +82,7 @@ def _sealed_manifest(
     row = history.get_build(conn, build_id)
     if row is None:
         raise SlackqueryError(f"build {build_id} is not in the build history")
-    if row["status"] not in PUBLISHABLE:
-        raise SlackqueryError(f"build {build_id} is {row['status']}; not publishable")
+    _require_publishable(row)
     manifest = validate.verify_sealed(artifact_dir, build_id, path)
     # The manifest proves the file is the one it describes; the history proves the
     # manifest is the one the build wrote (a file edited with its manifest is caught here).
@@ -123,6 +131,9 @@ def _publish(settings: Settings, reference: str, *, is_rollback: bool) -> dict[s
             sync_history(conn, artifact_dir)
             if reference == LATEST:
                 reference = history.latest_validated(conn)
+            named = history.get_build(conn, reference)
+            if named is not None:  # before its file is looked for: a failed build has none
+                _require_publishable(named)
             build_id, path = validate.resolve_artifact(settings, reference)
             manifest = _sealed_manifest(conn, artifact_dir, build_id, path)
             validation, reused = _validation(

@@ -595,6 +595,13 @@ def test_a_build_whose_process_is_gone_is_listed_interrupted(
     assert main(["artifacts"]) == 0
     listed = capsys.readouterr().out.splitlines()[1:]
     assert [line.split()[:2] for line in listed] == [[build_id, "interrupted"]]
+    # It never had a file: the refusal names its status, not retention.
+    for command in ("rollback", "publish"):
+        assert main([command, build_id]) == 1
+        assert capsys.readouterr().err == (
+            f"error: build {build_id} is interrupted; not publishable (only validated, "
+            "published and superseded builds are: see `slackquery artifacts`)\n"
+        )
 
 
 def test_failures_an_earlier_version_labelled_superseded_get_their_own_status_back(
