@@ -126,12 +126,14 @@ def register_answer_tools(server: MCPServer, engine: SearchEngine, runner: ToolR
         question: Annotated[
             str,
             Field(
-                description=f"The question to answer from the team's Slack history (at most "
+                description=f"The question to answer from the team's Slack history (1 to "
                 f"{max_chars} characters, as answer_slack_question takes it)."
             ),
         ],
     ) -> str:
         # An MCPError reaches the client as it is; any other error, as "Error rendering prompt".
+        if not question.strip():
+            raise MCPError(INVALID_PARAMS, "question must not be empty")
         if len(question) > max_chars:
             raise MCPError(
                 INVALID_PARAMS,

@@ -453,6 +453,7 @@ def test_tools_and_prompt_over_http(engine: SearchEngine, published: Settings) -
         refused = []
         for name, arguments in (
             ("answer_from_slack", {"question": "x" * (limit + 1)}),
+            ("answer_from_slack", {"question": " "}),
             ("answer_from_slak", {"question": "who?"}),
             ("answer_from_slack", {}),
             ("answer_from_slack", {"question": "who?", "channel": "C1"}),
@@ -478,10 +479,11 @@ def test_tools_and_prompt_over_http(engine: SearchEngine, published: Settings) -
     text = prompt.messages[0].content.text
     assert "who broke prod?" in text and "verify_citations" in text
     (argument,) = prompts["answer_from_slack"].arguments or []
-    assert argument.required and f"at most {limit} characters" in (argument.description or "")
+    assert argument.required and f"1 to {limit} characters" in (argument.description or "")
     # Invalid params, each named, as the spec asks (the SDK says "Internal server error").
     assert [(error.code, error.message) for error in refused] == [
         (INVALID_PARAMS, f"question is {limit + 1} characters; the maximum is {limit}"),
+        (INVALID_PARAMS, "question must not be empty"),
         (INVALID_PARAMS, "unknown prompt 'answer_from_slak'"),
         (INVALID_PARAMS, "answer_from_slack needs the argument question"),
         (INVALID_PARAMS, "answer_from_slack takes no argument 'channel'"),
