@@ -753,8 +753,10 @@ class SearchEngine:
         channel_name: str | None = None,
         limit: int = 200,
         requester: Requester | None = None,
+        cursor: str | None = None,
     ) -> ScopesResponse:
-        """Channels with counts and time spans, optionally narrowed to a workspace/name.
+        """A page of channels with counts and time spans, optionally narrowed to a
+        workspace/name; `cursor` (a page's `next_cursor`) continues where that page ended.
 
         For a requester, only the channels they may see (invisible ones not even by name)."""
         if not 1 <= limit <= MAX_SCOPE_LIMIT:
@@ -798,8 +800,26 @@ class SearchEngine:
                     )
                 )
             scopes.sort(key=lambda s: (s.workspace_slug or "", s.channel_name or "", s.channel_id))
+            listing = fingerprint(
+                {
+                    "scopes": [workspace_id, channel_name],
+                    "requester": requester.key if requester is not None else None,
+                }
+            )
+            offset = self.cursors.decode(cursor, artifact.build_id, listing) if cursor else 0
+            if offset > len(scopes):
+                raise SlackqueryError("cursor offset is out of range; list again without a cursor")
+            more = len(scopes) > offset + limit
             return ScopesResponse(
-                scopes=scopes[:limit], truncated=len(scopes) > limit, artifact_id=artifact.build_id
+                scopes=scopes[offset : offset + limit],
+                offset=offset,
+                truncated=more,
+                next_cursor=(
+                    self.cursors.encode(artifact.build_id, listing, offset + limit)
+                    if more
+                    else None
+                ),
+                artifact_id=artifact.build_id,
             )
 
 

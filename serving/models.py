@@ -192,5 +192,9 @@ class ScopesResponse(BaseModel):
     """Channels matching the scope filters, ordered by workspace slug and channel name."""
 
     scopes: list[ScopeRecord]
-    truncated: bool
+    offset: int = Field(description="How many channels come before this page.")
+    truncated: bool = Field(description="True when more channels follow this page.")
+    next_cursor: str | None = Field(
+        description="Pass as `cursor` (same filters) for the channels after this page."
+    )
     artifact_id: str

@@ -421,20 +421,25 @@ def register_tools(server: MCPServer, engine: SearchEngine, runner: ToolRunner) 
         )
 
     async def list_slack_scopes(
-        workspace_id: OptionalText = None, channel_name: OptionalText = None, limit: Count = 200
+        workspace_id: OptionalText = None,
+        channel_name: OptionalText = None,
+        limit: Count = 200,
+        cursor: OptionalText = None,
     ) -> ScopesResponse:
         """List workspaces and channels with message counts and first/last message times.
 
         Use it to find the ids and names that search_slack filters take, or to learn
         which time range the archive covers. workspace_id: id, slug or name to narrow to;
-        channel_name: exact name, with or without `#` (case-insensitive). limit: 1-{max_scopes}.
+        channel_name: exact name, with or without `#` (case-insensitive). limit:
+        1-{max_scopes} a page; `truncated` says when more follow, and passing `next_cursor`
+        back as cursor (same filters) lists them.
         """
         requester = current_requester.get()
         return await runner.run(
             "list_slack_scopes",
             "-",
             lambda deadline: engine.list_scopes(
-                workspace_id, channel_name, limit, requester=requester
+                workspace_id, channel_name, limit, requester=requester, cursor=cursor
             ),
         )
 

@@ -11,8 +11,9 @@ from slackquery.commands import (
     emit,
     requester_from,
     whole_number,
+    with_kept_cursor_key,
 )
-from slackquery.commands.search import conversation_label
+from slackquery.commands.search import conversation_label, more_line
 from slackquery.escaping import terminal_line
 from slackquery.settings import Settings
 
@@ -32,8 +33,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--limit",
         type=whole_number(1, MAX_SCOPE_LIMIT),
         default=200,
-        help=f"most channels to list (default 200, at most {MAX_SCOPE_LIMIT})",
+        help=f"channels per page (default 200, at most {MAX_SCOPE_LIMIT})",
     )
+    parser.add_argument("--cursor", help="next_cursor of a previous page (same flags)")
     add_requester_flags(parser)
     add_json_flag(parser)
     parser.set_defaults(handler=run)
@@ -42,15 +44,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """List and print."""
     requester = requester_from(args, settings)
+    settings = with_kept_cursor_key(settings)
     with closing(SearchEngine(settings)) as engine:
-        response = engine.list_scopes(args.workspace, args.channel, args.limit, requester=requester)
-    emit(args, response.model_dump(mode="json"), render(response))
+        response = engine.list_scopes(
+            args.workspace, args.channel, args.limit, requester=requester, cursor=args.cursor
+        )
+    cursor_lasts = settings.cursor_secret is not None
+    emit(args, response.model_dump(mode="json"), render(response, cursor_lasts))
     return 0
 
 
-def render(response: ScopesResponse) -> str:
+def render(response: ScopesResponse, cursor_lasts: bool = True) -> str:
     """One line per channel: workspace, #name (or id and kind), messages, date span;
-    escaped for the terminal, since the names come from the export."""
+    escaped for the terminal, since the names come from the export; then the next page's
+    cursor."""
     lines = []
     for scope in response.scopes:
         name = conversation_label(scope.channel_name, scope.conversation_type, scope.channel_id)
@@ -65,6 +72,8 @@ def render(response: ScopesResponse) -> str:
             f"{scope.workspace_slug or scope.workspace_id}  {name} "
             f"· {scope.message_count} messages · {span}"
         )
-    more = "; more exist, narrow with --workspace or --channel" if response.truncated else ""
-    lines.append(f"{len(response.scopes)} channel(s) in artifact {response.artifact_id}{more}")
+    count, offset = len(response.scopes), response.offset
+    shown = f"channels {offset + 1}-{offset + count}" if offset else f"{count} channel(s)"
+    lines.append(f"{shown} in artifact {response.artifact_id}")
+    lines.extend(more_line(response.next_cursor, cursor_lasts, "channels"))
     return "\n".join(map(terminal_line, lines))

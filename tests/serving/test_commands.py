@@ -141,8 +141,14 @@ def test_scopes_command_lists_what_the_requester_may_search(
     assert seen == {"C1", "C2", "C3"}  # Chen is in no private channel, DM or group DM
     assert main(["scopes", "--channel", "#engg"]) == 1
     assert "close matches: eng" in capsys.readouterr().err
-    assert main(["scopes", "--limit", "1"]) == 0
-    assert "more exist" in capsys.readouterr().out
+    assert main(["scopes", "--limit", "6", "--json"]) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert first["truncated"] and len(first["scopes"]) == 6
+    assert main(["scopes", "--limit", "6", "--cursor", first["next_cursor"]]) == 0
+    last = capsys.readouterr().out.splitlines()
+    assert len(last) == 2 and last[-1].startswith("channels 7-7 in artifact ")
+    assert main(["scopes", "--channel", "#eng", "--cursor", first["next_cursor"]]) == 1
+    assert "cursor was issued for another" in capsys.readouterr().err
     for empty in (["--channel", "#"], ["--workspace", " "]):
         assert main(["scopes", *empty]) == 1
         assert "must not be empty" in capsys.readouterr().err
@@ -395,7 +401,10 @@ def test_scopes_and_verify_render_escape_archive_text() -> None:
         first_ts_us=None,
         last_ts_us=None,
     )
-    text = scopes.render(ScopesResponse(scopes=[scope], truncated=False, artifact_id="b1"))
+    page = ScopesResponse(
+        scopes=[scope], offset=0, truncated=False, next_cursor=None, artifact_id="b1"
+    )
+    text = scopes.render(page)
     _assert_escaped(text)
     assert len(text.splitlines()) == 2  # a name cannot start a line of its own
     check = CitationCheck(

@@ -114,6 +114,12 @@ def test_each_tool_over_http(served: str) -> None:
         assert (tail["offset"], tail["truncated"]) == (3, False)
         scopes = await call(client, "list_slack_scopes", workspace_id="acme")
         assert {scope["channel_name"] for scope in scopes["scopes"]} >= {"eng", "support"}
+        assert scopes["next_cursor"] is None
+        page = await call(client, "list_slack_scopes", workspace_id="acme", limit=2)
+        rest = await call(
+            client, "list_slack_scopes", workspace_id="acme", cursor=page["next_cursor"]
+        )
+        assert page["scopes"] + rest["scopes"] == scopes["scopes"]
         long_text = await call(client, "get_slack_message", document_id=LONG_MESSAGE)
         assert long_text["messages"][0]["text_truncated"] is True
         assert len(long_text["messages"][0]["text"]) < 4100
