@@ -29,9 +29,10 @@ from serving.models import (
     SearchHit,
     SearchHitBase,
     SearchResponse,
+    ThreadResponse,
 )
 from slackquery.cli import main
-from slackquery.commands import ask, scopes, search, verify
+from slackquery.commands import ask, scopes, search, thread, verify
 from slackquery.settings import Settings
 
 
@@ -387,6 +388,25 @@ def test_ask_render_escapes_archive_text() -> None:
     assert f"[T1:C1:1.0] #eng\\u202e · {ESCAPED_NAME} · 2023-11-14 22:13 UTC" in lines
     assert "    **hello \\x1b[31mRED\\x1b[0m staging done**" in lines
     assert f"    in reply to {ESCAPED_NAME}: why \\x1b[5mblink" in lines
+
+
+def test_thread_render_escapes_archive_text_and_keeps_its_lines() -> None:
+    hit = _hit("T1:C1:1.0", thread_root_id="T1:C1:1.0")
+    message = MessageRecord(**hit.model_dump(), is_thread_parent=True, is_thread_reply=False)
+    page = ThreadResponse(
+        thread_id="T1:C1:1.0",
+        messages=[message],
+        offset=0,
+        truncated=True,
+        next_cursor="c1",
+        artifact_id="b1",
+    )
+    lines = thread.render(page).splitlines()
+    _assert_escaped("\n".join(lines))
+    assert lines[1] == f"#eng\\u202e · {ESCAPED_NAME} · 2023-11-14 22:13 UTC"
+    # The text's own line break is kept, each line indented; its controls are escaped.
+    assert lines[2:4] == ["    hello \\x1b[31mRED\\x1b[0m staging", "    done"]
+    assert lines[-1] == "more: --cursor c1"
 
 
 def test_scopes_and_verify_render_escape_archive_text() -> None:
