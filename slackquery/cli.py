@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pydantic import ValidationError
 
 from slackquery import __version__
+from slackquery.commands import exclusions_apart, with_exclusions
 from slackquery.errors import SlackqueryError
 from slackquery.escaping import terminal_line
 from slackquery.settings import Settings, get_settings
@@ -128,7 +129,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
     # The top-level options take no values, so the first other word names the command.
     command = next((word for word in words if not word.startswith("-")), None)
-    args = build_parser(command).parse_args(words)
+    parser = build_parser(command)
+    words, exclusions = exclusions_apart(parser, command, words)
+    args = parser.parse_args(words)
+    with_exclusions(args, exclusions)
     try:
         return args.handler(args, settings_from_environment()) or 0
     except SlackqueryError as error:

@@ -4,6 +4,7 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
 from collections.abc import Callable
 from datetime import date
@@ -34,8 +35,45 @@ class _JoinedWords(argparse.Action):
 
 def add_text_argument(parser: argparse.ArgumentParser, name: str, help: str) -> None:
     """A positional text of one or more words: `search why was the api down` is the query
-    `why was the api down`, as if quoted (quote it to keep a word that starts with `-`)."""
+    `why was the api down`, as if quoted; `exclusions_apart` keeps `-word` in it too."""
     parser.add_argument(name, nargs="+", action=_JoinedWords, help=help)
+    parser.set_defaults(text_argument=name)
+
+
+# Slack's exclusions, `-word` and `-"a phrase"`, which argparse would take for options.
+_EXCLUSION = re.compile(r'-(?:[^\W\d_]\S*|"[^"]*")')
+
+
+def exclusions_apart(
+    parser: argparse.ArgumentParser, command: str | None, words: list[str]
+) -> tuple[list[str], list[str]]:
+    """`words` without the exclusions typed unquoted after a text argument's command
+    (`search deploy -rollback`), and those exclusions, for `with_exclusions` to add back.
+
+    An option's value (`--in -x`) and `-h` stay where they are."""
+    commands = parser._subparsers._group_actions[0].choices if parser._subparsers else {}
+    subparser = commands.get(command)
+    if subparser is None or subparser.get_default("text_argument") is None:
+        return words, []
+    options = subparser._option_string_actions
+    kept: list[str] = []
+    taken: list[str] = []
+    takes_value = False
+    for word in words:
+        if not takes_value and word not in options and _EXCLUSION.fullmatch(word):
+            taken.append(word)
+            continue
+        kept.append(word)
+        action = options.get(word)
+        takes_value = action is not None and action.nargs != 0
+    return kept, taken
+
+
+def with_exclusions(args: argparse.Namespace, exclusions: list[str]) -> None:
+    """Add the exclusions `exclusions_apart` took out back to the text argument."""
+    if exclusions:
+        name = args.text_argument
+        setattr(args, name, " ".join([getattr(args, name), *exclusions]))
 
 
 def iso_day(value: str) -> date:

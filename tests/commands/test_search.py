@@ -3,6 +3,7 @@
 import pytest
 
 from slackquery.cli import build_parser, main
+from slackquery.commands import exclusions_apart, with_exclusions
 from slackquery.commands.search import conversation_label
 from tests.commands.usage import usage_error
 
@@ -80,3 +81,34 @@ def test_unquoted_words_are_one_text(command: str, field: str) -> None:
 )
 def test_a_conversation_is_labelled_by_its_kind(name: str | None, kind: str, label: str) -> None:
     assert conversation_label(name, kind, "D0SQDM001") == label
+
+
+@pytest.mark.parametrize(
+    ("argv", "kept", "taken"),
+    [
+        (
+            ["search", "deploy", "-rollback", "--limit", "3"],
+            ["search", "deploy", "--limit", "3"],
+            ["-rollback"],
+        ),
+        (
+            ["ask", "who", "-hotfix", '-"orders db"', "?"],
+            ["ask", "who", "?"],
+            ["-hotfix", '-"orders db"'],
+        ),
+        (["search", "-h"], ["search", "-h"], []),  # help stays help
+        (["search", "x", "--in", "-x"], ["search", "x", "--in", "-x"], []),  # an option's value
+        (["search", "x", "-5"], ["search", "x", "-5"], []),  # a number is no exclusion
+        (["scopes", "-x"], ["scopes", "-x"], []),  # no text argument to hold it
+    ],
+)
+def test_unquoted_exclusions_stay_in_the_query(
+    argv: list[str], kept: list[str], taken: list[str]
+) -> None:
+    # Slack's `-word` typed as it is: argparse refused it as an unknown option.
+    parser = build_parser(argv[0])
+    assert exclusions_apart(parser, argv[0], argv) == (kept, taken)
+    if argv[0] == "search" and taken:
+        args = parser.parse_args(kept)
+        with_exclusions(args, taken)
+        assert args.query == "deploy -rollback"
