@@ -797,6 +797,8 @@ class SearchEngine:
                         message_count=int(count or 0),
                         first_ts_us=first,
                         last_ts_us=last,
+                        first_timestamp=None if first is None else iso_timestamp(first),
+                        last_timestamp=None if last is None else iso_timestamp(last),
                     )
                 )
             scopes.sort(key=lambda s: (s.workspace_slug or "", s.channel_name or "", s.channel_id))

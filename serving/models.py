@@ -186,6 +186,8 @@ class ScopeRecord(BaseModel):
     message_count: int
     first_ts_us: int | None
     last_ts_us: int | None
+    first_timestamp: str | None = Field(description="First message's time, ISO 8601 UTC.")
+    last_timestamp: str | None = Field(description="Last message's time, ISO 8601 UTC.")
 
 
 class ScopesResponse(BaseModel):

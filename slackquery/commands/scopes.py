@@ -3,7 +3,7 @@
 import argparse
 from contextlib import closing
 
-from serving.engine import MAX_SCOPE_LIMIT, SearchEngine, iso_timestamp
+from serving.engine import MAX_SCOPE_LIMIT, SearchEngine
 from serving.models import ScopesResponse
 from slackquery.commands import (
     add_json_flag,
@@ -64,8 +64,8 @@ def render(response: ScopesResponse, cursor_lasts: bool = True) -> str:
         if name.startswith("#"):  # which kind of channel: a DM's label names its kind
             name += f" ({scope.conversation_type})"
         span = (
-            f"{iso_timestamp(scope.first_ts_us)[:10]} to {iso_timestamp(scope.last_ts_us)[:10]}"
-            if scope.first_ts_us is not None and scope.last_ts_us is not None
+            f"{scope.first_timestamp[:10]} to {scope.last_timestamp[:10]}"
+            if scope.first_timestamp is not None and scope.last_timestamp is not None
             else "no messages"
         )
         lines.append(

@@ -420,6 +420,8 @@ def test_scopes_and_verify_render_escape_archive_text() -> None:
         message_count=1,
         first_ts_us=None,
         last_ts_us=None,
+        first_timestamp=None,
+        last_timestamp=None,
     )
     page = ScopesResponse(
         scopes=[scope], offset=0, truncated=False, next_cursor=None, artifact_id="b1"
