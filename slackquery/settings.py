@@ -256,6 +256,16 @@ class Settings(BaseSettings):
         "artifact is published with the vectors there are: lexical search covers every "
         "message, semantic ranking the embedded ones; 0 publishes before any embedding.",
     )
+    artifact_max_rejected_share: float = Field(
+        default=0.01,
+        ge=0.0,
+        le=1.0,
+        description="Share of active message documents the embedding endpoint may have "
+        "rejected for good (terminal_failed) that `build` counts as covered: searchable by "
+        "their words only, so one unembeddable message does not hold every later publish "
+        "back. More rejected than this and the coverage gate refuses, as for any missing "
+        "vector (`slackquery embed --retry-failed` tries them again).",
+    )
     artifact_build_memory_limit: str = Field(
         default="2GB",
         description="DuckDB memory_limit of the connection that copies state into a new "

@@ -365,7 +365,12 @@ def build_artifact(settings: Settings) -> str:
             watermark = inputs.source_watermark(conn, COPIED_MARTS)
             check_mart_columns(conn)
             generation = inputs.current_generation(settings, conn)
-            inputs.check_coverage(conn, generation, settings.artifact_min_vector_coverage)
+            inputs.check_coverage(
+                conn,
+                generation,
+                settings.artifact_min_vector_coverage,
+                settings.artifact_max_rejected_share,
+            )
             version = code_version()
             build_id = new_build_id(watermark)
             temp = files.temp_file(artifact_dir, build_id)

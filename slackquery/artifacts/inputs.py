@@ -7,6 +7,7 @@ whenever the artifact's content would.
 
 import hashlib
 import json
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -221,10 +222,14 @@ def coverage_by_kind(
 
 
 def check_coverage(
-    conn: duckdb.DuckDBPyConnection, generation: Generation, min_share: float = 1.0
+    conn: duckdb.DuckDBPyConnection,
+    generation: Generation,
+    min_share: float = 1.0,
+    max_rejected_share: float = 0.0,
 ) -> dict[str, dict[str, int]]:
     """Refuse unless at least `min_share` of the active messages have a succeeded vector
-    at their current text (1.0: every one).
+    at their current text (1.0: every one), counting as covered the messages the endpoint
+    rejected for good (terminal_failed) while they are at most `max_rejected_share` of them.
 
     Returns the counts by kind and coverage; the error names the missing ones by state
     (pending, in_progress, retryable_failed, terminal_failed, stale_text, not_queued).
@@ -236,7 +241,9 @@ def check_coverage(
     messages = by_kind.get("message", {})
     total = sum(messages.values())
     embedded = messages.get("succeeded", 0)
-    if embedded >= min_share * total:
+    rejected = messages.get("terminal_failed", 0)
+    excused = rejected if rejected <= max_rejected_share * total else 0
+    if embedded + excused >= min_share * total:
         return by_kind
     missing = {state: count for state, count in messages.items() if state != "succeeded"}
     detail = ", ".join(f"{state}: {count}" for state, count in sorted(missing.items()))
@@ -248,6 +255,11 @@ def check_coverage(
         if min_share < 1
         else ""
     )
+    if rejected and not excused:
+        needed += (
+            f"; SLACKQUERY_ARTIFACT_MAX_REJECTED_SHARE={max_rejected_share} lets "
+            f"{math.floor(max_rejected_share * total)} rejected ones through"
+        )
     # terminal_failed items are never claimed again unless asked for.
     embed = "embed --retry-failed" if missing.get("terminal_failed") else "embed"
     raise SlackqueryError(

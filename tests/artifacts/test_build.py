@@ -144,6 +144,28 @@ def test_a_lower_coverage_gate_still_refuses_below_its_share(
     assert message.endswith("run `slackquery embed` and build again")
 
 
+def test_messages_the_endpoint_rejected_for_good_hold_no_publish_back_within_their_share(
+    state_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One unembeddable message failed every later build, and so every scheduled publish.
+    conn = connect(str(state_settings.state_path))
+    conn.execute(
+        "update embedding_work_items set state = 'terminal_failed', embedding = null "
+        "where document_id in (select document_id from embedding_work_items "
+        "order by document_id limit 2)"
+    )
+    conn.close()
+    with pytest.raises(SlackqueryError) as caught:  # 2 of 59: over the default 1%
+        build_artifact(get_settings())
+    assert "SLACKQUERY_ARTIFACT_MAX_REJECTED_SHARE=0.01 lets 0 rejected ones through" in str(
+        caught.value
+    )
+    monkeypatch.setenv("SLACKQUERY_ARTIFACT_MAX_REJECTED_SHARE", "0.04")
+    build_id = build_artifact(get_settings())
+    (vectors, messages, coverage), _ = _coverage_recorded(state_settings, build_id)
+    assert (vectors, messages) == (57, 59) and coverage == pytest.approx(57 / 59)
+
+
 def _coverage_recorded(settings: Settings, build_id: str) -> tuple[tuple, float]:
     """(vector_count, message_count, vector_coverage) of the metadata; the manifest's share."""
     path = files.artifact_file(settings.artifact_path, build_id)
