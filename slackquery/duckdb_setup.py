@@ -11,6 +11,8 @@ a damaged file (not a database, cut short, a block whose checksum fails) raises
 """
 
 import re
+import time
+from typing import NoReturn
 
 import duckdb
 from duckdb_extensions import import_extension
@@ -27,6 +29,14 @@ _NOT_A_DATABASE = "not a valid DuckDB database file"
 _DAMAGE = re.compile(r"Corrupt database file|Could not read enough bytes")
 _QUOTED_FILE = re.compile(r' from file "[^"]*"')
 _CHECKSUM = re.compile(r"computed checksum \d+ does not match stored checksum \d+ in block")
+_LOCKED = "Could not set lock"
+# How long a writer waits for a file another process has open before it gives up: the
+# readers (`embedding-status`, `artifacts`, a reconcile's plan) hold one for under a second,
+# and a scheduled run should not fail on one. A reader never waits: a writer holds a file
+# for minutes. Module attributes, so tests replace the clock and the sleep.
+WRITER_LOCK_WAIT_S = 30.0
+_clock = time.monotonic
+_sleep = time.sleep
 
 
 class DamagedDatabase(SlackqueryError):
@@ -59,7 +69,7 @@ def install_extensions() -> None:
 
 def _open_failure(what: str, path: str, detail: str) -> str:
     """The one line saying why DuckDB could not open `path` (its IOException `detail`)."""
-    if "Could not set lock" in detail:
+    if _LOCKED in detail:
         # DuckDB lets one process write a file and no other open it meanwhile.
         holder = _LOCK_HOLDER.search(detail)
         by = f" (PID {holder[1]})" if holder else ""
@@ -73,15 +83,27 @@ def open_database(
     path: str, *, read_only: bool = False, what: str = "database"
 ) -> duckdb.DuckDBPyConnection:
     """`duckdb.connect`; a file DuckDB cannot open is a SlackqueryError naming `what`
-    (`DamagedDatabase` when its bytes are damaged)."""
-    try:
-        return duckdb.connect(path, read_only=read_only)
-    except duckdb.IOException as error:
-        message = _open_failure(what, path, str(error))
-        damage = damage_of(error)
-        if damage is not None:
-            raise DamagedDatabase(message, damage) from error
-        raise SlackqueryError(message) from error
+    (`DamagedDatabase` when its bytes are damaged). To write, it waits up to
+    `WRITER_LOCK_WAIT_S` for a file another process has open."""
+    deadline = _clock() + (0.0 if read_only else WRITER_LOCK_WAIT_S)
+    delay = 0.05
+    while True:
+        try:
+            return duckdb.connect(path, read_only=read_only)
+        except duckdb.IOException as error:
+            if _LOCKED not in str(error) or _clock() + delay > deadline:
+                _raise_open_failure(what, path, error)
+        _sleep(delay)
+        delay = min(delay * 2, 1.0)
+
+
+def _raise_open_failure(what: str, path: str, error: duckdb.IOException) -> NoReturn:
+    """Raise the SlackqueryError (or DamagedDatabase) for a file DuckDB could not open."""
+    message = _open_failure(what, path, str(error))
+    damage = damage_of(error)
+    if damage is not None:
+        raise DamagedDatabase(message, damage) from error
+    raise SlackqueryError(message) from error
 
 
 def connect(

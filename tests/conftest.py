@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from slackquery import projection
+from slackquery import duckdb_setup, projection
 from slackquery.settings import Settings, get_settings
 
 
@@ -52,6 +52,31 @@ def dbt_parse_seed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(projection, "run_dbt", seeded_run_dbt)
         yield
+
+
+class FakeClock:
+    """A monotonic clock that only sleeping moves: a wait runs out without taking time."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.slept: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+@pytest.fixture(autouse=True)
+def lock_wait_clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    """A writer's wait for a database another process holds (`duckdb_setup.open_database`)
+    runs on a fake clock: a test of a busy file gets its error at once, deterministically."""
+    clock = FakeClock()
+    monkeypatch.setattr(duckdb_setup, "_clock", clock)
+    monkeypatch.setattr(duckdb_setup, "_sleep", clock.sleep)
+    return clock
 
 
 @pytest.fixture
