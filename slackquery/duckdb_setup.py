@@ -67,6 +67,14 @@ def install_extensions() -> None:
         import_extension(name)
 
 
+class BusyDatabase(SlackqueryError):
+    """Another process has the file open; `holder_pid` names it when DuckDB says."""
+
+    def __init__(self, message: str, holder_pid: int | None):
+        super().__init__(message)
+        self.holder_pid = holder_pid
+
+
 def _open_failure(what: str, path: str, detail: str) -> str:
     """The one line saying why DuckDB could not open `path` (its IOException `detail`)."""
     if _LOCKED in detail:
@@ -99,7 +107,11 @@ def open_database(
 
 def _raise_open_failure(what: str, path: str, error: duckdb.IOException) -> NoReturn:
     """Raise the SlackqueryError (or DamagedDatabase) for a file DuckDB could not open."""
-    message = _open_failure(what, path, str(error))
+    detail = str(error)
+    message = _open_failure(what, path, detail)
+    if _LOCKED in detail:
+        holder = _LOCK_HOLDER.search(detail)
+        raise BusyDatabase(message, int(holder[1]) if holder else None) from error
     damage = damage_of(error)
     if damage is not None:
         raise DamagedDatabase(message, damage) from error

@@ -1,16 +1,21 @@
 """`slackquery embedding-status`: work items by state, generation identity and coverage.
 
 Reads only (a read-only connection), and never contacts the embedding endpoint: an HTTP
-model without a pinned revision is reported by the generations recorded in state.
+model without a pinned revision is reported by the generations recorded in state. While an
+embed run holds the state database, it reports what that run writes beside it
+(`slackquery.embedding.run_progress`).
 """
 
 import argparse
 import json
+from datetime import datetime
 from typing import Any
 
 from slackquery.commands import add_json_flag, emit
+from slackquery.duckdb_setup import BusyDatabase
 from slackquery.embedding import configured_identity
 from slackquery.embedding import state as work_state
+from slackquery.embedding.run_progress import running_embed
 from slackquery.settings import Settings
 
 
@@ -22,7 +27,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Report, for the configured embedding generation, how many active "
         "message documents have a vector at their current text (coverage), work items by "
         "state, the last errors, the projected time to full coverage at the rate measured over "
-        "the last runs, and every generation recorded in the state database.",
+        "the last runs, and every generation recorded in the state database. While an embed "
+        "run holds the state database, its progress (items done, rate, time left).",
     )
     add_json_flag(parser)
     parser.set_defaults(handler=run)
@@ -39,7 +45,19 @@ def status(settings: Settings) -> dict[str, Any]:
     if not settings.state_path.exists():
         result["note"] = "no state database yet"
         return result
-    connection = work_state.connect(settings.state_path, read_only=True)
+    try:
+        connection = work_state.connect(settings.state_path, read_only=True)
+    except BusyDatabase as busy:
+        # An embed run holds it for hours: what it last wrote beside it is the report.
+        running = running_embed(settings.state_path, busy.holder_pid)
+        if running is None:
+            raise
+        result["running_embed"] = running
+        result["note"] = (
+            f"an embed run (PID {running['pid']}) is writing the state database: its "
+            "progress follows; the full report once it ends"
+        )
+        return result
     try:
         if not work_state.has_table(connection, "embedding_generations"):
             result["note"] = "nothing embedded yet"
@@ -94,6 +112,26 @@ def _duration(seconds: float) -> str:
     return f"{hours}h {minutes:02d}m" if hours else f"{minutes}m {secs:02d}s"
 
 
+def _running(report: dict[str, Any]) -> str:
+    """A running embed's progress in one line: counts, rate and time left at that rate."""
+    started = datetime.fromisoformat(report["started_at"])
+    updated = datetime.fromisoformat(report["updated_at"])
+    elapsed = (updated - started).total_seconds()
+    done = report["succeeded"] + report["failed"]
+    line = (
+        f"since {report['started_at']}: {done} of {report['claimable']} items done "
+        f"({report['succeeded']} succeeded, {report['failed']} failed) as of "
+        f"{report['updated_at']}"
+    )
+    if elapsed > 0 and done:
+        rate = report["succeeded"] / elapsed
+        left = max(0, report["claimable"] - done)
+        line += f"; {rate:.1f} docs/s"
+        if rate > 0:
+            line += f", about {_duration(left / rate)} left"
+    return line
+
+
 def _format(result: dict[str, Any]) -> str:
     configured = result["configured_generation"]
     lines = [
@@ -103,6 +141,8 @@ def _format(result: dict[str, Any]) -> str:
     ]
     if "note" in result:
         lines.append(f"note         {result['note']}")
+    if "running_embed" in result:
+        lines.append(f"running      {_running(result['running_embed'])}")
     for entry in result["generations"]:
         marker = "*" if entry["is_configured"] else " "
         lines.append(f"{marker} {entry['generation_id']}")

@@ -29,6 +29,7 @@ from slackquery.crash import crash_point
 from slackquery.embedding import build_embedder, state
 from slackquery.embedding.base import Embedder
 from slackquery.embedding.errors import RequestRejectedError, TransientEmbeddingError
+from slackquery.embedding.run_progress import RunProgress
 from slackquery.errors import SlackqueryError
 from slackquery.retry_after import parse_retry_after
 from slackquery.settings import Settings
@@ -148,9 +149,13 @@ class EmbedRun:
         self.failed_in_a_row = 0
         # Lease ids of this run's claims not recorded yet, handed back on Ctrl-C.
         self._unrecorded: set[str] = set()
+        # What `embedding-status` reads while this run holds the state (from `prepare`).
+        self.progress: RunProgress | None = None
 
     def close(self) -> None:
-        """Close the connection if this run opened it."""
+        """Close the connection if this run opened it, and remove its progress file."""
+        if self.progress is not None:
+            self.progress.remove()
         if self._owns_connection:
             self.connection.close()
 
@@ -167,11 +172,14 @@ class EmbedRun:
             retried = (
                 state.retry_failed(self.connection, self.generation_id, now) if retry_failed else 0
             )
+        claimable = state.count_claimable(self.connection, self.generation_id, now)
+        self.progress = RunProgress(self.settings.state_path, self.generation_id, now)
+        self.progress.update(now, claimable=claimable, **self.tally)
         return {
             "enqueued": enqueued,
             "released_leases": released,
             "retried_failed": retried,
-            "claimable": state.count_claimable(self.connection, self.generation_id, now),
+            "claimable": claimable,
         }
 
     def claim(self, limit: int) -> state.Claim:
@@ -254,6 +262,8 @@ class EmbedRun:
         self.tally["succeeded"] += succeeded
         self.tally["failed"] += failed
         self.tally["batches"] += 1
+        if self.progress is not None:
+            self.progress.update(now, **self.tally)
         return {"succeeded": succeeded, "failed": failed}
 
     def should_stop(self, outcome: BatchOutcome) -> bool:

@@ -17,6 +17,7 @@ import pytest
 from slackquery.cli import main
 from slackquery.crash import CRASH_ENV
 from slackquery.embedding import build_embedder, state
+from slackquery.embedding.run_progress import RunProgress, progress_path
 from slackquery.embedding.work import (
     MIN_GUIDED_BATCH,
     BatchOutcome,
@@ -27,6 +28,7 @@ from slackquery.embedding.work import (
     guided_batch_size,
 )
 from slackquery.settings import Settings
+from tests.crashing import held_open
 from tests.embedding.documents import (
     create_state_db,
     message_texts,
@@ -421,3 +423,33 @@ def test_parallel_batches_shrink_towards_the_end_so_workers_finish_together() ->
     assert guided_batch_size(512, remaining=1_000, in_flight=4) == 250
     assert guided_batch_size(512, remaining=10, in_flight=4) == MIN_GUIDED_BATCH
     assert guided_batch_size(4, remaining=1_000, in_flight=4) == 4  # never above the setting
+
+
+def test_status_reads_a_running_embeds_progress_beside_the_state_it_holds(
+    state_settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # While embed holds the state database, embedding-status was refused for hours.
+    run = EmbedRun(state_settings, now=lambda: T0)
+    progress_file = progress_path(state_settings.state_path)
+    try:
+        assert run.prepare()["claimable"] == 20
+        run.record(claim := run.claim(8), run.embed(claim))
+        written = json.loads(progress_file.read_text(encoding="utf-8"))
+        assert (written["claimable"], written["succeeded"], written["pid"]) == (20, 8, os.getpid())
+    finally:
+        run.close()
+    assert not progress_file.exists()  # the run ended: nothing to read beside the state
+    with held_open(state_settings.state_path) as holder:
+        progress = RunProgress(state_settings.state_path, "g1", T0)
+        progress.report["pid"] = holder
+        progress.update(T0 + timedelta(seconds=4), claimable=20, claimed=8, succeeded=8, failed=0)
+        assert main(["embedding-status"]) == 0
+        running = capsys.readouterr().out.splitlines()[-1]
+        assert running == (
+            "running      since 2026-01-05T12:00:00+00:00: 8 of 20 items done (8 succeeded, "
+            "0 failed) as of 2026-01-05T12:00:04+00:00; 2.0 docs/s, about 0m 06s left"
+        )
+        progress.report["pid"] = holder + 1  # a killed run's file: not the holder's
+        progress.update(T0, claimable=20)
+        assert main(["embedding-status"]) == 1
+        assert "is busy: another process" in capsys.readouterr().err
