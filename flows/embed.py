@@ -31,6 +31,7 @@ import asyncio
 import socket
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -60,6 +61,45 @@ BATCHES_PER_WORKER_THREAD = 2
 # dashboard's HTTP port, any other service), where Dask's own handshake never times out.
 DASK_CONNECT_TIMEOUT_S = 10.0
 HANDSHAKE_GRACE_S = 1.0
+# A deployed run has no progress bar: its log says how far it is, at most once a minute.
+PROGRESS_LOG_EVERY_S = 60.0
+
+
+class ProgressLog:
+    """Records a run's batches, then logs the items done of those claimable, the rate and
+    the time left, at most once every `every_s` seconds (a shorter run logs none)."""
+
+    def __init__(
+        self,
+        logger: Any,
+        run: EmbedRun,
+        total: int,
+        clock: Callable[[], float] = time.monotonic,
+        every_s: float = PROGRESS_LOG_EVERY_S,
+    ):
+        self.logger, self.run, self.total = logger, run, total
+        self.clock, self.every_s = clock, every_s
+        self.started = self.logged = clock()
+
+    def record(self, claim: Claim, outcome: BatchOutcome) -> dict[str, int]:
+        """`EmbedRun.record`, then the progress line when it is due."""
+        recorded = self.run.record(claim, outcome)
+        now = self.clock()
+        if now - self.logged >= self.every_s:
+            self.logged = now
+            tally = self.run.tally
+            done = tally["succeeded"] + tally["failed"]
+            rate = tally["succeeded"] / (now - self.started)
+            left = f"about {(self.total - done) / rate / 60:.0f} min left" if rate else "stalled"
+            self.logger.info(
+                "embedded %d of %d items (%d failed); %.1f docs/s; %s",
+                done,
+                self.total,
+                tally["failed"],
+                rate,
+                left,
+            )
+        return recorded
 
 
 def retry_transient(task: Task[..., Any], task_run: TaskRun, state: State[Any]) -> bool:
@@ -280,7 +320,7 @@ def embed_flow(
             progress=progress,
             claim=run.claim,
             submit=submit,
-            record=run.record,
+            record=ProgressLog(logger, run, prepared["claimable"]).record,
             in_flight=in_flight,
             batch_size=_batch_size(settings, client),
         )
@@ -288,6 +328,13 @@ def embed_flow(
         if summary["stopped"]:
             logger.warning("embed stopped early: %s", summary["stopped"])
         logger.info("embed finished: %s", summary["counts"])
+        rejected = summary["counts"]["terminal_failed"]
+        if rejected:
+            logger.warning(
+                "%d items the endpoint rejected for good (terminal_failed) are searchable by "
+                "their words only; `slackquery embed --retry-failed` tries them again",
+                rejected,
+            )
         return summary
     finally:
         finished = pop_run(run_key)

@@ -313,7 +313,10 @@ def reconcile(
         publish_candidate,
         record_published,
     )
-    return _run(tasks, get_run_logger(), full_refresh, force_build)
+    logger = get_run_logger()
+    result = _run(tasks, logger, full_refresh, force_build)
+    logger.info(summary(result))  # what the run did, in the run's log (the CLI prints it)
+    return result
 
 
 def reconcile_plain(full_refresh: bool = False, force_build: bool = False) -> dict[str, Any]:
@@ -327,3 +330,42 @@ def reconcile_plain(full_refresh: bool = False, force_build: bool = False) -> di
         record_published.fn,
     )
     return _run(bare, logging.getLogger("slackquery.reconcile"), full_refresh, force_build)
+
+
+def summary(result: dict[str, Any]) -> str:
+    """One line saying what the run did."""
+    status = result["status"]
+    if status == "skipped":
+        return f"reconcile skipped: {result['reason']}"
+    plan = result["plan"]
+    if status == "unchanged" and plan.get("rolled_back_from"):
+        rolled_back_from = plan["rolled_back_from"]
+        again = (
+            f"`slackquery publish {rolled_back_from}` serves it again"
+            if plan["rolled_back_from_kept"]
+            else "retention has removed it; `slackquery reconcile --force-build` builds them again"
+        )
+        return (
+            f"reconcile: nothing changed; {result['build_id']} stays published (rolled back "
+            f"from {rolled_back_from}, built from the current inputs; {again})"
+        )
+    if status == "unchanged":
+        return f"reconcile: nothing changed; {result['build_id']} stays published"
+    if plan["action"] == "publish":
+        return f"reconcile: published {result['build_id']}, already built from the current inputs"
+    behind = plan.get("coverage_behind")
+    if behind:
+        wanted, embedded = plan["wanted_documents"], plan["embedded_documents"]
+        if not behind["embedding_finished"]:
+            why = f"embedding gained at least {behind['coverage_step']:.0%} of the messages"
+        elif embedded < wanted:
+            why = "embedding has finished but for terminal_failed messages"
+        else:
+            why = "embedding has finished"
+        return (
+            f"reconcile: built and published {result['build_id']}: {why}; "
+            f"{embedded}/{wanted} messages have a vector ({embedded / wanted:.1%}), "
+            f"against {behind['vector_count']} ({behind['vector_coverage']:.1%}) "
+            f"in {behind['build_id']}"
+        )
+    return f"reconcile: built and published {result['build_id']}"

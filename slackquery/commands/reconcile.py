@@ -6,7 +6,6 @@ a Prefect API is configured, otherwise the same steps as plain Python; `--dask-w
 """
 
 import argparse
-from typing import Any
 
 from slackquery.commands import add_engine_flag, add_json_flag, emit, use_prefect
 from slackquery.commands.embed import add_dask_flags, uses_dask
@@ -47,7 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Run the flow and report what it did."""
     # Prefect's import costs seconds; only this command pays it.
-    from flows.reconcile import reconcile, reconcile_plain
+    from flows.reconcile import reconcile, reconcile_plain, summary
 
     if uses_dask(args) or use_prefect(args):
         result = reconcile(
@@ -60,42 +59,3 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         result = reconcile_plain(full_refresh=args.full_refresh, force_build=args.force_build)
     emit(args, result, summary(result))
     return 0
-
-
-def summary(result: dict[str, Any]) -> str:
-    """One line saying what the run did."""
-    status = result["status"]
-    if status == "skipped":
-        return f"reconcile skipped: {result['reason']}"
-    plan = result["plan"]
-    if status == "unchanged" and plan.get("rolled_back_from"):
-        rolled_back_from = plan["rolled_back_from"]
-        again = (
-            f"`slackquery publish {rolled_back_from}` serves it again"
-            if plan["rolled_back_from_kept"]
-            else "retention has removed it; `slackquery reconcile --force-build` builds them again"
-        )
-        return (
-            f"reconcile: nothing changed; {result['build_id']} stays published (rolled back "
-            f"from {rolled_back_from}, built from the current inputs; {again})"
-        )
-    if status == "unchanged":
-        return f"reconcile: nothing changed; {result['build_id']} stays published"
-    if plan["action"] == "publish":
-        return f"reconcile: published {result['build_id']}, already built from the current inputs"
-    behind = plan.get("coverage_behind")
-    if behind:
-        wanted, embedded = plan["wanted_documents"], plan["embedded_documents"]
-        if not behind["embedding_finished"]:
-            why = f"embedding gained at least {behind['coverage_step']:.0%} of the messages"
-        elif embedded < wanted:
-            why = "embedding has finished but for terminal_failed messages"
-        else:
-            why = "embedding has finished"
-        return (
-            f"reconcile: built and published {result['build_id']}: {why}; "
-            f"{embedded}/{wanted} messages have a vector ({embedded / wanted:.1%}), "
-            f"against {behind['vector_count']} ({behind['vector_coverage']:.1%}) "
-            f"in {behind['build_id']}"
-        )
-    return f"reconcile: built and published {result['build_id']}"

@@ -1,5 +1,6 @@
 """The `embed` flow: task bodies via `.fn()`, the retry condition, and one end-to-end run."""
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -8,7 +9,7 @@ import pytest
 from prefect.states import Completed, Failed
 
 from flows._state import get_run, pop_run, put_run
-from flows.embed import embed_batch, embed_flow, enqueue, retry_transient
+from flows.embed import ProgressLog, embed_batch, embed_flow, enqueue, retry_transient
 from slackquery.embedding.base import GenerationMismatchError
 from slackquery.embedding.errors import RequestRejectedError, TransientEmbeddingError
 from slackquery.embedding.work import EmbedRun
@@ -35,6 +36,26 @@ def test_task_bodies_compose_into_one_batch(run_key: str) -> None:
     outcome = embed_batch.fn(run.embedder, run.generation_id, [item.text for item in claim.items])
     assert outcome.vectors is not None and outcome.vectors.shape == (4, 768)
     assert run.record(claim, outcome) == {"succeeded": 4, "failed": 0}
+
+
+def test_a_deployed_run_logs_its_progress_once_a_minute(
+    run_key: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A deployed run logged only "task finished" per batch for the hours of a first embedding.
+    run = get_run(run_key)
+    prepared = enqueue.fn(run_key)
+    now = [0.0]
+    progress = ProgressLog(
+        logging.getLogger("embed-test"), run, prepared["claimable"], lambda: now[0]
+    )
+    caplog.set_level(logging.INFO, logger="embed-test")
+    for seconds in (30.0, 90.0):
+        now[0] = seconds
+        claim = run.claim(2)
+        progress.record(claim, run.embed(claim))
+    assert [record.getMessage() for record in caplog.records] == [
+        "embedded 4 of 6 items (0 failed); 0.0 docs/s; about 1 min left"
+    ]
 
 
 def test_a_worker_with_another_generation_is_refused(run_key: str) -> None:

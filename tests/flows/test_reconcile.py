@@ -15,13 +15,18 @@ from prefect import Flow
 import flows.embed as embed_module
 import flows.reconcile as reconcile_module
 import slackquery.embedding.work as work
-from flows.reconcile import plan_build, reconcile, reconcile_lock_path, reconcile_plain
+from flows.reconcile import (
+    plan_build,
+    reconcile,
+    reconcile_lock_path,
+    reconcile_plain,
+)
+from flows.reconcile import summary as reconcile_summary
 from slackquery.artifacts import files, history
 from slackquery.artifacts.build import build_artifact
 from slackquery.artifacts.pointer import swap_current
 from slackquery.artifacts.publish import current_artifact, publish, rollback
 from slackquery.cli import main
-from slackquery.commands.reconcile import summary as reconcile_summary
 from slackquery.duckdb_setup import connect
 from slackquery.embedding.base import GenerationIdentity
 from slackquery.settings import Settings
@@ -69,9 +74,14 @@ def test_deployed_reconcile_embeds_through_the_embed_flow(
     assert embedding["claimed"] == 0 and embedding["coverage"] == 1.0
 
 
-def test_reconcile_publishes_then_skips_when_unchanged(pipeline: Settings) -> None:
+def test_reconcile_publishes_then_skips_when_unchanged(
+    pipeline: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("INFO", logger="prefect.flow_runs")
     first = reconcile()
     assert first["status"] == "published"
+    # The run's log names what it published (a deployment's only record of it).
+    assert f"reconcile: built and published {first['build_id']}" in caplog.messages
     assert (
         current_artifact(pipeline)
         == files.artifact_file(pipeline.artifact_path, first["build_id"]).resolve()
