@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 from prefect import Flow
+from prefect.client.schemas.objects import ConcurrencyLimitConfig, ConcurrencyLimitStrategy
 
 PREFECT_YAML = Path(__file__).resolve().parents[1] / "prefect.yaml"
 DEPLOYMENTS = yaml.safe_load(PREFECT_YAML.read_text(encoding="utf-8"))["deployments"]
@@ -46,3 +47,10 @@ def test_the_sync_deployment_takes_since_as_an_iso_day() -> None:
     flow = _flow(deployment["entrypoint"])
     validated = flow.validate_parameters({**deployment["parameters"], "since": "2024-03-31"})
     assert validated["since"] == date(2024, 3, 31)
+
+
+@pytest.mark.parametrize("deployment", DEPLOYMENTS, ids=[d["name"] for d in DEPLOYMENTS])
+def test_a_run_due_while_one_runs_is_cancelled_not_queued(deployment: dict) -> None:
+    # Queued runs of a slow sync (Slack unreachable: 25 minutes a run) piled up behind it.
+    limit = ConcurrencyLimitConfig.model_validate(deployment["concurrency_limit"])
+    assert (limit.limit, limit.collision_strategy) == (1, ConcurrencyLimitStrategy.CANCEL_NEW)
