@@ -416,7 +416,10 @@ def _raise_for_failure(result: Any, command: str) -> None:
             f"dbt {command} failed (see the dbt log under SLACKQUERY_HOME/logs/dbt)"
         )
     first = failures[0]
-    message = " ".join(str(first.message or first.status).split())
+    # dbt ends a compilation error with its macro call stack (`> in macro …`, `> called by
+    # …`, most of a ~900-character line): the dbt log keeps it, the one line does not.
+    said = str(first.message or first.status).splitlines()
+    message = " ".join(" ".join(line for line in said if not line.lstrip().startswith(">")).split())
     more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
     # A run-operation's result names no node (its macro is the command itself).
     node = getattr(getattr(first, "node", None), "unique_id", None)

@@ -85,6 +85,29 @@ def test_a_failed_run_operation_is_one_line_without_a_node() -> None:
     )
 
 
+def test_a_compilation_error_is_one_line_without_dbts_macro_stack() -> None:
+    said = (
+        "Compilation Error in model search_documents (models/marts/search/search_documents.sql)"
+        "\n  This model has an enforced contract that failed.\n\n"
+        "  | column_name | definition_type | contract_type | mismatch_reason |\n\n"
+        "  > in macro assert_columns_equivalent (macros/relations/column/columns_spec_ddl.sql)"
+        "\n  > called by model search_documents (models/marts/search/search_documents.sql)"
+    )
+    node = SimpleNamespace(unique_id="model.slackquery.search_documents")
+    failure = SimpleNamespace(status="error", message=said, node=node)
+    result = SimpleNamespace(
+        success=False, exception=None, result=SimpleNamespace(results=[failure])
+    )
+    with pytest.raises(SlackqueryError) as raised:
+        _raise_for_failure(result, "build")
+    assert str(raised.value) == (
+        "dbt build failed at model.slackquery.search_documents: Compilation Error in model "
+        "search_documents (models/marts/search/search_documents.sql) This model has an "
+        "enforced contract that failed. | column_name | definition_type | contract_type | "
+        "mismatch_reason |"
+    )
+
+
 def test_state_of_an_older_version_is_rebuilt_once(
     tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
