@@ -520,9 +520,21 @@ def _assemble(
         citations=list(cited.values()),
         parts=parts,
         artifact_id=artifact_id,
-        notes=list(response.notes),
+        notes=[*response.notes, *_wordless_leads(parts)],
         timings_ms=timings,
     )
+
+
+def _wordless_leads(parts: list[AnswerPart]) -> list[str]:
+    """A note for each supported part whose cited lead holds none of its words: the search
+    ranked it first, another hit holds the words (so the part counts as supported), and
+    citing that one instead measured worse (docs/evaluation.md); the reader should know."""
+    return [
+        f"{part.part!r}: the message cited first holds none of the question's words "
+        "(coverage 0); read the evidence before relying on it"
+        for part in parts
+        if part.supported and part.evidence and part.evidence[0].coverage == 0
+    ]
 
 
 # `[id]` not followed by `(` (a Markdown link's text is not a citation).

@@ -73,7 +73,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def render(response: AnswerResponse) -> str:
-    """The answer, then each cited message with its answering sentence highlighted.
+    """The answer, then each cited message with its answering sentence highlighted, then
+    the notes (what ranking did, a cited lead that holds none of the question's words).
 
     Everything from the archive or the question is escaped for the terminal; only the
     answer keeps its newlines (one line per part), and the bold goes in after escaping."""
@@ -113,5 +114,6 @@ def render(response: AnswerResponse) -> str:
             lines.append(in_reply_to_line(item.in_reply_to.author_name, item.in_reply_to.text))
         if item.permalink:
             lines.append(terminal_line(f"    {item.permalink}"))
+    lines.extend(terminal_line(f"note: {note}") for note in response.notes)
     lines.append(f"artifact {response.artifact_id}")
     return "\n".join(lines)

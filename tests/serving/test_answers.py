@@ -361,3 +361,18 @@ def test_a_part_shows_no_more_messages_than_max_evidence_leaves() -> None:
     plain = [hit("a", "pilot sync", 1), hit("b", "pilot sync notes", 2), hit("c", "sync", 3)]
     shown = answer_part("pilot sync", plain, part, 0.5, room=2, multi=False, left=5)
     assert [item.document_id for item in shown.evidence] == ["a", "b"]
+
+
+def test_a_cited_lead_holding_none_of_the_questions_words_gets_a_note() -> None:
+    # "When is Zoë on leave?" cited the team dinner while another hit held the words: citing
+    # that one measured worse (docs/evaluation.md), so the answer says what it rests on.
+    part = terms("leave")
+    hits = [hit("dinner", "the team dinner is Tuesday", 2), hit("away", "Zoë on leave May 3", 1)]
+    wordless = answer_part("when is Zoë on leave", hits, part, 0.5, room=4, multi=False)
+    worded = answer_part("when is Zoë on leave", hits[::-1], part, 0.5, room=4, multi=False)
+    assert wordless.supported and worded.supported
+    notes = _assemble("q", [wordless, worded], "build-1", _response(), 0.0).notes
+    assert notes == [
+        "'when is Zoë on leave': the message cited first holds none of the question's words "
+        "(coverage 0); read the evidence before relying on it"
+    ]

@@ -371,7 +371,7 @@ def test_ask_render_escapes_archive_text() -> None:
             )
         ],
         artifact_id="b1",
-        notes=[],
+        notes=["terms found in no message: \x1b[2J"],
         timings_ms={},
     )
     text = ask.render(response)
@@ -388,6 +388,7 @@ def test_ask_render_escapes_archive_text() -> None:
     assert f"[T1:C1:1.0] #eng\\u202e · {ESCAPED_NAME} · 2023-11-14 22:13 UTC" in lines
     assert "    **hello \\x1b[31mRED\\x1b[0m staging done**" in lines
     assert f"    in reply to {ESCAPED_NAME}: why \\x1b[5mblink" in lines
+    assert lines[-2] == "note: terms found in no message: \\x1b[2J"
 
 
 def test_thread_render_escapes_archive_text_and_keeps_its_lines() -> None:
