@@ -13,6 +13,7 @@ Targets (issue 2): >= 25,000 messages/s and < 3 GiB peak for the 1,000,000-messa
 
 import argparse
 import json
+import os
 import random
 import resource
 import subprocess
@@ -129,7 +130,7 @@ def main() -> int:
         print(json.dumps(figures, indent=2))
     else:
         for key, value in figures.items():
-            print(f"{key:>18}: {value}")
+            print(f"{key:>22}: {value}")
     return 0
 
 
@@ -156,6 +157,7 @@ def measure(args: argparse.Namespace, workdir: Path) -> dict[str, object]:
     elif args.synthetic:
         path = synthetic_export(workdir / "synthetic.zip", args.synthetic)
     settings = Settings(home=workdir / "home")
+    load_before = round(os.getloadavg()[0], 2)
     sampler = RssSampler()
     sampler.start()
     started = time.perf_counter()
@@ -179,6 +181,8 @@ def measure(args: argparse.Namespace, workdir: Path) -> dict[str, object]:
         "peak_rss_mib": round(peak / 1024**2),
         "canonical_db_mib": round(settings.canonical_path.stat().st_size / 1024**2),
         "meets_target": messages / first_s >= TARGET_MESSAGES_PER_S and peak < TARGET_PEAK_BYTES,
+        "load_average_1m_before": load_before,
+        "load_average_1m_after": round(os.getloadavg()[0], 2),
     }
 
 

@@ -19,6 +19,7 @@ from slackquery.evaluation.compare import (
     decisions_table,
     moved_queries_table,
     parse_side,
+    protocol,
     verdict_text,
 )
 from slackquery.evaluation.grid import (
@@ -139,7 +140,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=Path,
         metavar="OUT.jsonl",
         help="write every query set's per-query rows (with --answers, the answer rows) to "
-        "one file: input for a later --compare",
+        "one file, each row with how the run was made (filters sent, the artifact's "
+        "generation and build): input for a later --compare",
     )
     parser.add_argument(
         "--compare-report",
@@ -176,11 +178,10 @@ def parse_modes(text: str) -> list[str]:
 
 
 def summary_text(evaluation: Evaluation) -> str:
-    """The tables printed on the terminal."""
+    """The tables printed on the terminal (warnings went to stderr before the runs)."""
     parts = [modes_table(evaluation), "", scores_table(evaluation)]
     if evaluation.grid_groups():
         parts += ["", grid_table(evaluation)]
-    parts += [f"warning: {warning}" for warning in evaluation.warnings]
     return "\n".join(parts)
 
 
@@ -203,6 +204,7 @@ def query_sets(queries: Sequence[Path], corpora: Sequence[Path] | None) -> list[
     for corpus in corpora:
         if not corpus.exists():
             raise SlackqueryError(f"{corpus}: corpus not found")
+    refuse_repeated_files(queries)
     names: list[str] = []
     for path in queries:
         name = path.stem
@@ -211,6 +213,21 @@ def query_sets(queries: Sequence[Path], corpora: Sequence[Path] | None) -> list[
         (name, path, corpora[index] if corpora else None)
         for index, (name, path) in enumerate(zip(names, queries, strict=True))
     ]
+
+
+def refuse_repeated_files(queries: Sequence[Path]) -> None:
+    """Refuse a query file given twice (by path, or a copy of it): as two sets it would
+    count every query twice in the pooled figures. A missing file is left to the loader."""
+    seen: dict[Path | bytes, Path] = {}
+    for path in queries:
+        keys = [path.resolve(), path.read_bytes()] if path.is_file() else [path.resolve()]
+        earlier = next((seen[key] for key in keys if key in seen), None)
+        if earlier is not None:
+            raise SlackqueryError(
+                f"{path}: the same queries as {earlier}; as two sets every query would count "
+                "twice, so give each query file once"
+            )
+        seen.update(dict.fromkeys(keys, path))
 
 
 def require_input(
@@ -257,6 +274,7 @@ def comparison_text(comparison: Comparison, *, moved: bool) -> str:
     parts = [
         f"## {comparison.b} against {comparison.a} (B - A)",
         "",
+        *(f"Note: {note}.\n" for note in comparison.notes),
         comparison_table(comparison),
         "",
         verdict_text(decide(comparison)),
@@ -289,7 +307,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if args.answers:
         return run_answers(args, settings, answer_sets(args, sets), progress)
     modes = parse_modes(args.modes)
-    grid = parse_grid(args.grid) if args.grid else [DEFAULT_POINT]
+    grid = parse_grid(args.grid) if args.grid is not None else [DEFAULT_POINT]
     pairs = comparisons_wanted(args, grid)
     for side in (side for pair in pairs for side in pair if side.rows_file is None):
         if side.mode not in modes:
@@ -396,9 +414,11 @@ def write_compare_report(path: Path, texts: Sequence[str], progress: Callable[[s
 
 
 def tagged_rows(name: str, evaluation: Evaluation) -> list[dict]:
-    """Every per-query row of one query set, tagged with the set, mode and configuration."""
+    """Every per-query row of one query set, tagged with the set, mode and configuration,
+    and with how the run was made (`compare.protocol`)."""
+    made = protocol(evaluation.filters_sent, evaluation.artifact)
     return [
-        {"query_set": name, "mode": group.mode, "config": group.config, **row}
+        {"query_set": name, "mode": group.mode, "config": group.config, **made, **row}
         for group in evaluation.groups
         for row in group.rows
     ]
@@ -417,6 +437,7 @@ def json_document(evaluations: Mapping[str, Evaluation], comparisons: Sequence[C
                 "b": comparison.b,
                 "keep_b": decide(comparison).keep,
                 "reasons": list(decide(comparison).reasons),
+                "notes": list(comparison.notes),
                 "intervals": {
                     name: {metric: vars(interval) for metric, interval in by_metric.items()}
                     for name, by_metric in comparison.intervals.items()
@@ -433,7 +454,7 @@ def answer_sets(
     """The query sets `--answers` runs (name, queries, corpus), once its options are checked:
     it answers in hybrid mode with the default configuration and prints its own tables."""
     given = {
-        "--grid": args.grid,
+        "--grid": args.grid is not None,
         "--baseline": args.baseline,
         "--report": args.report,
         "--modes": args.modes != DEFAULT_MODES,
@@ -466,7 +487,11 @@ def run_answers(
         for (name, queries, corpus), prepare in zip(sets, first_uses(sets), strict=True)
     }
     if args.rows:
-        rows = [{"query_set": name, **row} for name, r in results.items() for row in r["rows"]]
+        rows = [
+            {"query_set": name, **protocol(not args.no_filters, result["artifact"]), **row}
+            for name, result in results.items()
+            for row in result["rows"]
+        ]
         write_rows(args.rows, rows, progress)
     if args.compare_report:
         texts = [answer_comparison_text(c, changed=True) for c in comparisons]
@@ -504,6 +529,7 @@ def answers_json_document(
                 "b": comparison.b,
                 "keep_b": decision.keep,
                 "reasons": list(decision.reasons),
+                "notes": list(comparison.notes),
                 "intervals": {
                     name: {figure: vars(interval) for figure, interval in by_figure.items()}
                     for name, by_figure in comparison.intervals.items()

@@ -14,6 +14,7 @@ runs (before and after a change, from two checkouts) can be compared after the f
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from slackquery.evaluation.compare import (
     Interval,
     interval_text,
     paired_bootstrap,
+    protocol_notes,
     read_rows,
     verdict_text,
 )
@@ -81,6 +83,7 @@ class AnswerComparison:
     changed: tuple[tuple[str, Mapping[str, Any], Mapping[str, Any]], ...]  # (set, row A, row B)
     # Per set, the most one question can move each figure (the rule's "one question's worth").
     worth: Mapping[str, Mapping[str, float]]
+    notes: tuple[str, ...] = ()  # what qualifies the comparison (`compare.protocol_notes`)
 
 
 def read_answer_rows(path: Path) -> dict[str, list[dict[str, Any]]]:
@@ -254,6 +257,7 @@ def answer_comparison_text(comparison: AnswerComparison, *, changed: bool) -> st
     parts = [
         f"## answers: {comparison.b} against {comparison.a} (B - A)",
         "",
+        *(f"Note: {note}.\n" for note in comparison.notes),
         markdown_table(headers, rows),
         "",
         f"{len(comparison.changed)} answer(s) changed (verdict or citations).",
@@ -292,5 +296,6 @@ def compare_saved(path_a: Path, path_b: Path) -> AnswerComparison:
         raise SlackqueryError(
             f"--compare: {path_a} covers query sets {sorted(rows_a)}, {path_b} {sorted(rows_b)}"
         )
+    notes = protocol_notes(str(path_a), rows_a, str(path_b), rows_b)
     runs = {name: (rows_a[name], rows_b[name]) for name in rows_a}
-    return compare_answers(str(path_a), str(path_b), runs)
+    return dataclasses.replace(compare_answers(str(path_a), str(path_b), runs), notes=notes)

@@ -30,7 +30,12 @@ from slackquery.errors import SlackqueryError
 from slackquery.evaluation.metrics import percentile
 from slackquery.evaluation.queries import JudgedQuery
 from slackquery.evaluation.report import markdown_table
-from slackquery.evaluation.runner import build_request, corpus_settings, prepare_corpus
+from slackquery.evaluation.runner import (
+    build_request,
+    corpus_settings,
+    inspect_artifact,
+    prepare_corpus,
+)
 from slackquery.settings import Settings
 
 SWEEP = tuple(round(0.05 * step, 2) for step in range(1, 20))
@@ -158,8 +163,10 @@ def evaluate_answers(
         settings = corpus_settings(settings, corpus)
         if prepare:
             prepare_corpus(settings, corpus, progress=progress)
-    if current_artifact(settings) is None:
+    artifact = current_artifact(settings)
+    if artifact is None:
         raise SlackqueryError(f"no published search artifact under {settings.artifact_path}")
+    info, warnings = inspect_artifact(settings, artifact, queries, progress)
     engine = SearchEngine(settings)
     rows = []
     try:
@@ -178,6 +185,8 @@ def evaluate_answers(
     finally:
         engine.close()
     return {
+        "artifact": info,
+        "warnings": warnings,
         "threshold": settings.answer_min_coverage,
         "summary": summarize(rows),
         "sweep": sweep(rows),
@@ -195,7 +204,7 @@ def answers_table(result: dict[str, Any]) -> str:
     )
     parts = [
         head,
-        markdown_table(["metric", "value"], [[key, _num(summary[key])] for key in keys]),
+        markdown_table(["metric", "value"], [[key, _figure(summary[key])] for key in keys]),
         "",
         markdown_table(
             ["threshold", "answer rate", "correct abstention"],
@@ -226,3 +235,8 @@ def answers_table(result: dict[str, Any]) -> str:
 
 def _num(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _figure(value: float | None) -> str:
+    """A summary figure: a count as the whole number it is, a rate or a time as `_num`."""
+    return str(value) if isinstance(value, int) else _num(value)

@@ -16,6 +16,7 @@ and is not worse on any set by more than one query's worth.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -75,6 +76,7 @@ class Comparison:
     b: str
     intervals: Mapping[str, Mapping[str, Interval]]  # query set (or POOLED) -> metric -> interval
     deltas: tuple[QueryDelta, ...]
+    notes: tuple[str, ...] = ()  # what qualifies the comparison (`protocol_notes`)
 
     @property
     def sets(self) -> list[str]:
@@ -357,8 +359,63 @@ def compare_sides(
         raise SlackqueryError(
             f"--compare: {a.text!r} covers query sets {sorted(rows_a)}, {b.text!r} {sorted(rows_b)}"
         )
+    notes = protocol_notes(a.text, rows_a, b.text, rows_b)
     pairs = {name: (rows_a[name], rows_b[name]) for name in rows_a}
-    return compare(a.text, b.text, pairs, **options)
+    return dataclasses.replace(compare(a.text, b.text, pairs, **options), notes=notes)
+
+
+def protocol(filters_sent: bool, artifact: Mapping[str, Any]) -> dict[str, Any]:
+    """How a run was made, as each of its saved rows records it: whether the queries'
+    filters were sent, and the artifact's embedding generation and build."""
+    return {
+        "filters_sent": filters_sent,
+        "generation_id": artifact.get("generation_id"),
+        "build_id": artifact.get("build_id"),
+    }
+
+
+def protocol_notes(
+    a: str,
+    rows_a: Mapping[str, Sequence[Mapping]],
+    b: str,
+    rows_b: Mapping[str, Sequence[Mapping]],
+) -> tuple[str, ...]:
+    """Refuse to pair runs (rows by query set) of which one sent the queries' filters and
+    the other did not: their questions differ. Otherwise the notes that qualify the
+    pairing: another embedding generation, or a side whose rows do not record their
+    protocol (saved before rows did)."""
+    sent_a, sent_b = _recorded(rows_a, "filters_sent"), _recorded(rows_b, "filters_sent")
+    unknown = [side for side, sent in ((a, sent_a), (b, sent_b)) if None in sent]
+    if not unknown and sent_a != sent_b:
+        raise SlackqueryError(
+            f"--compare: {a!r} ran {_filters_text(sent_a)} and {b!r} {_filters_text(sent_b)}: "
+            "compare runs that sent the same filters"
+        )
+    notes = []
+    if unknown:
+        notes.append(
+            f"{' and '.join(unknown)}: the rows do not record whether filters were sent "
+            "(saved before rows did); make sure both runs sent the same filters"
+        )
+    generation_a, generation_b = (
+        _recorded(rows, "generation_id") - {None} for rows in (rows_a, rows_b)
+    )
+    if generation_a and generation_b and generation_a != generation_b:
+        notes.append(
+            "the runs come from different embedding generations: "
+            f"A {', '.join(sorted(generation_a))}; B {', '.join(sorted(generation_b))}"
+        )
+    return tuple(notes)
+
+
+def _recorded(rows: Mapping[str, Sequence[Mapping]], key: str) -> set[Any]:
+    return {row.get(key) for batch in rows.values() for row in batch}
+
+
+def _filters_text(sent: set[bool]) -> str:
+    return " and ".join(
+        "with the queries' filters" if value else "with --no-filters" for value in sorted(sent)
+    )
 
 
 def decisions_table(comparisons: Sequence[Comparison]) -> str:

@@ -12,7 +12,7 @@ either inline or a YAML file:
 - `standard`: the built-in sweep documented in docs/evaluation.md (`STANDARD_GRID`).
 
 Axes: `rrf_k`, `candidate_window`, `max_per_thread` (integers >= 1), `answer_cue_boost`
-and `root_field_weight` (numbers >= 0; 0 is off), `route_aware` (on/off, true/false),
+and `root_field_weight` (finite numbers >= 0; 0 is off), `route_aware` (on/off, true/false),
 `context_target` (best, root, thread), `rerank` (none, scores: serving/stages.py), and,
 for every arm of the registry
 (serving/arms.py), by its name: `arm.<arm>` (on/off: whether it runs), `weight.<arm>` (its
@@ -23,16 +23,16 @@ conceptual or mixed).
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from serving.arms import ARMS, CONTEXT_TARGETS, ROUTES, arm_names
 from serving.fusion import RERANKERS
 from slackquery.errors import SlackqueryError
+from slackquery.evaluation.queries import read_yaml
 
 INT_AXES = ("rrf_k", "candidate_window", "max_per_thread")
 FLOAT_AXES = ("answer_cue_boost", "root_field_weight")
@@ -152,12 +152,7 @@ def _parse_inline(spec: str) -> dict[str, list[Any]]:
 
 
 def _read_grid_file(path: Path) -> tuple[str, dict[str, list[Any]]]:
-    try:
-        document = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise SlackqueryError(f"{path}: grid file not found") from None
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
-        raise SlackqueryError(f"{path}: cannot read grid file ({error})") from None
+    document = read_yaml(path, "grid file")
     if not isinstance(document, Mapping) or not isinstance(document.get("axes"), Mapping):
         raise SlackqueryError(f"{path}: expected a mapping with `axes: {{name: [values]}}`")
     mode = document.get("mode", "sweep")
@@ -195,8 +190,10 @@ def _parse_value(axis: str, value: Any) -> Any:
             amount = float(str(value))
         except ValueError:
             amount = -1.0
-        if not amount >= 0:
-            raise SlackqueryError(f"--grid: {axis} values must be numbers >= 0, got {value!r}")
+        if not 0 <= amount < math.inf:  # NaN fails both; 1e400 reads as infinity
+            raise SlackqueryError(
+                f"--grid: {axis} values must be finite numbers >= 0, got {value!r}"
+            )
         return amount
     if axis in BOOL_AXES or axis in ARM_AXES:
         if isinstance(value, bool):

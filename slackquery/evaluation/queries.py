@@ -95,19 +95,24 @@ def _day_start_us(day: dt.date, tz: dt.tzinfo) -> int:
 def load_queries(path: Path | str) -> list[JudgedQuery]:
     """Read and validate a judged query file; raise `SlackqueryError` on the first problem."""
     path = Path(path)
+    return parse_queries(read_yaml(path, "query file"), source=str(path))
+
+
+def read_yaml(path: Path, kind: str) -> Any:
+    """The YAML document of `path` (a `kind` of file: "query file", "grid file"); every
+    problem is one line naming the file (PyYAML's own message spans several)."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise SlackqueryError(f"{path}: query file not found") from None
+        raise SlackqueryError(f"{path}: {kind} not found") from None
     except (OSError, UnicodeDecodeError) as error:
-        raise SlackqueryError(f"{path}: cannot read query file ({error})") from None
+        raise SlackqueryError(f"{path}: cannot read {kind} ({error})") from None
     try:
-        document = yaml.safe_load(text)
+        return yaml.safe_load(text)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         raise SlackqueryError(f"{path}: not valid YAML{where}") from None
-    return parse_queries(document, source=str(path))
 
 
 def parse_queries(document: Any, *, source: str = "<queries>") -> list[JudgedQuery]:

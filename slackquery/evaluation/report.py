@@ -143,7 +143,8 @@ def render_markdown(
     if artifact:
         lines.append(
             f"- Artifact: build `{artifact.get('build_id')}`, "
-            f"generation `{artifact.get('generation_id')}`"
+            f"generation `{artifact.get('generation_id')}`, "
+            f"{artifact.get('message_count')} messages"
         )
     lines.append(f"- Run at: {evaluation.started_at}")
     lines += ["", "## Modes (default fusion configuration)", "", modes_table(evaluation)]

@@ -1,19 +1,21 @@
 """Run judged queries through the production pipeline and search engine.
 
-With a corpus, the evaluation owns a dedicated home (`HOME/eval/<corpus name>`) and runs
-every real step into it: import, dbt projection, embedding, artifact build with validation,
-publish. The state database persists there, so a second run re-embeds nothing. Without a
-corpus it evaluates whatever the configured home has published. Either way queries go
-through `serving.engine.SearchEngine.search`, the function the MCP tools call, and hits are
-matched to judged messages by `source_message_id`.
+With a corpus, the evaluation owns a dedicated home (`HOME/eval/<corpus name>-<content
+hash>`) and runs every real step into it: import, dbt projection, embedding, artifact
+build with validation, publish. The state database persists there, so a second run
+re-embeds nothing. Without a corpus it evaluates whatever the configured home has
+published. Either way queries go through `serving.engine.SearchEngine.search`, the
+function the MCP tools call, and hits are matched to judged messages by
+`source_message_id`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,18 +58,39 @@ def corpus_settings(settings: Settings, corpus: Path) -> Settings:
 
     Only the paths change; embedding and serving settings carry over, so the evaluation
     measures the configured model. The home is named after the corpus (parent folder and
-    file stem), so re-running on the same corpus finds its state again.
+    file stem, to read) and its content (`corpus_digest`): re-running on the same corpus
+    finds its state again, and a changed corpus gets a fresh home, because re-importing
+    another file into an old home keeps the old messages of every day the new file lacks.
     """
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{corpus.resolve().parent.name}-{corpus.stem}")
+    readable = re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{corpus.resolve().parent.name}-{corpus.stem}")
     values = settings.model_dump()
     values.update(
-        home=settings.home / "eval" / name.strip("-."),
+        home=settings.home / "eval" / f"{readable.strip('-.')}-{corpus_digest(corpus)}",
         canonical_db=None,
         state_db=None,
         artifact_dir=None,
         log_dir=None,
     )
     return Settings(**values)
+
+
+def corpus_digest(corpus: Path) -> str:
+    """The first 12 hex digits of the corpus's sha256: of a file's bytes (ZIP, JSONL; what
+    `sha256sum` prints), or of an export folder's files, each with its path and size."""
+    if not corpus.exists():
+        raise SlackqueryError(f"{corpus}: corpus not found")
+    digest = hashlib.sha256()
+    files = [corpus]
+    if corpus.is_dir():
+        files = sorted(entry for entry in corpus.rglob("*") if entry.is_file())
+    for path in files:
+        if path != corpus:  # a folder's file: which one, and where its bytes end
+            name = path.relative_to(corpus).as_posix()
+            digest.update(f"{name}\0{path.stat().st_size}\0".encode())
+        with path.open("rb") as stream:
+            while chunk := stream.read(1 << 20):
+                digest.update(chunk)
+    return digest.hexdigest()[:12]
 
 
 def prepare_corpus(
@@ -226,8 +249,7 @@ def evaluate(
             f"no published search artifact under {settings.artifact_path}; "
             "publish one first or pass --corpus"
         )
-    info, source_ids = artifact_facts(artifact)
-    warnings = missing_evidence_warnings(queries, source_ids)
+    info, warnings = inspect_artifact(settings, artifact, queries, progress)
     engine = SearchEngine(settings)
     try:
         # First-time costs: each embedding mode is warmed up from an empty query cache, so
@@ -267,7 +289,7 @@ def evaluate(
         split=split,
         groups=groups,
         corpus=str(corpus) if corpus else None,
-        artifact={**info, "path": str(artifact), "home": str(settings.home)},
+        artifact=info,
         warnings=warnings,
     )
 
@@ -277,18 +299,50 @@ def engine_default(settings: Settings) -> FusionConfig:
     return FusionConfig(candidate_window=settings.search_candidate_window)
 
 
-def missing_evidence_warnings(queries: Sequence[JudgedQuery], known: set[str]) -> list[str]:
-    """One warning per query whose judged messages are not in the artifact at all.
+def inspect_artifact(
+    settings: Settings, artifact: Path, queries: Sequence[JudgedQuery], progress: Progress
+) -> tuple[dict[str, Any], list[str]]:
+    """The artifact's identity (`artifact_facts`, its path and home) and, per query, a
+    warning about judged messages it does not hold; those are summarised on `progress`
+    before any query runs, so a mismatch of queries and corpus shows before its figures."""
+    info, source_ids = artifact_facts(artifact)
+    info.update(path=str(artifact), home=str(settings.home))
+    progress(f"artifact {info['build_id']}: {info['message_count']:,} messages")
+    missing = missing_judged_ids(queries, source_ids)
+    if missing:
+        progress(f"warning: {missing_summary(missing, len(queries))}")
+    return info, missing_evidence_warnings(missing)
 
-    Such a message can never be retrieved, so the query's recall has a ceiling below 1;
-    usually it means the queries and the corpus do not match.
+
+def missing_judged_ids(queries: Sequence[JudgedQuery], known: set[str]) -> dict[str, list[str]]:
+    """Per query, its judged message ids (evidence groups and `relevant:`) not in `known`.
+
+    Such a message can never be retrieved, so the query's recall or nDCG has a ceiling
+    below 1; usually it means the queries and the corpus do not match.
     """
-    warnings = []
-    for query in queries:
-        missing = sorted(set(query.evidence_ids) - known)
-        if missing:
-            shown = ", ".join(missing[:3]) + (" ..." if len(missing) > 3 else "")
-            warnings.append(
-                f"query {query.id}: {len(missing)} evidence message(s) not in the artifact: {shown}"
-            )
-    return warnings
+    missing = {
+        query.id: sorted((query.evidence_ids | set(query.relevant)) - known) for query in queries
+    }
+    return {query_id: ids for query_id, ids in missing.items() if ids}
+
+
+def missing_evidence_warnings(missing: Mapping[str, Sequence[str]]) -> list[str]:
+    """One warning per query with judged messages missing from the artifact."""
+    return [
+        f"query {query_id}: {len(ids)} judged message(s) not in the artifact: {_first(ids)}"
+        for query_id, ids in missing.items()
+    ]
+
+
+def missing_summary(missing: Mapping[str, Sequence[str]], queries: int) -> str:
+    """All missing judged messages in one line: how many, for how many queries, the first."""
+    ids = sorted({message_id for ids in missing.values() for message_id in ids})
+    return (
+        f"{len(missing)} of {queries} queries judge {len(ids)} message(s) the artifact does "
+        f"not hold ({_first(ids)}): their recall or nDCG cannot reach 1. Do the queries "
+        "match the corpus? (per query: the warnings of the report and of --json)"
+    )
+
+
+def _first(ids: Sequence[str], shown: int = 3) -> str:
+    return ", ".join(ids[:shown]) + (" ..." if len(ids) > shown else "")

@@ -24,6 +24,8 @@ def test_import_bench_prints_only_json_and_removes_what_it_generated(tmp_path: P
     assert finished.returncode == 0, finished.stderr
     figures = json.loads(finished.stdout)  # the generator's report went to stderr
     assert figures["messages"] == 200 and figures["reimport_changed"] is False
+    # docs/performance.md: every benchmark reports the load average it ran under.
+    assert {"load_average_1m_before", "load_average_1m_after"} <= set(figures)
     assert list(tmp_path.iterdir()) == []
 
 

@@ -1,11 +1,15 @@
-"""`slackquery bench` prints the report's headline figures; `--json` the whole report."""
+"""`slackquery bench` prints the report's headline figures; `--json` the whole report; an
+unknown `--as` user is named in the benchmark's own sample."""
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from slackquery.cli import build_parser
+from slackquery.cli import build_parser, main
+from slackquery.commands import bench
 from slackquery.commands.bench import MIN_QUERIES, _load_benchmark, render
+from slackquery.errors import SlackqueryError
 
 
 def timings(p50: float, p95: float, peak: float) -> dict[str, dict[str, float]]:
@@ -81,3 +85,20 @@ def test_help_and_check_agree_on_the_fewest_queries(capsys: pytest.CaptureFixtur
 def test_the_benchmark_refuses_no_queries_before_building_a_corpus() -> None:
     with pytest.raises(ValueError, match=f"need at least {MIN_QUERIES} queries"):
         _load_benchmark().run_benchmark(1000, 0, 0)
+
+
+def test_an_unknown_as_user_is_named_in_the_benchmarks_own_sample(
+    home: object, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `--as` is resolved by serving, whose message speaks of the published artifact; the
+    # benchmark builds a sample of its own and never reads the user's artifact.
+    def run_benchmark(*args: Any, **options: Any) -> dict[str, Any]:
+        raise SlackqueryError(f"unknown user {options['as_user']!r} in the published artifact")
+
+    monkeypatch.setattr(
+        bench, "_load_benchmark", lambda: SimpleNamespace(run_benchmark=run_benchmark)
+    )
+    assert main(["bench", "--messages", "1000", "--as", "@nobody"]) == 1
+    assert capsys.readouterr().err == (
+        "error: unknown user '@nobody' in the benchmark's 1,000-message sample workspace\n"
+    )

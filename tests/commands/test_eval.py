@@ -1,5 +1,7 @@
-"""`slackquery eval`: a missing query file is argparse's usage error; help keeps the
-built-in grid's values whole."""
+"""`slackquery eval`: a missing query file is argparse's usage error, a query file given
+twice is refused; help keeps the built-in grid's values whole."""
+
+from pathlib import Path
 
 import pytest
 
@@ -37,3 +39,19 @@ def test_help_never_splits_a_grid_value(
     words = {word.rstrip(";") for line in lines for word in line.split()}
     for axis in STANDARD_GRID.split(";"):
         assert axis in words, f"{axis!r} is split across lines in `eval --help`"
+
+
+def test_a_query_file_given_twice_is_refused(
+    tmp_path: Path, home: object, capsys: pytest.CaptureFixture[str]
+) -> None:
+    queries = tmp_path / "queries-dev.yaml"
+    queries.write_text("queries: []\n", encoding="utf-8")
+    copy = tmp_path / "copy" / "queries-dev.yaml"
+    copy.parent.mkdir()
+    copy.write_bytes(queries.read_bytes())
+    for again in (queries, tmp_path / "copy" / ".." / "queries-dev.yaml", copy):
+        assert main(["eval", str(queries), str(again)]) == 1
+        assert capsys.readouterr().err == (
+            f"error: {again}: the same queries as {queries}; as two sets every query would "
+            "count twice, so give each query file once\n"
+        )

@@ -1,11 +1,18 @@
 """Paired comparison of answer-path runs: ratios resampled as ratios, queries paired."""
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from slackquery.errors import SlackqueryError
-from slackquery.evaluation.answer_compare import compare_answers, decide_answers
+from slackquery.evaluation.answer_compare import (
+    answer_comparison_text,
+    compare_answers,
+    compare_saved,
+    decide_answers,
+)
 from slackquery.evaluation.compare import POOLED
 
 
@@ -105,3 +112,24 @@ def test_one_questions_worth_is_the_most_one_question_can_move_a_figure() -> Non
     worth = compare_answers("A", "B", {"set": (a, b)}).worth["set"]
     assert worth["strict_precision"] == pytest.approx(3 / 12)  # q0's citations of B's twelve
     assert worth["part_coverage"] == pytest.approx(1 / 10)
+
+
+def _saved(path: Path, **made: Any) -> Path:
+    """An answer run saved by `--answers --rows`, every row tagged with `made`."""
+    rows = [{"query_set": "dev", **made, **row(f"q{i}", 1, 1)} for i in range(4)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def test_saved_runs_with_and_without_filters_are_not_paired(tmp_path: Path) -> None:
+    with_filters = _saved(tmp_path / "f.jsonl", filters_sent=True, generation_id="g1")
+    without = _saved(tmp_path / "n.jsonl", filters_sent=False, generation_id="g1")
+    with pytest.raises(
+        SlackqueryError, match=r"with the queries' filters and .* with --no-filters"
+    ):
+        compare_saved(with_filters, without)
+    other = _saved(tmp_path / "o.jsonl", filters_sent=True, generation_id="g2")
+    text = answer_comparison_text(compare_saved(with_filters, other), changed=False)
+    assert "Note: the runs come from different embedding generations: A g1; B g2." in text
+    old = compare_saved(_saved(tmp_path / "old.jsonl"), without)
+    assert old.notes[0].startswith(f"{tmp_path / 'old.jsonl'}: the rows do not record whether")

@@ -1,10 +1,16 @@
-"""Answer-path metrics over per-query rows: pure functions, no artifact."""
+"""Answer-path metrics over per-query rows (pure functions, no artifact), the table, and
+the warnings given before any question is answered."""
 
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from slackquery.evaluation.answers import summarize, sweep
+from slackquery.evaluation import answers
+from slackquery.evaluation.answers import answers_table, summarize, sweep
+from slackquery.evaluation.queries import EvidenceGroup, JudgedQuery
+from slackquery.settings import Settings
 
 
 def row(answerable: bool, verdict: str, strength: float, **facts: Any) -> dict[str, Any]:
@@ -73,3 +79,40 @@ def test_sweep_recomputes_both_rates_from_strengths() -> None:
     }
     assert by_threshold[0.7]["correct_abstention"] == 1.0
     assert by_threshold[0.95]["answer_rate"] == 0.0
+
+
+def test_the_table_prints_counts_as_whole_numbers() -> None:
+    result = {"summary": summarize(ROWS), "threshold": 0.15, "sweep": sweep(ROWS), "rows": []}
+    table = answers_table(result)
+    assert "| citations          | 3      |" in table
+    assert "| answer_rate        | 0.500  |" in table
+
+
+class Stop(Exception):
+    """Raised where the engine would start answering."""
+
+
+def test_missing_judged_messages_are_warned_about_before_answering(
+    settings: Settings, publish_ids: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    publish_ids("synthetic:eng:1")
+    said: list[str] = []
+
+    def engine(settings: Settings) -> None:
+        said.append("engine")
+        raise Stop
+
+    monkeypatch.setattr(answers, "SearchEngine", engine)
+    query = JudgedQuery(
+        id="Q1",
+        split="dev",
+        query="who deployed?",
+        answerable=True,
+        evidence_groups=(EvidenceGroup("p1", ("synthetic:eng:2",)),),
+    )
+    with pytest.raises(Stop):
+        answers.evaluate_answers(settings, [query], progress=said.append)
+    assert said[1].startswith(
+        "warning: 1 of 1 queries judge 1 message(s) the artifact does not hold (synthetic:eng:2)"
+    )
+    assert said[2] == "engine"

@@ -240,3 +240,44 @@ def test_a_corpus_shared_by_query_files_is_built_by_the_first(tmp_path: Path) ->
     sets = [("q1", None, corpus), ("q2", None, tmp_path / "." / "a.zip"), ("q3", None, other)]
     assert first_uses(sets) == [True, False, True]
     assert first_uses([("q1", None, None)]) == [False]
+
+
+def _rows_file(path: Path, rank: float, **made: object) -> Path:
+    """A saved hybrid run over 15 queries, each row tagged with `made` (its protocol)."""
+    rows = [
+        {"query_set": "beacon", "mode": "hybrid", "config": "default", **made, **row}
+        for row in _rows({f"q{i}": (1.0, rank) for i in range(15)})
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    return path
+
+
+def test_cli_refuses_to_pair_a_run_with_filters_and_one_without(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    made = {"generation_id": "g1", "build_id": "b1"}
+    a = _rows_file(tmp_path / "a.jsonl", 0.5, filters_sent=True, **made)
+    b = _rows_file(tmp_path / "b.jsonl", 1.0, filters_sent=False, **made)
+    assert main(["eval", "--compare", str(a), str(b)]) == 1
+    assert capsys.readouterr().err == (
+        f"error: --compare: '{a}' ran with the queries' filters and '{b}' with --no-filters: "
+        "compare runs that sent the same filters\n"
+    )
+
+
+def test_cli_names_another_generation_and_rows_that_do_not_say(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    a = _rows_file(tmp_path / "a.jsonl", 0.5, filters_sent=False, generation_id="e5")
+    b = _rows_file(tmp_path / "b.jsonl", 1.0, filters_sent=False, generation_id="pair")
+    assert main(["eval", "--compare", str(a), str(b), "--json", "-"]) == 0
+    (comparison,) = json.loads(capsys.readouterr().out)["comparisons"]
+    assert comparison["notes"] == [
+        "the runs come from different embedding generations: A e5; B pair"
+    ]
+    old = _rows_file(tmp_path / "old.jsonl", 0.5)
+    assert main(["eval", "--compare", str(old), str(b)]) == 0
+    assert (
+        f"Note: {old}: the rows do not record whether filters were sent (saved before rows "
+        "did); make sure both runs sent the same filters."
+    ) in capsys.readouterr().out

@@ -93,6 +93,9 @@ def test_standard_grid_is_a_sweep() -> None:
         ("answer_cue_boost=-0.5", "numbers >= 0"),
         ("answer_cue_boost=lots", "numbers >= 0"),
         ("root_field_weight=-1", "numbers >= 0"),
+        ("root_field_weight=1e400", "finite numbers >= 0, got '1e400'"),
+        ("answer_cue_boost=inf", "finite numbers >= 0, got 'inf'"),
+        ("weight.lexical=nan", "finite numbers >= 0, got 'nan'"),
         ("context_target=middle", "one of best, root, thread"),
         ("weights=1:1:0", "unknown axis 'weights'"),
         ("weight.lexical=-1", "numbers >= 0"),
@@ -110,3 +113,15 @@ def test_standard_grid_is_a_sweep() -> None:
 def test_bad_specs(spec: str, message: str) -> None:
     with pytest.raises(SlackqueryError, match=message):
         parse_grid(spec)
+
+
+def test_a_grid_file_error_is_one_line(tmp_path: Path) -> None:
+    malformed = tmp_path / "grid.yaml"
+    malformed.write_text("axes:\n  rrf_k: [1\n", encoding="utf-8")
+    with pytest.raises(SlackqueryError) as raised:
+        parse_grid(str(malformed))
+    assert str(raised.value) == f"{malformed}: not valid YAML at line 3"
+    infinite = tmp_path / "infinite.yml"
+    infinite.write_text("axes:\n  answer_cue_boost: [.inf]\n", encoding="utf-8")
+    with pytest.raises(SlackqueryError, match="finite numbers >= 0, got inf"):
+        parse_grid(str(infinite))

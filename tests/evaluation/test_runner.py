@@ -1,6 +1,9 @@
 """The runner's pieces that need no built corpus, and the `eval` command's input checks."""
 
 import datetime as dt
+import hashlib
+import json
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -18,6 +21,7 @@ from slackquery.evaluation.queries import (
     without_filters,
 )
 from slackquery.settings import Settings
+from tests.evaluation.conftest import BUILD_ID, GENERATION_ID
 
 IST = dt.timezone(dt.timedelta(hours=5, minutes=30))
 
@@ -41,13 +45,48 @@ def _query(**changes: object) -> JudgedQuery:
     return JudgedQuery(**values)
 
 
-def test_corpus_home_is_dedicated_and_keeps_embedding_settings(settings: Settings) -> None:
-    corpus = Path("/data/beacon/corpus.jsonl")
+def test_corpus_home_is_dedicated_and_keeps_embedding_settings(
+    settings: Settings, tmp_path: Path
+) -> None:
+    corpus = tmp_path / "beacon" / "corpus.jsonl"
+    corpus.parent.mkdir()
+    corpus.write_text('{"local_id": "1"}\n', encoding="utf-8")
     evaluated = runner.corpus_settings(settings, corpus)
-    assert evaluated.home == settings.home / "eval" / "beacon-corpus"
-    assert evaluated.state_path == settings.home / "eval" / "beacon-corpus" / "state.duckdb"
+    home = (
+        settings.home
+        / "eval"
+        / f"beacon-corpus-{hashlib.sha256(corpus.read_bytes()).hexdigest()[:12]}"
+    )
+    assert evaluated.home == home
+    assert evaluated.state_path == home / "state.duckdb"
     assert evaluated.artifact_path.parent == evaluated.home
     assert evaluated.embedding_model == settings.embedding_model
+
+
+def test_an_edited_corpus_gets_a_home_of_its_own(settings: Settings, tmp_path: Path) -> None:
+    # Re-importing a shorter file into the old home kept every message of the days it
+    # lacked: a 300-line corpus was evaluated over 2,162 messages.
+    corpus = tmp_path / "beacon" / "corpus.jsonl"
+    corpus.parent.mkdir()
+    corpus.write_text('{"local_id": "1"}\n{"local_id": "2"}\n', encoding="utf-8")
+    first = runner.corpus_settings(settings, corpus).home
+    assert runner.corpus_settings(settings, corpus).home == first  # its state is found again
+    corpus.write_text('{"local_id": "1"}\n', encoding="utf-8")
+    assert runner.corpus_settings(settings, corpus).home != first
+    assert runner.corpus_settings(settings, corpus).home.name.startswith("beacon-corpus-")
+
+
+def test_an_export_folder_is_named_by_every_file_in_it(settings: Settings, tmp_path: Path) -> None:
+    export = tmp_path / "export"
+    (export / "general").mkdir(parents=True)
+    (export / "users.json").write_text("[]", encoding="utf-8")
+    day = export / "general" / "2026-09-01.json"
+    day.write_text("[]", encoding="utf-8")
+    first = runner.corpus_settings(settings, export).home
+    day.write_text('[{"ts": "1"}]', encoding="utf-8")
+    assert runner.corpus_settings(settings, export).home != first
+    with pytest.raises(SlackqueryError, match="corpus not found"):
+        runner.corpus_settings(settings, tmp_path / "missing.zip")
 
 
 def test_fusion_config_changes_only_the_named_axes() -> None:
@@ -147,12 +186,39 @@ def test_hits_are_matched_by_source_message_id() -> None:
     assert run.top_cosine == pytest.approx(0.8)
 
 
-def test_missing_evidence_is_reported_per_query() -> None:
-    warnings = runner.missing_evidence_warnings([_query()], {"synthetic:eng:1"})
-    assert warnings == [
-        "query Q42: 1 evidence message(s) not in the artifact: synthetic:build-help:20260928-01"
+def test_missing_judged_messages_are_warned_about_before_any_run(
+    settings: Settings, publish_ids: Callable[..., Path]
+) -> None:
+    artifact = publish_ids("synthetic:eng:1", "synthetic:eng:2")
+    graded = _query(
+        id="Q43",
+        evidence_groups=(EvidenceGroup("p1", ("synthetic:eng:1",)),),
+        relevant={"synthetic:eng:1": 3, "synthetic:eng:9": 1},
+    )
+    found = _query(id="Q44", evidence_groups=(EvidenceGroup("p1", ("synthetic:eng:2",)),))
+    said: list[str] = []
+    info, warnings = runner.inspect_artifact(
+        settings, artifact, [_query(), graded, found], said.append
+    )
+    assert (info["message_count"], info["path"]) == (2, str(artifact))
+    assert said == [
+        f"artifact {BUILD_ID}: 2 messages",
+        "warning: 2 of 3 queries judge 2 message(s) the artifact does not hold "
+        "(synthetic:build-help:20260928-01, synthetic:eng:9): their recall or nDCG cannot "
+        "reach 1. Do the queries match the corpus? (per query: the warnings of the report "
+        "and of --json)",
     ]
-    assert runner.missing_evidence_warnings([_query()], {"synthetic:build-help:20260928-01"}) == []
+    assert warnings == [
+        "query Q42: 1 judged message(s) not in the artifact: synthetic:build-help:20260928-01",
+        "query Q43: 1 judged message(s) not in the artifact: synthetic:eng:9",
+    ]
+
+
+def test_the_warning_names_the_first_three_ids() -> None:
+    missing = {"Q1": ["m1", "m2"], "Q2": ["m3", "m4"]}
+    assert runner.missing_summary(missing, 5).startswith(
+        "2 of 5 queries judge 4 message(s) the artifact does not hold (m1, m2, m3 ...)"
+    )
 
 
 def _queries_file(tmp_path: Path) -> Path:
@@ -188,3 +254,63 @@ def test_every_run_writes_a_report_by_default_under_the_home(settings: Settings)
     queries = Path("/data/beacon/queries-dev.yaml")
     expected = settings.home / "eval" / "reports" / "queries-dev.md"
     assert default_report_path(settings, queries) == expected
+
+
+class NoHits:
+    """A search engine that finds nothing: what is tested is the run around it."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.query_embedder = SimpleNamespace(forget=lambda: None)
+
+    def search(self, request: object, fusion: object = None) -> object:
+        return SimpleNamespace(results=[], timings_ms={})
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_run_warns_on_stderr_first_and_records_how_it_was_made(
+    tmp_path: Path,
+    settings: Settings,
+    publish_ids: Callable[..., Path],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    publish_ids("m2")
+    monkeypatch.setattr(runner, "SearchEngine", NoHits)
+    out = tmp_path / "out"
+    argv = ["eval", str(_queries_file(tmp_path)), "--modes", "lexical", "--no-filters"]
+    argv += ["--json", str(out / "run.json"), "--rows", str(out / "rows.jsonl")]
+    assert main([*argv, "--report", str(out / "run.md")]) == 0
+    printed = capsys.readouterr()
+    assert "warning" not in printed.out
+    progress = printed.err.splitlines()
+    assert progress[:2] == [
+        f"eval: artifact {BUILD_ID}: 1 messages",
+        "eval: warning: 1 of 1 queries judge 1 message(s) the artifact does not hold (m1): "
+        "their recall or nDCG cannot reach 1. Do the queries match the corpus? (per query: "
+        "the warnings of the report and of --json)",
+    ]
+    assert progress[2].startswith("eval: warm up lexical")
+    document = json.loads((out / "run.json").read_text(encoding="utf-8"))
+    assert document["warnings"] == ["query Q1: 1 judged message(s) not in the artifact: m1"]
+    assert f"generation `{GENERATION_ID}`, 1 messages" in (out / "run.md").read_text(
+        encoding="utf-8"
+    )
+    (row,) = [
+        json.loads(line) for line in (out / "rows.jsonl").read_text(encoding="utf-8").splitlines()
+    ]
+    assert (row["filters_sent"], row["generation_id"], row["build_id"]) == (
+        False,
+        GENERATION_ID,
+        BUILD_ID,
+    )
+
+
+def test_cli_refuses_an_empty_grid(
+    tmp_path: Path, settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["eval", str(_queries_file(tmp_path)), "--grid", ""]) == 1
+    assert capsys.readouterr().err == "error: --grid: empty grid spec\n"
+    assert main(["eval", str(_queries_file(tmp_path)), "--answers", "--grid", ""]) == 1
+    assert "--grid does not apply" in capsys.readouterr().err
