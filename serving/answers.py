@@ -550,9 +550,11 @@ _URL = re.compile(r"https?://[^\s<>()\[\]{}\"'`|]+(?<![.,;:!?*_~])", re.IGNORECA
 _MESSAGE_PATH = re.compile(r"/archives/[A-Za-z0-9]+/p\d{7,}")
 # A bare id: starts with a letter and has a colon inside (`W:C:ts`, `synthetic:eng:0824-01`).
 _BARE_ID = re.compile(r"(?<![\w/:.-])[A-Za-z][\w.-]*(?::[\w.-]+)+\w")
-# The shape of a message id, `W:C:ts` or `synthetic:eng:0824-01`: one the artifact does not
-# hold is a made-up citation, not prose.
+# The shape of a message id, `W:C:ts` or `synthetic:eng:0824-01`, or a token holding a
+# Slack ts (`C:ts`, a bare `1709565415.044801`): one the artifact does not hold is a
+# made-up citation, not prose.
 _ID_SHAPE = re.compile(r"[A-Za-z][\w.-]*(?::[\w.-]+){2,}")
+_SLACK_TS = re.compile(r"(?<!\d)\d{10}\.\d{6}(?!\d)")
 
 
 @dataclass(frozen=True)
@@ -575,7 +577,7 @@ def find_citations(
     `deadline` is checked before each one is looked up.
 
     A bracketed or bare token counts when it is a document or source message id of the
-    artifact, or has the `a:b:c` shape of one (`_ID_SHAPE`: a made-up id fails), so prose
+    artifact, or has the shape of one (`_ID_SHAPE`, `_SLACK_TS`: a made-up id fails), so prose
     like `[UTC]` or `[sic]` cites nothing; a URL counts when it holds a Slack message path
     (`_MESSAGE_PATH`). A Markdown link's text is no citation.
     A message outside `visible` resolves exactly as one that does not exist (same kind, no
@@ -614,7 +616,8 @@ def find_citations(
             return [Cited(value, "document_id", value)]
         if value in sources:
             return [Cited(value, "source_message_id", sources[value])]
-        return [Cited(value, unknown_kind, None)] if _ID_SHAPE.fullmatch(value) else []
+        id_shaped = _ID_SHAPE.fullmatch(value) or _SLACK_TS.search(value)
+        return [Cited(value, unknown_kind, None)] if id_shaped else []
 
     citations: list[Cited] = []
     for _, value, how in sorted(found):

@@ -88,8 +88,8 @@ class CursorCodec:
             raise SlackqueryError("cursor is not a cursor this server returned" + _RESTART)
         if not hmac.compare_digest(self._sign(body), signature):
             raise SlackqueryError(
-                "cursor signature is invalid (from a server since restarted without "
-                "SLACKQUERY_CURSOR_SECRET, another server, or edited)" + _RESTART
+                "cursor signature is invalid (signed with another key: another home's "
+                "cursor.key or SLACKQUERY_CURSOR_SECRET, another server, or edited)" + _RESTART
             )
         try:
             payload = json.loads(_unb64(body))

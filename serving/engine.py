@@ -63,9 +63,10 @@ from slackquery.settings import Settings
 
 MAX_FILTER_VALUE_CHARS = 200
 MAX_CONTEXT_MESSAGES = 100
-# A time filter below this (1973-03-03) is seconds or milliseconds given for microseconds
-# (no Slack message is that old): a note says so.
+# A time filter below 1973-03-03 is seconds or milliseconds given for microseconds (no Slack
+# message is that old), one past the year 9999 nanoseconds: a note says so.
 _BEFORE_1973_US = 10**14
+_LAST_US = 253_402_300_799_999_999  # 9999-12-31T23:59:59.999999Z
 MAX_THREAD_LIMIT = 500
 MAX_SCOPE_LIMIT = 500
 # MessageRecord and SearchHit fields copied from a display row as they are.
@@ -96,6 +97,14 @@ def _default_embedder_factory(settings: Settings) -> Callable[[], Embedder]:
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def when(ts_us: int) -> str:
+    """`iso_timestamp`, or what a time no calendar date holds is: before 1 or after 9999."""
+    try:
+        return iso_timestamp(ts_us)
+    except OverflowError:
+        return "after the year 9999" if ts_us > 0 else "before the year 1"
 
 
 def iso_timestamp(ts_us: int) -> str:
@@ -312,8 +321,8 @@ class SearchEngine:
         ends = [v for v in (request.end_ts_us, parsed.end_ts_us) if v is not None]
         if starts and ends and max(starts) > min(ends):
             raise SlackqueryError(
-                f"the dates leave no time to search: from {iso_timestamp(max(starts))} to "
-                f"{iso_timestamp(min(ends))} (before: and after: exclude the day they name)"
+                f"the dates leave no time to search: from {when(max(starts))} to "
+                f"{when(min(ends))} (before: and after: exclude the day they name)"
             )
         return Filters(
             workspace_ids=(
@@ -369,10 +378,10 @@ class SearchEngine:
             notes.append("terms found in no message: " + ", ".join(terms.unknown[:10]))
         for name in ("start_ts_us", "end_ts_us"):
             value = getattr(request, name)
-            if value is not None and 0 < value < _BEFORE_1973_US:
+            if value is not None and value != 0 and not _BEFORE_1973_US <= value <= _LAST_US:
                 notes.append(
-                    f"{name}={value} is {iso_timestamp(value)}: it takes microseconds since "
-                    "the epoch (seconds x 1,000,000)"
+                    f"{name}={value} is {when(value)}: it takes microseconds since the epoch "
+                    "(seconds x 1,000,000; nanoseconds / 1,000)"
                 )
         # The share of messages semantic ranking can reach: recorded by the build, or of
         # the messages the requester may see.
@@ -481,7 +490,10 @@ class SearchEngine:
     ) -> tuple[list[FusedHit], dict[str, float]]:
         """The arms' rankings fused, then the stages: every hit, and the arms' weights."""
         rankings = self._run_arms(ctx, deadline)
-        ctx.window_filled = any(ranking.rows.size >= ctx.window for ranking in rankings.values())
+        # The lexical arm's candidates are the messages holding a query word; the semantic
+        # arm ranks every message, so its full window says nothing about what matched.
+        words = rankings.get("lexical")
+        ctx.window_filled = words is not None and words.rows.size >= ctx.window
         route_weights = fusion.weights(ctx.route, self.arms)
         weights = {name: route_weights[name] for name in sorted(rankings)}
         hits = fuse(
@@ -530,8 +542,9 @@ class SearchEngine:
         notes = list(ctx.notes)
         if next_offset >= len(hits) and ctx.window_filled:
             notes.append(
-                f"the ranking ends here: each arm hands only its best {ctx.window} candidates "
-                "to fusion; narrow with filters (in:, from:, dates) to reach others"
+                f"the ranking ends here: lexical search hands its best {ctx.window} of the "
+                "messages holding the query's words to ranking, and more may hold them; "
+                "narrow with filters (in:, from:, dates) to reach others"
             )
         return SearchResponse(
             query=ctx.text,

@@ -40,8 +40,9 @@ def add_text_argument(parser: argparse.ArgumentParser, name: str, help: str) -> 
     parser.set_defaults(text_argument=name)
 
 
-# Slack's exclusions, `-word` and `-"a phrase"`, which argparse would take for options.
-_EXCLUSION = re.compile(r'-(?:[^\W\d_]\S*|"[^"]*")')
+# Slack's exclusions, `-word` and `-"a phrase"`, which argparse would take for options: a
+# dash and then no space, digit, dot or dash (`-5`, `-.5` are numbers, `--x` an option).
+_EXCLUSION = re.compile(r"-[^\s\d.-].*", re.DOTALL)
 
 
 def exclusions_apart(
@@ -50,7 +51,8 @@ def exclusions_apart(
     """`words` without the exclusions typed unquoted after a text argument's command
     (`search deploy -rollback`), and those exclusions, for `with_exclusions` to add back.
 
-    An option's value (`--in -x`) and `-h` stay where they are."""
+    An option's value (`--in -x`), `-h` and whatever follows `--` stay where they are. A
+    query of exclusions alone keeps its first one, after a `--`, as the text argument."""
     commands = parser._subparsers._group_actions[0].choices if parser._subparsers else {}
     subparser = commands.get(command)
     if subparser is None or subparser.get_default("text_argument") is None:
@@ -59,13 +61,19 @@ def exclusions_apart(
     kept: list[str] = []
     taken: list[str] = []
     takes_value = False
-    for word in words:
+    positionals = 0  # the command, then the text argument's words
+    for index, word in enumerate(words):
+        if word == "--":
+            return kept + words[index:], taken
         if not takes_value and word not in options and _EXCLUSION.fullmatch(word):
             taken.append(word)
             continue
         kept.append(word)
         action = options.get(word)
+        positionals += not takes_value and action is None and not word.startswith("-")
         takes_value = action is not None and action.nargs != 0
+    if taken and positionals < 2:
+        return [*kept, "--", taken[0]], taken[1:]
     return kept, taken
 
 

@@ -73,7 +73,8 @@ def render(response: ScopesResponse, cursor_lasts: bool = True) -> str:
             f"· {scope.message_count} messages · {span}"
         )
     count, offset = len(response.scopes), response.offset
-    shown = f"channels {offset + 1}-{offset + count}" if offset else f"{count} channel(s)"
+    paged = offset or response.truncated  # a page, not the whole listing
+    shown = f"channels {offset + 1}-{offset + count}" if paged else f"{count} channel(s)"
     lines.append(f"{shown} in artifact {response.artifact_id}")
     lines.extend(more_line(response.next_cursor, cursor_lasts, "channels"))
     return "\n".join(map(terminal_line, lines))

@@ -15,6 +15,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+# The counts a run writes from its start (`EmbedRun.prepare`), which a report needs.
+_COUNTS = ("claimable", "claimed", "succeeded", "failed")
+
 
 def progress_path(state_path: Path) -> Path:
     """`state.duckdb.embedding-run.json`, beside the state database it reports on."""
@@ -51,8 +54,10 @@ def running_embed(state_path: Path, holder_pid: int | None) -> dict[str, Any] | 
     holder is no embed run (a projection, a build) or it has written none."""
     try:
         report = json.loads(progress_path(state_path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(report, dict) or holder_pid is None or report.get("pid") != holder_pid:
-        return None
-    return report
+        complete = holder_pid is not None and report["pid"] == holder_pid
+        for moment in ("started_at", "updated_at"):
+            datetime.fromisoformat(report[moment])
+        complete &= all(isinstance(report[key], int) for key in _COUNTS)
+    except (OSError, ValueError, TypeError, KeyError):
+        return None  # unreadable, or not what a run writes (another program's, a torn one)
+    return report if complete else None

@@ -100,6 +100,12 @@ def test_a_conversation_is_labelled_by_its_kind(name: str | None, kind: str, lab
         (["search", "x", "--in", "-x"], ["search", "x", "--in", "-x"], []),  # an option's value
         (["search", "x", "-5"], ["search", "x", "-5"], []),  # a number is no exclusion
         (["scopes", "-x"], ["scopes", "-x"], []),  # no text argument to hold it
+        (["search", "x", "--", "-y", "-z"], ["search", "x", "--", "-y", "-z"], []),
+        # Exclusions alone: the first stands for the query, as `--` makes it one.
+        (["search", "-a", "--limit", "2", "-b"], ["search", "--limit", "2", "--", "-a"], ["-b"]),
+        (["search", "search", "-a"], ["search", "search"], ["-a"]),
+        (["search", "x", '-"unclosed', "-_y"], ["search", "x"], ['-"unclosed', "-_y"]),
+        (["search", "x", "-.5"], ["search", "x", "-.5"], []),
     ],
 )
 def test_unquoted_exclusions_stay_in_the_query(
@@ -108,7 +114,18 @@ def test_unquoted_exclusions_stay_in_the_query(
     # Slack's `-word` typed as it is: argparse refused it as an unknown option.
     parser = build_parser(argv[0])
     assert exclusions_apart(parser, argv[0], argv) == (kept, taken)
-    if argv[0] == "search" and taken:
-        args = parser.parse_args(kept)
-        with_exclusions(args, taken)
-        assert args.query == "deploy -rollback"
+
+
+@pytest.mark.parametrize(
+    ("argv", "query"),
+    [
+        (["search", "deploy", "-rollback", "--limit", "3"], "deploy -rollback"),
+        (["search", "-a", "--limit", "2", "-b"], "-a -b"),
+    ],
+)
+def test_the_exclusions_end_the_query_they_were_taken_from(argv: list[str], query: str) -> None:
+    parser = build_parser("search")
+    kept, taken = exclusions_apart(parser, "search", argv)
+    args = parser.parse_args(kept)
+    with_exclusions(args, taken)
+    assert (args.query, args.limit) == (query, int(argv[argv.index("--limit") + 1]))

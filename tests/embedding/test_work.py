@@ -17,7 +17,7 @@ import pytest
 from slackquery.cli import main
 from slackquery.crash import CRASH_ENV
 from slackquery.embedding import build_embedder, state
-from slackquery.embedding.run_progress import RunProgress, progress_path
+from slackquery.embedding.run_progress import RunProgress, progress_path, running_embed
 from slackquery.embedding.work import (
     MIN_GUIDED_BATCH,
     BatchOutcome,
@@ -453,3 +453,14 @@ def test_status_reads_a_running_embeds_progress_beside_the_state_it_holds(
         progress.update(T0, claimable=20)
         assert main(["embedding-status"]) == 1
         assert "is busy: another process" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "written",
+    ["{", "[]", '{"pid": 1}', '{"pid": 1, "started_at": "x", "updated_at": "y"}'],
+)
+def test_a_progress_file_that_is_no_runs_report_is_not_read(tmp_path: Path, written: str) -> None:
+    # One naming the holder's PID but missing a field failed embedding-status with a traceback.
+    state_path = tmp_path / "state.duckdb"
+    progress_path(state_path).write_text(written, encoding="utf-8")
+    assert running_embed(state_path, 1) is None

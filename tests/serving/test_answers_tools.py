@@ -123,8 +123,9 @@ def test_bracketed_prose_is_no_citation(engine: SearchEngine) -> None:
     result = verify_citations(engine, draft)
     assert [check.cited for check in result.citations] == [PASSWORD]
     assert result.verdict == "verified"
-    made_up = verify_citations(engine, f"{draft} Also [T0ACME:C1:1.000000].")
-    assert made_up.verdict == "unverified"
+    for made_up in ("T0ACME:C1:1.000000", "C1:1709280000.000000", "1709280000.000009"):
+        checked = verify_citations(engine, f"{draft} Also [{made_up}].")
+        assert checked.verdict == "unverified", made_up
 
 
 def test_verify_against_the_artifact_it_was_cited_from(

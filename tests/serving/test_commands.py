@@ -145,6 +145,8 @@ def test_scopes_command_lists_what_the_requester_may_search(
     assert main(["scopes", "--limit", "6", "--json"]) == 0
     first = json.loads(capsys.readouterr().out)
     assert first["truncated"] and len(first["scopes"]) == 6
+    assert main(["scopes", "--limit", "6"]) == 0  # a page, not the whole listing
+    assert "channels 1-6 in artifact " in capsys.readouterr().out
     assert main(["scopes", "--limit", "6", "--cursor", first["next_cursor"]]) == 0
     last = capsys.readouterr().out.splitlines()
     assert len(last) == 2 and last[-1].startswith("channels 7-7 in artifact ")

@@ -191,6 +191,12 @@ def test_a_time_filter_in_seconds_gets_a_note(engine: SearchEngine) -> None:
     )
     assert "ts_us=" not in " ".join(search(engine, "deploy", start_ts_us=BASE_TS * 10**6).notes)
     assert "ts_us=" not in " ".join(search(engine, "deploy", start_ts_us=0).notes)
+    nanoseconds = BASE_TS * 10**9
+    notes = " ".join(search(engine, "deploy", end_ts_us=nanoseconds).notes)
+    assert f"end_ts_us={nanoseconds} is after the year 9999" in notes
+    # Past the calendar, the dates' own error names it rather than failing to.
+    with pytest.raises(SlackqueryError, match="from after the year 9999 to 2024-03-01"):
+        search(engine, "deploy before:2024-03-02", start_ts_us=nanoseconds)
 
 
 def test_limits_and_bad_input(engine: SearchEngine) -> None:
@@ -280,10 +286,11 @@ def test_the_last_page_says_when_an_arm_had_more_than_its_window(engine: SearchE
     assert not any("the ranking ends here" in note for note in first.notes)
     last = search(engine, "ERR-42", narrow, mode="lexical", limit=1, cursor=first.next_cursor)
     assert last.next_cursor is None
-    assert "each arm hands only its best 2 candidates to fusion" in " ".join(last.notes)
-    # Every match ranked: nothing to say.
-    whole = search(engine, "ERR-42", mode="lexical", limit=50)
-    assert not any("the ranking ends here" in note for note in whole.notes)
+    assert "lexical search hands its best 2 of the messages holding" in " ".join(last.notes)
+    # Every match ranked: nothing to say; nor of the semantic arm, which ranks every message.
+    for mode, fusion in (("lexical", None), ("hybrid", None), ("semantic", narrow)):
+        whole = search(engine, "ERR-42", fusion, mode=mode, limit=50)
+        assert not any("the ranking ends here" in note for note in whole.notes), mode
 
 
 def test_cursor_tampering_and_mismatch(engine: SearchEngine) -> None:
@@ -299,7 +306,7 @@ def test_cursor_tampering_and_mismatch(engine: SearchEngine) -> None:
         search(engine, "the", limit=2, mode="hybrid", cursor=cursor)
     # Signed with another key: most often a server restarted without a configured secret.
     restarted = CursorCodec("another key").encode(first.artifact_id, "x", 2)
-    with pytest.raises(SlackqueryError, match="restarted without SLACKQUERY_CURSOR_SECRET"):
+    with pytest.raises(SlackqueryError, match="signed with another key"):
         search(engine, "the", limit=2, mode="lexical", cursor=restarted)
     with pytest.raises(SlackqueryError, match="another query"):
         search(engine, "the in:#eng", limit=2, mode="lexical", cursor=cursor)
