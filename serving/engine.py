@@ -713,13 +713,15 @@ class SearchEngine:
                 messages=[self._record(row) for row in rows[:limit]],
                 offset=offset,
                 truncated=more,
-                next_cursor=(
-                    self.cursors.encode(artifact.build_id, thread_fingerprint, offset + limit)
-                    if more
-                    else None
-                ),
+                next_cursor=self._next_cursor(artifact, thread_fingerprint, offset + limit, more),
                 artifact_id=artifact.build_id,
             )
+
+    def _next_cursor(
+        self, artifact: LoadedArtifact, key: str, offset: int, more: bool
+    ) -> str | None:
+        """The cursor of the page from `offset` (a thread's or a listing's), when `more`."""
+        return self.cursors.encode(artifact.build_id, key, offset) if more else None
 
     def _thread_of(
         self, artifact: LoadedArtifact, thread_id: str, visible: Visibility | None
@@ -829,11 +831,7 @@ class SearchEngine:
                 scopes=scopes[offset : offset + limit],
                 offset=offset,
                 truncated=more,
-                next_cursor=(
-                    self.cursors.encode(artifact.build_id, listing, offset + limit)
-                    if more
-                    else None
-                ),
+                next_cursor=self._next_cursor(artifact, listing, offset + limit, more),
                 artifact_id=artifact.build_id,
             )
 

@@ -129,6 +129,18 @@ def emit(args: argparse.Namespace, result: Any, text: str) -> None:
         print(text)
 
 
+def add_page_flags(parser: argparse.ArgumentParser, what: str, maximum: int, same: str) -> None:
+    """`--limit` (`what` per page, default 200, at most `maximum`) and `--cursor` (the
+    previous page's `next_cursor`, given with the `same` arguments)."""
+    parser.add_argument(
+        "--limit",
+        type=whole_number(1, maximum),
+        default=200,
+        help=f"{what} per page (default 200, at most {maximum})",
+    )
+    parser.add_argument("--cursor", help=f"next_cursor of a previous page (same {same})")
+
+
 def add_requester_flags(parser: argparse.ArgumentParser) -> None:
     """Give a lookup command `--as` (see what one Slack user would see) and its options."""
     parser.add_argument(

@@ -1,19 +1,17 @@
 """`slackquery scopes`: the workspaces and channels of the published archive."""
 
 import argparse
-from contextlib import closing
 
-from serving.engine import MAX_SCOPE_LIMIT, SearchEngine
+from serving.engine import MAX_SCOPE_LIMIT
 from serving.models import ScopesResponse
 from slackquery.commands import (
     add_json_flag,
+    add_page_flags,
     add_requester_flags,
     emit,
     requester_from,
-    whole_number,
-    with_kept_cursor_key,
 )
-from slackquery.commands.search import conversation_label, more_line
+from slackquery.commands.search import conversation_label, more_line, paged_read
 from slackquery.escaping import terminal_line
 from slackquery.settings import Settings
 
@@ -29,13 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--workspace", help="only this workspace (id, slug or name)")
     parser.add_argument("--channel", help="only channels of this name (#eng or eng)")
-    parser.add_argument(
-        "--limit",
-        type=whole_number(1, MAX_SCOPE_LIMIT),
-        default=200,
-        help=f"channels per page (default 200, at most {MAX_SCOPE_LIMIT})",
-    )
-    parser.add_argument("--cursor", help="next_cursor of a previous page (same flags)")
+    add_page_flags(parser, "channels", MAX_SCOPE_LIMIT, "flags")
     add_requester_flags(parser)
     add_json_flag(parser)
     parser.set_defaults(handler=run)
@@ -44,12 +36,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """List and print."""
     requester = requester_from(args, settings)
-    settings = with_kept_cursor_key(settings)
-    with closing(SearchEngine(settings)) as engine:
-        response = engine.list_scopes(
+    response, cursor_lasts = paged_read(
+        settings,
+        lambda engine: engine.list_scopes(
             args.workspace, args.channel, args.limit, requester=requester, cursor=args.cursor
-        )
-    cursor_lasts = settings.cursor_secret is not None
+        ),
+    )
     emit(args, response.model_dump(mode="json"), render(response, cursor_lasts))
     return 0
 

@@ -3,6 +3,9 @@
 import argparse
 import re
 import sys
+from collections.abc import Callable
+from contextlib import closing
+from typing import TypeVar
 
 from serving.access import Requester
 from serving.engine import SearchEngine
@@ -23,6 +26,7 @@ from slackquery.escaping import terminal_line
 from slackquery.settings import Settings
 
 SNIPPET_CHARS = 240
+Paged = TypeVar("Paged")
 # The most results a call may return is a setting; help states its default, not the
 # environment's value, which the parser does not read.
 MAX_RESULTS_DEFAULT = Settings.model_fields["search_max_results"].default
@@ -128,27 +132,32 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     check_max_results(args, "--limit", args.limit, settings)
     query = filtered_query(args.query, args)
     requester = requester_from(args, settings)
-    settings = with_kept_cursor_key(settings)
-    engine = SearchEngine(settings)
-    try:
-        response = engine.search(
-            SearchRequest(
-                query=query,
-                mode=args.mode,
-                channel_ids=args.channels,
-                author_ids=args.authors,
-                workspace_ids=args.workspaces,
-                limit=args.limit,
-                cursor=args.cursor,
-            ),
-            requester=requester,
-        )
-        starts = {} if args.json else thread_starts(engine, response, requester)
-    finally:
-        engine.close()
-    cursor_lasts = settings.cursor_secret is not None
+    request = SearchRequest(
+        query=query,
+        mode=args.mode,
+        channel_ids=args.channels,
+        author_ids=args.authors,
+        workspace_ids=args.workspaces,
+        limit=args.limit,
+        cursor=args.cursor,
+    )
+
+    def read(engine: SearchEngine) -> tuple[SearchResponse, dict[str, MessageRecord]]:
+        response = engine.search(request, requester=requester)
+        return response, {} if args.json else thread_starts(engine, response, requester)
+
+    (response, starts), cursor_lasts = paged_read(settings, read)
     emit(args, response.model_dump(mode="json"), render(response, starts, cursor_lasts))
     return 0
+
+
+def paged_read(settings: Settings, read: Callable[[SearchEngine], Paged]) -> tuple[Paged, bool]:
+    """`read` on an engine whose cursors the next command accepts, and whether it will
+    (False: the home could keep no cursor key, so no printed cursor would work)."""
+    settings = with_kept_cursor_key(settings)
+    with closing(SearchEngine(settings)) as engine:
+        response = read(engine)
+    return response, settings.cursor_secret is not None
 
 
 def more_line(next_cursor: str | None, cursor_lasts: bool, what: str) -> list[str]:

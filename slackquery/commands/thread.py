@@ -2,19 +2,17 @@
 
 import argparse
 import textwrap
-from contextlib import closing
 
-from serving.engine import MAX_THREAD_LIMIT, SearchEngine
+from serving.engine import MAX_THREAD_LIMIT
 from serving.models import ThreadResponse
 from slackquery.commands import (
     add_json_flag,
+    add_page_flags,
     add_requester_flags,
     emit,
     requester_from,
-    whole_number,
-    with_kept_cursor_key,
 )
-from slackquery.commands.search import byline, conversation_label, more_line
+from slackquery.commands.search import byline, conversation_label, more_line, paged_read
 from slackquery.escaping import terminal_line, terminal_text
 from slackquery.settings import Settings
 
@@ -30,13 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--json prints the same structure as the tool.",
     )
     parser.add_argument("thread", help="thread id, message id or permalink")
-    parser.add_argument(
-        "--limit",
-        type=whole_number(1, MAX_THREAD_LIMIT),
-        default=200,
-        help=f"messages per page (default 200, at most {MAX_THREAD_LIMIT})",
-    )
-    parser.add_argument("--cursor", help="next_cursor of a previous page (same thread)")
+    add_page_flags(parser, "messages", MAX_THREAD_LIMIT, "thread")
     add_requester_flags(parser)
     add_json_flag(parser)
     parser.set_defaults(handler=run)
@@ -45,12 +37,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Read and print."""
     requester = requester_from(args, settings)
-    settings = with_kept_cursor_key(settings)
-    with closing(SearchEngine(settings)) as engine:
-        response = engine.get_thread(
+    response, cursor_lasts = paged_read(
+        settings,
+        lambda engine: engine.get_thread(
             args.thread, args.limit, requester=requester, cursor=args.cursor
-        )
-    cursor_lasts = settings.cursor_secret is not None
+        ),
+    )
     emit(args, response.model_dump(mode="json"), render(response, cursor_lasts))
     return 0
 
