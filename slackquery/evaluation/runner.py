@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import re
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -110,7 +111,8 @@ def prepare_corpus(
     progress("project (dbt build)")
     steps["project"] = project(settings)
     progress("embed pending documents")
-    steps["embed"] = embed_pending(settings)
+    # A whole corpus embeds for minutes the first time: the embed command's bar, on a terminal.
+    steps["embed"] = embed_pending(settings, progress=sys.stderr.isatty())
     progress("build and validate the artifact")
     build_id = build_artifact(settings)
     steps["build_id"] = build_id
