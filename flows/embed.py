@@ -61,7 +61,8 @@ BATCHES_PER_WORKER_THREAD = 2
 # dashboard's HTTP port, any other service), where Dask's own handshake never times out.
 DASK_CONNECT_TIMEOUT_S = 10.0
 HANDSHAKE_GRACE_S = 1.0
-# A deployed run has no progress bar: its log says how far it is, at most once a minute.
+# A deployed run has no progress bar: its log says how far it is, at most once a minute
+# (the sync flow's too).
 PROGRESS_LOG_EVERY_S = 60.0
 
 

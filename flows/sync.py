@@ -14,6 +14,8 @@ only the page in flight); token, scope, malformed-page and input errors fail at 
 """
 
 import logging
+import time
+from collections.abc import Callable
 from datetime import date
 from typing import Any
 
@@ -23,11 +25,12 @@ from prefect.client.schemas.objects import TaskRun
 from prefect.exceptions import MissingContextError
 from prefect.states import State
 
+from flows.embed import PROGRESS_LOG_EVERY_S
 from flows.reconcile import reconcile
 from slackquery.canonical.store import StoreBusy
 from slackquery.settings import get_settings
 from slackquery.slack.client import SlackTransientError
-from slackquery.slack.sync import CONVERSATION_TYPES, SyncRequest, sync
+from slackquery.slack.sync import CONVERSATION_TYPES, Progress, SyncRequest, sync
 
 
 def retry_transient(task: Task[..., Any], task_run: TaskRun, state: State[Any]) -> bool:
@@ -49,6 +52,27 @@ def _logger() -> logging.Logger | logging.LoggerAdapter:
         return logging.getLogger("slackquery.sync")
 
 
+def logged_progress(
+    logger: logging.Logger | logging.LoggerAdapter,
+    clock: Callable[[], float] = time.monotonic,
+    every_s: float = PROGRESS_LOG_EVERY_S,
+) -> Progress:
+    """A sync's progress as a log line at most once every `every_s` seconds: conversations
+    done of those listed and the time left (a deployed sync has no bar, and a paced one
+    runs for minutes)."""
+    logged = clock()
+
+    def update(done: int, total: int, eta_s: float) -> None:
+        nonlocal logged
+        if clock() - logged >= every_s:
+            logged = clock()
+            logger.info(
+                "synced %d of %d conversations; about %.0f min left", done, total, eta_s / 60
+            )
+
+    return Progress(update)
+
+
 @task(
     cache_policy=NO_CACHE,
     persist_result=False,
@@ -64,7 +88,7 @@ def sync_workspace(
         types=tuple(types), channels=tuple(channels), since=since, max_minutes=max_minutes
     )
     try:
-        result = sync(get_settings(), request)
+        result = sync(get_settings(), request, progress=logged_progress(_logger()))
     except StoreBusy as error:
         _logger().warning("%s; skipping this run", error)
         return {"status": "skipped", "reason": str(error)}

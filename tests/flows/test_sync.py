@@ -1,5 +1,6 @@
 """The `sync` flows: task bodies with `.fn()`, retries, and sync + reconcile reaching search."""
 
+import logging
 import os
 import time
 from datetime import date
@@ -10,14 +11,20 @@ import pytest
 from prefect.states import Completed, Failed
 
 import flows.sync as sync_module
-from flows.sync import retry_transient, sync_and_reconcile, sync_flow, sync_workspace
+from flows.sync import (
+    logged_progress,
+    retry_transient,
+    sync_and_reconcile,
+    sync_flow,
+    sync_workspace,
+)
 from serving.engine import SearchEngine
 from serving.models import SearchRequest
 from slackquery.canonical import store
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
 from slackquery.slack.client import SlackApiError, SlackTransientError
-from slackquery.slack.sync import CONVERSATION_TYPES, SyncRequest
+from slackquery.slack.sync import CONVERSATION_TYPES, Progress, SyncRequest
 from tests.slack.conftest import Live, live, sample_zip  # noqa: F401 (fixtures)
 from tests.slack.server import Fault
 from tests.slack.test_sync import change_workspace
@@ -57,7 +64,7 @@ def test_the_flows_pass_since_to_the_sync_request(
     monkeypatch.setenv("SLACKQUERY_HOME", str(tmp_path / "home"))
     requests: list[SyncRequest] = []
 
-    def fake_sync(settings: Settings, request: SyncRequest) -> dict[str, Any]:
+    def fake_sync(settings: Settings, request: SyncRequest, progress: Progress) -> dict[str, Any]:
         requests.append(request)
         return {
             "conversations": 0,
@@ -129,3 +136,19 @@ def test_sync_and_reconcile_bring_edits_deletions_and_replies_to_search(
             engine.get_message(key + changes.deleted)
     finally:
         engine.close()
+
+
+def test_a_deployed_sync_logs_its_progress_once_a_minute(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A paced sync ran for minutes with nothing in its log until it ended.
+    now = [0.0]
+    progress = logged_progress(logging.getLogger("sync-test"), lambda: now[0])
+    caplog.set_level(logging.INFO, logger="sync-test")
+    for seconds, done in ((30.0, 1), (61.0, 2), (90.0, 3), (125.0, 4)):
+        now[0] = seconds
+        progress.update(done, 14, 600.0)
+    assert caplog.messages == [
+        "synced 2 of 14 conversations; about 10 min left",
+        "synced 4 of 14 conversations; about 10 min left",
+    ]
