@@ -464,18 +464,17 @@ class SearchEngine:
         with SEARCHES.search(), self.artifact() as artifact:
             visible = artifact.visibility(requester)
             filters = self._filters(artifact, request, parsed, visible)
-            request_fingerprint = fingerprint(
+            request_fingerprint, offset = self._paging(
+                artifact,
                 {
                     "query": " ".join(request.query.split()),
                     "mode": request.mode,
                     "filters": filters.as_dict(),
                     "fusion": fusion_key,
-                    "requester": requester.key if requester is not None else None,
-                }
+                },
+                requester,
+                request.cursor,
             )
-            offset = 0
-            if request.cursor:
-                offset = self.cursors.decode(request.cursor, artifact.build_id, request_fingerprint)
             ctx = self._context(artifact, request, parsed, filters, fusion, visible)
             if ctx.route == NEWEST:
                 # One more than the page, so `_page` knows whether another follows.
@@ -556,10 +555,8 @@ class SearchEngine:
             generation_id=artifact.generation_id,
             results=[self._hit(artifact.display_row(hit.row), hit) for hit in page],
             offset=offset,
-            next_cursor=(
-                self.cursors.encode(artifact.build_id, request_fingerprint, next_offset)
-                if next_offset < len(hits)
-                else None
+            next_cursor=self._next_cursor(
+                artifact, request_fingerprint, next_offset, next_offset < len(hits)
             ),
             notes=notes,
             vector_coverage=ctx.vector_coverage,
@@ -693,11 +690,8 @@ class SearchEngine:
             wanted = self._thread_of(artifact, thread_id, visible)
             # The thread, not the id it was asked by, keys the cursor: a page reached from
             # a reply's id continues from its root's.
-            thread_fingerprint = fingerprint(
-                {"thread": wanted, "requester": requester.key if requester is not None else None}
-            )
-            offset = (
-                self.cursors.decode(cursor, artifact.build_id, thread_fingerprint) if cursor else 0
+            thread_fingerprint, offset = self._paging(
+                artifact, {"thread": wanted}, requester, cursor
             )
             rows = self._thread_rows(artifact, wanted, visible, limit + 1, offset)
             if not rows:
@@ -717,10 +711,23 @@ class SearchEngine:
                 artifact_id=artifact.build_id,
             )
 
+    def _paging(
+        self,
+        artifact: LoadedArtifact,
+        listing: dict[str, object],
+        requester: Requester | None,
+        cursor: str | None,
+    ) -> tuple[str, int]:
+        """The key that binds a listing's cursors (a search's, a thread's, the scopes') to it
+        and its requester, and the offset `cursor` continues from (0: the first page)."""
+        requester_key = requester.key if requester is not None else None
+        key = fingerprint({**listing, "requester": requester_key})
+        return key, self.cursors.decode(cursor, artifact.build_id, key) if cursor else 0
+
     def _next_cursor(
         self, artifact: LoadedArtifact, key: str, offset: int, more: bool
     ) -> str | None:
-        """The cursor of the page from `offset` (a thread's or a listing's), when `more`."""
+        """The cursor of the page from `offset` of the listing `key` names, when `more`."""
         return self.cursors.encode(artifact.build_id, key, offset) if more else None
 
     def _thread_of(
@@ -817,13 +824,9 @@ class SearchEngine:
                     )
                 )
             scopes.sort(key=lambda s: (s.workspace_slug or "", s.channel_name or "", s.channel_id))
-            listing = fingerprint(
-                {
-                    "scopes": [workspace_id, channel_name],
-                    "requester": requester.key if requester is not None else None,
-                }
+            listing, offset = self._paging(
+                artifact, {"scopes": [workspace_id, channel_name]}, requester, cursor
             )
-            offset = self.cursors.decode(cursor, artifact.build_id, listing) if cursor else 0
             if offset > len(scopes):
                 raise SlackqueryError("cursor offset is out of range; list again without a cursor")
             more = len(scopes) > offset + limit
