@@ -66,31 +66,40 @@ HANDSHAKE_GRACE_S = 1.0
 PROGRESS_LOG_EVERY_S = 60.0
 
 
-class ProgressLog:
-    """Records a run's batches, then logs the items done of those claimable, the rate and
-    the time left, at most once every `every_s` seconds (a shorter run logs none)."""
+class Pace:
+    """When a deployed run's next progress line is due: at most once every `every_s`
+    seconds from its start (a shorter run logs none)."""
 
     def __init__(
-        self,
-        logger: Any,
-        run: EmbedRun,
-        total: int,
-        clock: Callable[[], float] = time.monotonic,
-        every_s: float = PROGRESS_LOG_EVERY_S,
+        self, clock: Callable[[], float] = time.monotonic, every_s: float = PROGRESS_LOG_EVERY_S
     ):
-        self.logger, self.run, self.total = logger, run, total
         self.clock, self.every_s = clock, every_s
         self.started = self.logged = clock()
+
+    def due(self) -> bool:
+        """Whether a line is due now; if so, the next one is `every_s` from now."""
+        now = self.clock()
+        if now - self.logged < self.every_s:
+            return False
+        self.logged = now
+        return True
+
+
+class ProgressLog:
+    """Records a run's batches, then logs the items done of those claimable, the rate and
+    the time left when its `Pace` says a line is due."""
+
+    def __init__(self, logger: Any, run: EmbedRun, total: int, pace: Pace | None = None):
+        self.logger, self.run, self.total = logger, run, total
+        self.pace = pace or Pace()
 
     def record(self, claim: Claim, outcome: BatchOutcome) -> dict[str, int]:
         """`EmbedRun.record`, then the progress line when it is due."""
         recorded = self.run.record(claim, outcome)
-        now = self.clock()
-        if now - self.logged >= self.every_s:
-            self.logged = now
+        if self.pace.due():
             tally = self.run.tally
             done = tally["succeeded"] + tally["failed"]
-            rate = tally["succeeded"] / (now - self.started)
+            rate = tally["succeeded"] / (self.pace.logged - self.pace.started)
             left = f"about {(self.total - done) / rate / 60:.0f} min left" if rate else "stalled"
             self.logger.info(
                 "embedded %d of %d items (%d failed); %.1f docs/s; %s",

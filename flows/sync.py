@@ -14,8 +14,6 @@ only the page in flight); token, scope, malformed-page and input errors fail at 
 """
 
 import logging
-import time
-from collections.abc import Callable
 from datetime import date
 from typing import Any
 
@@ -25,7 +23,7 @@ from prefect.client.schemas.objects import TaskRun
 from prefect.exceptions import MissingContextError
 from prefect.states import State
 
-from flows.embed import PROGRESS_LOG_EVERY_S
+from flows.embed import Pace
 from flows.reconcile import reconcile
 from slackquery.canonical.store import StoreBusy
 from slackquery.settings import get_settings
@@ -53,19 +51,15 @@ def _logger() -> logging.Logger | logging.LoggerAdapter:
 
 
 def logged_progress(
-    logger: logging.Logger | logging.LoggerAdapter,
-    clock: Callable[[], float] = time.monotonic,
-    every_s: float = PROGRESS_LOG_EVERY_S,
+    logger: logging.Logger | logging.LoggerAdapter, pace: Pace | None = None
 ) -> Progress:
-    """A sync's progress as a log line at most once every `every_s` seconds: conversations
-    done of those listed and the time left (a deployed sync has no bar, and a paced one
-    runs for minutes)."""
-    logged = clock()
+    """A sync's progress as a log line when `pace` says one is due: conversations done of
+    those listed and the time left (a deployed sync has no bar, and a paced one runs for
+    minutes)."""
+    pace = pace or Pace()
 
     def update(done: int, total: int, eta_s: float) -> None:
-        nonlocal logged
-        if clock() - logged >= every_s:
-            logged = clock()
+        if pace.due():
             logger.info(
                 "synced %d of %d conversations; about %.0f min left", done, total, eta_s / 60
             )

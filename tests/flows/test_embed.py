@@ -9,7 +9,7 @@ import pytest
 from prefect.states import Completed, Failed
 
 from flows._state import get_run, pop_run, put_run
-from flows.embed import ProgressLog, embed_batch, embed_flow, enqueue, retry_transient
+from flows.embed import Pace, ProgressLog, embed_batch, embed_flow, enqueue, retry_transient
 from slackquery.embedding.base import GenerationMismatchError
 from slackquery.embedding.errors import RequestRejectedError, TransientEmbeddingError
 from slackquery.embedding.work import EmbedRun
@@ -45,9 +45,8 @@ def test_a_deployed_run_logs_its_progress_once_a_minute(
     run = get_run(run_key)
     prepared = enqueue.fn(run_key)
     now = [0.0]
-    progress = ProgressLog(
-        logging.getLogger("embed-test"), run, prepared["claimable"], lambda: now[0]
-    )
+    pace = Pace(lambda: now[0])
+    progress = ProgressLog(logging.getLogger("embed-test"), run, prepared["claimable"], pace)
     caplog.set_level(logging.INFO, logger="embed-test")
     for seconds in (30.0, 90.0):
         now[0] = seconds

@@ -11,6 +11,7 @@ import pytest
 from prefect.states import Completed, Failed
 
 import flows.sync as sync_module
+from flows.embed import Pace
 from flows.sync import (
     logged_progress,
     retry_transient,
@@ -143,7 +144,7 @@ def test_a_deployed_sync_logs_its_progress_once_a_minute(
 ) -> None:
     # A paced sync ran for minutes with nothing in its log until it ended.
     now = [0.0]
-    progress = logged_progress(logging.getLogger("sync-test"), lambda: now[0])
+    progress = logged_progress(logging.getLogger("sync-test"), Pace(lambda: now[0]))
     caplog.set_level(logging.INFO, logger="sync-test")
     for seconds, done in ((30.0, 1), (61.0, 2), (90.0, 3), (125.0, 4)):
         now[0] = seconds
