@@ -68,6 +68,11 @@ def exclusions_apart(
         if not takes_value and word not in options and _EXCLUSION.fullmatch(word):
             taken.append(word)
             continue
+        if takes_value and word.startswith("-"):
+            # argparse takes `--in -x` for two options; `--in=-x` is the value it means.
+            kept[-1] = f"{kept[-1]}={word}"
+            takes_value = False
+            continue
         kept.append(word)
         action = options.get(word)
         positionals += not takes_value and action is None and not word.startswith("-")

@@ -97,7 +97,8 @@ def test_a_conversation_is_labelled_by_its_kind(name: str | None, kind: str, lab
             ["-hotfix", '-"orders db"'],
         ),
         (["search", "-h"], ["search", "-h"], []),  # help stays help
-        (["search", "x", "--in", "-x"], ["search", "x", "--in", "-x"], []),  # an option's value
+        # An option's value, joined to its option: argparse read `--in -x` as two options.
+        (["search", "x", "--in", "-x"], ["search", "x", "--in=-x"], []),
         (["search", "x", "-5"], ["search", "x", "-5"], []),  # a number is no exclusion
         (["scopes", "-x"], ["scopes", "-x"], []),  # no text argument to hold it
         (["search", "x", "--", "-y", "-z"], ["search", "x", "--", "-y", "-z"], []),
@@ -114,6 +115,13 @@ def test_unquoted_exclusions_stay_in_the_query(
     # Slack's `-word` typed as it is: argparse refused it as an unknown option.
     parser = build_parser(argv[0])
     assert exclusions_apart(parser, argv[0], argv) == (kept, taken)
+
+
+def test_an_option_value_that_starts_with_a_dash_is_that_option_s_value() -> None:
+    parser = build_parser("search")
+    kept, _ = exclusions_apart(parser, "search", ["search", "x", "--in", "-x", "--from", "-y"])
+    args = parser.parse_args(kept)
+    assert (args.query, args.channels, args.authors) == ("x", ["-x"], ["-y"])
 
 
 @pytest.mark.parametrize(
