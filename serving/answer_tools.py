@@ -19,7 +19,7 @@ from serving.access import current_requester
 from serving.answer_models import AnswerResponse, VerificationResponse
 from serving.answers import answer_question, verify_citations
 from serving.engine import SearchEngine
-from serving.tools import Count, TimestampUs, ToolRunner, tool_limits
+from serving.tools import TimestampUs, ToolRunner, ranged, text_of_at_most, tool_limits
 
 PROMPT = """\
 Answer this question from the team's Slack history: {question}
@@ -44,14 +44,16 @@ Answer this question from the team's Slack history: {question}
 def register_answer_tools(server: MCPServer, engine: SearchEngine, runner: ToolRunner) -> None:
     """Add answer_slack_question, verify_citations and the answer_from_slack prompt."""
 
+    settings = engine.settings
+
     async def answer_slack_question(
-        question: str,
+        question: text_of_at_most(settings.search_max_query_chars),
         workspace_ids: list[str] | None = None,
         channel_ids: list[str] | None = None,
         author_ids: list[str] | None = None,
         start_ts_us: TimestampUs | None = None,
         end_ts_us: TimestampUs | None = None,
-        max_evidence: Count = 12,
+        max_evidence: ranged(1, settings.search_max_results) = 12,
     ) -> AnswerResponse:
         """Answer a question from Slack messages only, with an evidence pack and citations.
 
@@ -108,14 +110,14 @@ def register_answer_tools(server: MCPServer, engine: SearchEngine, runner: ToolR
         )
         return await runner.run("verify_citations", "-", lambda deadline: call(deadline=deadline))
 
-    limits = tool_limits(engine.settings)
+    limits = tool_limits(settings)
     for tool, name in (
         (answer_slack_question, "answer_slack_question"),
         (verify_citations_tool, "verify_citations"),
     ):
         description = inspect.cleandoc(tool.__doc__ or "").format(**limits)
         server.add_tool(tool, name=name, description=description, structured_output=True)
-    max_chars = engine.settings.search_max_query_chars
+    max_chars = settings.search_max_query_chars
 
     @server.prompt(
         name="answer_from_slack",

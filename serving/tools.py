@@ -84,6 +84,17 @@ TimestampUs = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
 Count = Annotated[int, Strict()]
 
 
+def ranged(low: int, high: int) -> Any:
+    """A Count whose input schema states its range, so a client can check it before calling;
+    the engine enforces the range, in one line that names the setting behind it."""
+    return Annotated[int, Strict(), Field(json_schema_extra={"minimum": low, "maximum": high})]
+
+
+def text_of_at_most(max_chars: int) -> Any:
+    """A text whose input schema states its length limit (enforced by the engine)."""
+    return Annotated[str, Field(json_schema_extra={"maxLength": max_chars})]
+
+
 def one_line(message: str) -> str:
     """The message on one line (control characters escaped), cut in the middle to
     `MAX_ERROR_CHARS`."""
@@ -323,7 +334,7 @@ def register_tools(server: MCPServer, engine: SearchEngine, runner: ToolRunner) 
     settings = engine.settings
 
     async def search_slack(
-        query: str,
+        query: text_of_at_most(settings.search_max_query_chars),
         mode: Literal["hybrid", "lexical", "semantic"] = "hybrid",
         workspace_ids: list[str] | None = None,
         channel_ids: list[str] | None = None,
@@ -331,7 +342,7 @@ def register_tools(server: MCPServer, engine: SearchEngine, runner: ToolRunner) 
         conversation_types: list[Literal[CONVERSATION_TYPES]] | None = None,
         start_ts_us: TimestampUs | None = None,
         end_ts_us: TimestampUs | None = None,
-        limit: Count = 10,
+        limit: ranged(1, settings.search_max_results) = 10,
         cursor: OptionalText = None,
     ) -> SearchResponse:
         """Search Slack messages. Start here for any question about what was said in Slack.
@@ -382,7 +393,9 @@ def register_tools(server: MCPServer, engine: SearchEngine, runner: ToolRunner) 
         )
 
     async def get_slack_message(
-        document_id: str, context_before: Count = 0, context_after: Count = 0
+        document_id: str,
+        context_before: ranged(0, MAX_CONTEXT_MESSAGES) = 0,
+        context_after: ranged(0, MAX_CONTEXT_MESSAGES) = 0,
     ) -> MessageResponse:
         """Read one message and its neighbours, in time order, as Slack shows them.
 
@@ -402,7 +415,7 @@ def register_tools(server: MCPServer, engine: SearchEngine, runner: ToolRunner) 
         )
 
     async def get_slack_thread(
-        thread_id: str, limit: Count = 200, cursor: OptionalText = None
+        thread_id: str, limit: ranged(1, MAX_THREAD_LIMIT) = 200, cursor: OptionalText = None
     ) -> ThreadResponse:
         """Read a whole thread (root and replies) in time order.
 
@@ -423,7 +436,7 @@ def register_tools(server: MCPServer, engine: SearchEngine, runner: ToolRunner) 
     async def list_slack_scopes(
         workspace_id: OptionalText = None,
         channel_name: OptionalText = None,
-        limit: Count = 200,
+        limit: ranged(1, MAX_SCOPE_LIMIT) = 200,
         cursor: OptionalText = None,
     ) -> ScopesResponse:
         """List workspaces and channels with message counts and first/last message times.

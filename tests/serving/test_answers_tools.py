@@ -472,6 +472,8 @@ def test_tools_and_prompt_over_http(engine: SearchEngine, published: Settings) -
         "default": 12,
         "title": "Max Evidence",
         "type": "integer",
+        "minimum": 1,
+        "maximum": published.search_max_results,
     }
     assert answer["verdict"] == "answered" and answer["citations"]
     assert checked["verdict"] == "verified"

@@ -525,18 +525,32 @@ def test_tool_descriptions_state_the_enforced_limits(published: Settings) -> Non
     try:
         with http_server(narrow, engine) as url:
 
-            async def body(client: Client) -> tuple[dict[str, str], Any, Any, Any]:
-                tools = {
-                    tool.name: tool.description or "" for tool in (await client.list_tools()).tools
-                }
+            async def body(client: Client) -> tuple[list[Any], Any, Any, Any]:
+                listed = (await client.list_tools()).tools
                 over = await call(client, "search_slack", query="deploy", mode="lexical", limit=16)
                 at = await call(client, "search_slack", query="deploy", mode="lexical", limit=15)
                 long = await call(client, "search_slack", query="d" * 124, mode="lexical", limit=5)
-                return tools, over, at, long
+                return listed, over, at, long
 
-            tools, over, at, long = run_client(url, body)
+            listed, over, at, long = run_client(url, body)
     finally:
         engine.close()
+    tools = {tool.name: tool.description or "" for tool in listed}
+    schemas = {tool.name: tool.input_schema["properties"] for tool in listed}
+    # The input schemas state the same limits, for a client that checks before it calls.
+    assert schemas["search_slack"]["limit"] | {"default": 10} == {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": 15,
+        "default": 10,
+        "title": "Limit",
+    }
+    assert schemas["search_slack"]["query"]["maxLength"] == 123
+    assert schemas["answer_slack_question"]["max_evidence"]["maximum"] == 15
+    assert schemas["answer_slack_question"]["question"]["maxLength"] == 123
+    assert schemas["get_slack_thread"]["limit"]["maximum"] == 500
+    assert schemas["get_slack_message"]["context_after"]["maximum"] == 100
+    assert schemas["list_slack_scopes"]["limit"]["minimum"] == 1
     search = tools["search_slack"]
     assert "1-15 results" in search and "at most 123 chars" in search
     assert "parts of a multi-part question" not in search  # the question-part arm is off
