@@ -32,7 +32,8 @@ def neighbours(
     """Up to `before` earlier and `after` later messages beside the target as Slack shows
     it, each list in time order (ties by document id): a reply's are the other messages
     of its thread; a channel message's are the channel's messages outside threads (roots
-    included), not the replies of other threads posted meanwhile."""
+    and replies also sent to the channel included), not the replies of other threads
+    posted meanwhile."""
     key = {
         "w": target["workspace_id"],
         "c": target["channel_id"],
@@ -43,7 +44,11 @@ def neighbours(
         beside = _SAME_CHANNEL + " and thread_id = $t"
         key["t"] = target["thread_id"]
     else:
-        beside = _SAME_CHANNEL + " and not coalesce(is_thread_reply, false)"
+        beside = (
+            _SAME_CHANNEL
+            + " and not (coalesce(is_thread_reply, false)"
+            + " and not coalesce(is_thread_broadcast, false))"
+        )
     earlier = _rows(
         cursor,
         _SELECT + beside + " and (ts_us < $ts or (ts_us = $ts and document_id < $id))"

@@ -155,7 +155,7 @@ class MessageRecord(BaseModel):
 
 class MessageResponse(BaseModel):
     """A message and its neighbours in time order (a reply's in its thread, else the channel's
-    messages outside threads)."""
+    messages outside threads and the replies also sent to the channel)."""
 
     messages: list[MessageRecord]
     artifact_id: str

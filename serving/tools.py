@@ -402,7 +402,8 @@ def register_tools(server: MCPServer, engine: SearchEngine, runner: ToolRunner) 
         document_id: a search hit's document_id (`W:C:ts`) or a Slack permalink URL.
         context_before / context_after: earlier / later neighbours to include (each >= 0,
         together at most {max_context}): for a reply, the other messages of its thread; else
-        the channel's messages outside threads. Use this to see what surrounded a hit;
+        the channel's messages outside threads and the replies also sent to the channel.
+        Use this to see what surrounded a hit;
         use get_slack_thread for the replies of a thread.
         """
         requester = current_requester.get()
