@@ -428,7 +428,9 @@ def build_artifact(settings: Settings) -> str:
                 )
             except BaseException as error:
                 remove_candidate(artifact_dir, build_id)
-                if not isinstance(error, validate.ValidationFailed):
+                if not isinstance(error, Exception):
+                    history.mark_stopped(conn, build_id, error)
+                elif not isinstance(error, validate.ValidationFailed):
                     history.mark_failed(conn, build_id, f"{type(error).__name__}: {error}")
                 raise
             return build_id

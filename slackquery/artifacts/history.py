@@ -2,9 +2,9 @@
 
 Statuses: building → validated → published → superseded (published once, then replaced:
 a rollback target while its file is kept), building → failed, or building → interrupted
-(the process ended before the build finished). A row left in `building` is recorded
-interrupted by the next build or publish, which can tell because builds hold the artifact
-lock for their whole run.
+(stopped by a signal, or the process ended before the build finished). A row left in
+`building` is recorded interrupted by the next build or publish, which can tell because
+builds hold the artifact lock for their whole run.
 """
 
 import json
@@ -143,6 +143,17 @@ def mark_interrupted(conn: duckdb.DuckDBPyConnection) -> None:
         "update search_builds set status = 'interrupted', error_message = ?, completed_at = ? "
         "where status = 'building'",
         ["the build process ended before finishing", now()],
+    )
+
+
+def mark_stopped(conn: duckdb.DuckDBPyConnection, build_id: str, signal: BaseException) -> None:
+    """A build stopped from outside (Ctrl-C, SIGTERM, a cancel from Prefect): interrupted,
+    not failed, and named by what stopped it, since such signals carry no message."""
+    reason = f"stopped by {type(signal).__name__}" + (f": {signal}" if str(signal) else "")
+    conn.execute(
+        "update search_builds set status = 'interrupted', error_message = ?, completed_at = ? "
+        "where build_id = ?",
+        [reason[:MAX_ERROR_CHARS], now(), build_id],
     )
 
 

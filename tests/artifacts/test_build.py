@@ -489,6 +489,23 @@ def test_a_full_disk_fails_the_build_in_one_line_and_keeps_what_is_published(
     assert len(failed) == 1 and "No space left on device" in failed[0]["error_message"]
 
 
+def test_a_build_stopped_from_outside_is_interrupted_and_names_what_stopped_it(
+    state_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Prefect's cancel raises a TerminationSignal with no message: it was recorded failed,
+    # as "TerminationSignal: ".
+    settings = state_settings
+
+    def cancelled(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(validate, "run_checkpoint", cancelled)
+    with pytest.raises(KeyboardInterrupt):
+        build_artifact(settings)
+    [row] = _builds(settings).values()
+    assert (row["status"], row["error_message"]) == ("interrupted", "stopped by KeyboardInterrupt")
+
+
 def test_a_build_failing_after_its_rename_leaves_no_final_named_files(
     state_settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
