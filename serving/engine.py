@@ -8,6 +8,7 @@ restart, and requests already running on the old artifact finish on it (the old 
 closed once its last request ends).
 """
 
+import itertools
 import math
 import threading
 import time
@@ -18,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
+from pydantic import BaseModel
 
 from serving import lookups
 from serving.access import Requester, Visibility, channel_of
@@ -446,13 +448,14 @@ class SearchEngine:
         fusion: FusionConfig | None = None,
         deadline: Deadline | None = None,
         requester: Requester | None = None,
+        max_chars: int | None = None,
     ) -> SearchResponse:
         """Run one search: validate -> context -> arms -> fuse -> stages -> page.
 
         `fusion` overrides the ranking knobs (evaluation grids); `deadline` (the MCP tools'
         per-call budget) is checked before each arm and each stage. `requester` narrows
         every step to what that Slack user may see (None: the operator, who sees
-        everything)."""
+        everything). `max_chars` ends a page early whose hits' JSON would pass it."""
         deadline = deadline or Deadline(math.inf)
         started = time.perf_counter()
         if fusion is None:
@@ -482,7 +485,7 @@ class SearchEngine:
             else:
                 hits, weights = self._ranked(ctx, request, fusion, deadline)
             ctx.timings["total"] = (time.perf_counter() - started) * 1000
-            return self._page(ctx, request, hits, weights, offset, request_fingerprint)
+            return self._page(ctx, request, hits, weights, offset, request_fingerprint, max_chars)
 
     def _ranked(
         self, ctx: QueryContext, request: SearchRequest, fusion: FusionConfig, deadline: Deadline
@@ -529,16 +532,22 @@ class SearchEngine:
         weights: dict[str, float],
         offset: int,
         request_fingerprint: str,
+        max_chars: int | None,
     ) -> SearchResponse:
-        """The requested page of `hits`, with a cursor for the next one."""
+        """The requested page of `hits` (fewer where their JSON would pass `max_chars`),
+        with a cursor for the next one."""
         if offset > len(hits):
             raise SlackqueryError(
                 "cursor offset is out of range; repeat the search without a cursor"
             )
         artifact = ctx.artifact
         page = hits[offset : offset + request.limit]
-        next_offset = offset + len(page)
+        results = [self._hit(artifact.display_row(hit.row), hit) for hit in page]
+        kept = fitting(results, max_chars)
         notes = list(ctx.notes)
+        if kept < len(results):
+            notes.append(cut_note(f"{kept} of the {len(results)} results asked for", max_chars))
+        next_offset = offset + kept
         if next_offset >= len(hits) and ctx.window_filled:
             notes.append(
                 f"the ranking ends here: lexical search hands its best {ctx.window} of the "
@@ -553,7 +562,7 @@ class SearchEngine:
             filters=ctx.filters.as_dict(),
             artifact_id=artifact.build_id,
             generation_id=artifact.generation_id,
-            results=[self._hit(artifact.display_row(hit.row), hit) for hit in page],
+            results=results[:kept],
             offset=offset,
             next_cursor=self._next_cursor(
                 artifact, request_fingerprint, next_offset, next_offset < len(hits)
@@ -627,8 +636,10 @@ class SearchEngine:
         context_before: int = 0,
         context_after: int = 0,
         requester: Requester | None = None,
+        max_chars: int | None = None,
     ) -> MessageResponse:
-        """A message (by document id or permalink) and up to N earlier/M later neighbours.
+        """A message (by document id or permalink) and up to N earlier/M later neighbours,
+        the farthest left out where the messages' JSON would pass `max_chars`.
 
         For a requester, a message they may not see does not exist (same error); its
         neighbours come from its own, visible, channel."""
@@ -655,10 +666,21 @@ class SearchEngine:
                 before, after = lookups.neighbours(cursor, target, context_before, context_after)
             finally:
                 cursor.close()
-            messages = [self._record(item) for item in before]
-            messages.append(self._record(target, is_target=True))
-            messages.extend(self._record(item) for item in after)
-            return MessageResponse(messages=messages, artifact_id=artifact.build_id)
+            earlier = [self._record(item) for item in before]
+            later = [self._record(item) for item in after]
+            # Nearest first, alternately, so a cut leaves out the farthest on either side.
+            nearest = [self._record(target, is_target=True)]
+            for pair in itertools.zip_longest(reversed(earlier), later):
+                nearest.extend(record for record in pair if record is not None)
+            count = fitting(nearest, max_chars)
+            notes = []
+            if count < len(nearest):
+                neighbours = f"{count - 1} of the {len(nearest) - 1} neighbours asked for"
+                notes.append(cut_note(neighbours, max_chars, paged=False))
+            kept = {id(record) for record in nearest[:count]}
+            in_order = [*earlier, nearest[0], *later]
+            messages = [record for record in in_order if id(record) in kept]
+            return MessageResponse(messages=messages, artifact_id=artifact.build_id, notes=notes)
 
     def message_record(
         self, document_id: str, requester: Requester | None = None
@@ -676,9 +698,11 @@ class SearchEngine:
         limit: int = 200,
         requester: Requester | None = None,
         cursor: str | None = None,
+        max_chars: int | None = None,
     ) -> ThreadResponse:
         """A page of a thread's messages in time order; a message id of the thread also
-        works, and `cursor` (a page's `next_cursor`) continues where that page ended.
+        works, and `cursor` (a page's `next_cursor`) continues where that page ended. A page
+        ends early where its messages' JSON would pass `max_chars`.
 
         For a requester, a thread of a channel they may not see does not exist."""
         if not 1 <= limit <= MAX_THREAD_LIMIT:
@@ -701,13 +725,15 @@ class SearchEngine:
                     else f"no thread {thread_id!r} in the published artifact "
                     "(thread ids look like W:C:thread_ts; search hits carry them)"
                 )
-            more = len(rows) > limit
+            messages = [self._record(row) for row in rows[:limit]]
+            kept = fitting(messages, max_chars)
+            more = len(rows) > kept
             return ThreadResponse(
                 thread_id=wanted,
-                messages=[self._record(row) for row in rows[:limit]],
+                messages=messages[:kept],
                 offset=offset,
                 truncated=more,
-                next_cursor=self._next_cursor(artifact, thread_fingerprint, offset + limit, more),
+                next_cursor=self._next_cursor(artifact, thread_fingerprint, offset + kept, more),
                 artifact_id=artifact.build_id,
             )
 
@@ -776,9 +802,11 @@ class SearchEngine:
         limit: int = 200,
         requester: Requester | None = None,
         cursor: str | None = None,
+        max_chars: int | None = None,
     ) -> ScopesResponse:
         """A page of channels with counts and time spans, optionally narrowed to a
         workspace/name; `cursor` (a page's `next_cursor`) continues where that page ended.
+        A page ends early where its channels' JSON would pass `max_chars`.
 
         For a requester, only the channels they may see (invisible ones not even by name)."""
         if not 1 <= limit <= MAX_SCOPE_LIMIT:
@@ -829,14 +857,38 @@ class SearchEngine:
             )
             if offset > len(scopes):
                 raise SlackqueryError("cursor offset is out of range; list again without a cursor")
-            more = len(scopes) > offset + limit
+            page = scopes[offset : offset + limit]
+            kept = fitting(page, max_chars)
+            more = len(scopes) > offset + kept
             return ScopesResponse(
-                scopes=scopes[offset : offset + limit],
+                scopes=page[:kept],
                 offset=offset,
                 truncated=more,
-                next_cursor=self._next_cursor(artifact, listing, offset + limit, more),
+                next_cursor=self._next_cursor(artifact, listing, offset + kept, more),
                 artifact_id=artifact.build_id,
             )
+
+
+def fitting(records: Sequence[BaseModel], max_chars: int | None) -> int:
+    """How many of `records`, from the first, fit in `max_chars` characters of JSON: at
+    least one, so that every page moves on; all of them without a budget."""
+    if max_chars is None:
+        return len(records)
+    used = 0
+    for count, record in enumerate(records):
+        used += len(record.model_dump_json()) + 1  # and the comma between records
+        if used > max_chars and count:
+            return count
+    return len(records)
+
+
+def cut_note(kept: str, max_chars: int | None, paged: bool = True) -> str:
+    """The note of a response cut to its character budget."""
+    rest = "; next_cursor reads on" if paged else "; ask for fewer"
+    return (
+        f"this response holds {kept}, to stay under {max_chars:,} characters "
+        f"(SLACKQUERY_SERVE_MAX_RESPONSE_CHARS){rest}"
+    )
 
 
 def visible_message_row(

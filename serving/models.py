@@ -159,6 +159,10 @@ class MessageResponse(BaseModel):
 
     messages: list[MessageRecord]
     artifact_id: str
+    notes: list[str] = Field(
+        default_factory=list,
+        description="Warnings: neighbours left out to keep the response within its size.",
+    )
 
 
 class ThreadResponse(BaseModel):

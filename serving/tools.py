@@ -332,6 +332,7 @@ class ToolRunner:
 def register_tools(server: MCPServer, engine: SearchEngine, runner: ToolRunner) -> None:
     """Add search_slack, get_slack_message, get_slack_thread and list_slack_scopes."""
     settings = engine.settings
+    max_chars = settings.serve_max_response_chars
 
     async def search_slack(
         query: text_of_at_most(settings.search_max_query_chars),
@@ -364,7 +365,8 @@ def register_tools(server: MCPServer, engine: SearchEngine, runner: ToolRunner) 
         channel_ids (ids or names like "#eng"), author_ids (ids or names like "@priya"),
         conversation_types, start_ts_us/end_ts_us (inclusive, microseconds since epoch UTC).
         Narrow with filters before raising limit.
-        limit: 1-{max_results} results per page. cursor: the previous page's next_cursor, with
+        limit: 1-{max_results} results per page (fewer, with a note, where their JSON would
+        pass {max_response_chars:,} characters). cursor: the previous page's next_cursor, with
         the same query, mode and filters.
         Returns hits with ids, channel, author, ISO timestamp, thread id, text, permalink,
         each arm's rank/score and the fused score (ranking signals, not probabilities),
@@ -389,7 +391,9 @@ def register_tools(server: MCPServer, engine: SearchEngine, runner: ToolRunner) 
         return await runner.run(
             "search_slack",
             mode,
-            lambda deadline: engine.search(request, deadline=deadline, requester=requester),
+            lambda deadline: engine.search(
+                request, deadline=deadline, requester=requester, max_chars=max_chars
+            ),
         )
 
     async def get_slack_message(
@@ -403,7 +407,8 @@ def register_tools(server: MCPServer, engine: SearchEngine, runner: ToolRunner) 
         context_before / context_after: earlier / later neighbours to include (each >= 0,
         together at most {max_context}): for a reply, the other messages of its thread; else
         the channel's messages outside threads and the replies also sent to the channel.
-        Use this to see what surrounded a hit;
+        The farthest are left out, with a note, where the JSON would pass
+        {max_response_chars:,} characters. Use this to see what surrounded a hit;
         use get_slack_thread for the replies of a thread.
         """
         requester = current_requester.get()
@@ -411,7 +416,7 @@ def register_tools(server: MCPServer, engine: SearchEngine, runner: ToolRunner) 
             "get_slack_message",
             "-",
             lambda deadline: engine.get_message(
-                document_id, context_before, context_after, requester=requester
+                document_id, context_before, context_after, requester=requester, max_chars=max_chars
             ),
         )
 
@@ -422,15 +427,16 @@ def register_tools(server: MCPServer, engine: SearchEngine, runner: ToolRunner) 
 
         thread_id: a hit's thread_id (`W:C:thread_ts`); a message id or permalink of any
         message in the thread also works. limit: 1-{max_thread} messages a page (default
-        200); `truncated` says when more follow, and passing `next_cursor` back as cursor
-        (same thread_id) reads them. Expand only threads that look relevant.
+        200; a page ends early where its JSON would pass {max_response_chars:,} characters);
+        `truncated` says when more follow, and passing `next_cursor` back as cursor (same
+        thread_id) reads them. Expand only threads that look relevant.
         """
         requester = current_requester.get()
         return await runner.run(
             "get_slack_thread",
             "-",
             lambda deadline: engine.get_thread(
-                thread_id, limit, requester=requester, cursor=cursor
+                thread_id, limit, requester=requester, cursor=cursor, max_chars=max_chars
             ),
         )
 
@@ -445,15 +451,21 @@ def register_tools(server: MCPServer, engine: SearchEngine, runner: ToolRunner) 
         Use it to find the ids and names that search_slack filters take, or to learn
         which time range the archive covers. workspace_id: id, slug or name to narrow to;
         channel_name: exact name, with or without `#` (case-insensitive). limit:
-        1-{max_scopes} a page; `truncated` says when more follow, and passing `next_cursor`
-        back as cursor (same filters) lists them.
+        1-{max_scopes} a page (fewer past {max_response_chars:,} characters of JSON);
+        `truncated` says when more follow, and passing `next_cursor` back as cursor (same
+        filters) lists them.
         """
         requester = current_requester.get()
         return await runner.run(
             "list_slack_scopes",
             "-",
             lambda deadline: engine.list_scopes(
-                workspace_id, channel_name, limit, requester=requester, cursor=cursor
+                workspace_id,
+                channel_name,
+                limit,
+                requester=requester,
+                cursor=cursor,
+                max_chars=max_chars,
             ),
         )
 
@@ -475,4 +487,5 @@ def tool_limits(settings: Settings) -> dict[str, float]:
         "max_thread": MAX_THREAD_LIMIT,
         "max_scopes": MAX_SCOPE_LIMIT,
         "budget_s": settings.serve_request_budget_s,
+        "max_response_chars": settings.serve_max_response_chars,
     }

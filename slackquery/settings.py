@@ -333,6 +333,15 @@ class Settings(BaseSettings):
         ge=200,
         description="Message text longer than this is cut, with a marker, in tool responses.",
     )
+    serve_max_response_chars: int = Field(
+        default=32_000,
+        ge=8_000,
+        description="Most characters of JSON the records of one tool response take (search "
+        "hits, a thread's messages, channels, a message's neighbours): a page that would pass "
+        "it ends early, with `next_cursor` (a message's farthest neighbours are left out). "
+        "MCP clients cap what a tool may return (some at 25,000 tokens), and the SDK sends "
+        "each response twice, as structured content and as text. The CLI has no such cap.",
+    )
     serve_max_request_bytes: int = Field(
         default=1_048_576,
         ge=1024,

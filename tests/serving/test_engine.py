@@ -386,6 +386,52 @@ def test_neighbours_are_those_slack_shows_beside_the_message(engine: SearchEngin
     ]
 
 
+def test_a_page_past_its_character_budget_ends_early_and_reads_on(engine: SearchEngine) -> None:
+    # MCP clients cap a tool's result: a 200-message thread page overflowed them.
+    whole = engine.get_thread(ERR_THREAD)
+    size = len(whole.messages[0].model_dump_json())
+    seen, cursor = [], None
+    while True:
+        page = engine.get_thread(ERR_THREAD, cursor=cursor, max_chars=2 * size + 50)
+        assert 1 <= len(page.messages) <= 2
+        seen.extend(page.messages)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert seen == whole.messages
+    # At least one record a page, so a page always moves on.
+    assert len(engine.get_thread(ERR_THREAD, max_chars=10).messages) == 1
+
+    everything = search(engine, "the", limit=8, mode="lexical")
+    cut = engine.search(SearchRequest(query="the", mode="lexical", limit=8), max_chars=2_000)
+    assert 1 <= len(cut.results) < len(everything.results)
+    assert cut.results == everything.results[: len(cut.results)]
+    assert any("SLACKQUERY_SERVE_MAX_RESPONSE_CHARS" in note for note in cut.notes)
+    rest = engine.search(
+        SearchRequest(query="the", mode="lexical", limit=8, cursor=cut.next_cursor)
+    )
+    assert rest.offset == len(cut.results)
+    assert rest.results[0] == everything.results[len(cut.results)]
+
+    scopes = engine.list_scopes("acme")
+    first = engine.list_scopes("acme", max_chars=len(scopes.scopes[0].model_dump_json()) + 1)
+    assert first.scopes == scopes.scopes[:1] and first.truncated
+    assert engine.list_scopes("acme", cursor=first.next_cursor).scopes == scopes.scopes[1:]
+
+
+def test_a_message_past_its_character_budget_keeps_its_nearest_neighbours(
+    engine: SearchEngine,
+) -> None:
+    target = "T0ACME:C1:1709290800.000003"  # the third reply of five in ERR_THREAD
+    whole = engine.get_message(target, context_before=5, context_after=5)
+    ids = [m.document_id for m in whole.messages]
+    size = max(len(m.model_dump_json()) for m in whole.messages)
+    cut = engine.get_message(target, context_before=5, context_after=5, max_chars=3 * size + 3)
+    middle = ids.index(target)
+    assert [m.document_id for m in cut.messages] == ids[middle - 1 : middle + 2]
+    assert cut.notes and "2 of the 4 neighbours" in cut.notes[0] and not whole.notes
+
+
 def test_thread_pages_follow_cursors(engine: SearchEngine) -> None:
     whole = engine.get_thread(ERR_THREAD)
     assert not whole.truncated and whole.next_cursor is None and len(whole.messages) >= 3

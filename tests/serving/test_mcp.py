@@ -520,19 +520,32 @@ def test_an_unexpected_failure_names_a_request_id_that_the_log_has(
 
 
 def test_tool_descriptions_state_the_enforced_limits(published: Settings) -> None:
-    narrow = published.model_copy(update={"search_max_results": 15, "search_max_query_chars": 123})
+    narrow = published.model_copy(
+        update={
+            "search_max_results": 15,
+            "search_max_query_chars": 123,
+            "serve_max_response_chars": 8_000,
+        }
+    )
     engine = SearchEngine(narrow)
     try:
         with http_server(narrow, engine) as url:
 
-            async def body(client: Client) -> tuple[list[Any], Any, Any, Any]:
+            async def body(client: Client) -> tuple[list[Any], Any, Any, Any, Any]:
                 listed = (await client.list_tools()).tools
                 over = await call(client, "search_slack", query="deploy", mode="lexical", limit=16)
                 at = await call(client, "search_slack", query="deploy", mode="lexical", limit=15)
                 long = await call(client, "search_slack", query="d" * 124, mode="lexical", limit=5)
-                return listed, over, at, long
+                wide = await call(
+                    client,
+                    "get_slack_message",
+                    document_id=LONG_MESSAGE,
+                    context_before=50,
+                    context_after=50,
+                )
+                return listed, over, at, long, wide
 
-            listed, over, at, long = run_client(url, body)
+            listed, over, at, long, wide = run_client(url, body)
     finally:
         engine.close()
     tools = {tool.name: tool.description or "" for tool in listed}
@@ -551,6 +564,11 @@ def test_tool_descriptions_state_the_enforced_limits(published: Settings) -> Non
     assert schemas["get_slack_thread"]["limit"]["maximum"] == 500
     assert schemas["get_slack_message"]["context_after"]["maximum"] == 100
     assert schemas["list_slack_scopes"]["limit"]["minimum"] == 1
+    # The channel's messages would take more than the response budget.
+    assert len(json.dumps(wide["messages"])) <= 8_000
+    assert "SLACKQUERY_SERVE_MAX_RESPONSE_CHARS" in wide["notes"][0]
+    paged = ("search_slack", "get_slack_message", "get_slack_thread", "list_slack_scopes")
+    assert all("8,000 characters" in tools[name] for name in paged)
     search = tools["search_slack"]
     assert "1-15 results" in search and "at most 123 chars" in search
     assert "parts of a multi-part question" not in search  # the question-part arm is off
