@@ -62,6 +62,10 @@ class Visibility:
     # The share of visible messages semantic ranking reaches: the artifact's own share would
     # tell a requester how many messages they may not see.
     vector_coverage: float
+    # The first and last visible posting time, and which author codes wrote a visible row:
+    # the artifact's own would date a hidden message, or make its author a known name.
+    time_span_us: tuple[int, int]
+    authors: np.ndarray  # bool per author code
     # Visible document frequency per term id, filled as queries use the terms: a common
     # term's postings need not be re-counted on every query of this requester.
     term_frequencies: dict[int, int] = field(default_factory=dict, compare=False, repr=False)
@@ -121,6 +125,10 @@ def compute_visibility(artifact: LoadedArtifact, requester: Requester) -> Visibi
     rows.setflags(write=False)  # shared by every query of this requester
     vector_positions = artifact.message_vector_positions(rows)
     messages = int(np.count_nonzero(artifact.is_message & rows))
+    times = artifact.ts_us[rows]
+    authors = np.zeros(len(artifact.author_code_of), dtype=bool)
+    written = artifact.author_codes[rows]
+    authors[written[written >= 0]] = True
     return Visibility(
         rows=rows,
         channels=frozenset(channels),
@@ -128,6 +136,8 @@ def compute_visibility(artifact: LoadedArtifact, requester: Requester) -> Visibi
         vector_positions=vector_positions,
         document_count=int(np.count_nonzero(rows)),
         vector_coverage=vector_coverage(len(vector_positions), messages),
+        time_span_us=(int(times.min()), int(times.max())) if times.size else (0, 0),
+        authors=authors,
     )
 
 

@@ -197,7 +197,7 @@ def rank_authors(ctx: QueryContext) -> ArmRanking | None:
     """Messages by the people the question names, by cosine: a hint, never a filter."""
     if ctx.filters.author_ids:
         return None
-    named = ctx.artifact.authors_named_in(ctx.text)
+    named = ctx.artifact.authors_named_in(ctx.text, ctx.visible)
     if not named.size:
         return None
     keys, scores = ctx.cosines
@@ -213,7 +213,7 @@ def rank_scope(ctx: QueryContext) -> ArmRanking | None:
     artifact, filters = ctx.artifact, ctx.filters
     channels = artifact.channels_named_in(ctx.text) if filters.channel_ids is None else np.zeros(0)
     timed = filters.start_ts_us is not None or filters.end_ts_us is not None
-    days = [] if timed else day_spans(named_days(ctx.text), artifact.time_span_us)
+    days = [] if timed else day_spans(named_days(ctx.text), artifact.time_span_us(ctx.visible))
     if not channels.size and not days:
         return None
     keys, scores = ctx.cosines

@@ -410,12 +410,17 @@ class LoadedArtifact:
         """User ids or names (`@priya`, display/real/user names, `<@U123>`) -> ids.
 
         Names match without regard to case or accents, so `@chloe` finds "Chloé". With
-        `visible`, only users of the requester's workspace exist."""
+        `visible`, only the authors of messages the requester may see exist: one who wrote
+        only where they may not look reads as a name nobody has."""
         if visible is None:
             known_ids = {row[1] for row in self.users} | set(self.author_code_of)
             by_name = self.user_by_name
         else:
-            known_ids = {row[1] for row in self.users if row[0] == visible.workspace_id}
+            known_ids = {
+                row[1]
+                for row in self.users
+                if row[0] == visible.workspace_id and self.wrote_visibly(row[1], visible)
+            }
             by_name = {
                 name: ids & known_ids for name, ids in self.user_by_name.items() if ids & known_ids
             }
@@ -428,11 +433,20 @@ class LoadedArtifact:
             " (an author is a user id U…, or @ and a handle, display or real name)",
         )
 
+    def wrote_visibly(self, user_id: str, visible: Visibility) -> bool:
+        """Whether the user wrote a message the requester may see."""
+        code = self.author_code_of.get(user_id)
+        return code is not None and bool(visible.authors[code])
+
     @cached_property
-    def time_span_us(self) -> tuple[int, int]:
-        """First and last posting time, the span the days a question names are read in;
-        taken on first use, so loading an artifact never reads every row's time."""
+    def _time_span_us(self) -> tuple[int, int]:
         return (int(self.ts_us.min()), int(self.ts_us.max())) if self.ts_us.size else (0, 0)
+
+    def time_span_us(self, visible: Visibility | None = None) -> tuple[int, int]:
+        """First and last posting time the requester may see, the span the days a question
+        names are read in; the whole artifact's is taken on first use, so loading an
+        artifact never reads every row's time."""
+        return self._time_span_us if visible is None else visible.time_span_us
 
     @cached_property
     def source_ids_are_document_ids(self) -> bool:
@@ -471,11 +485,14 @@ class LoadedArtifact:
             }
         )
 
-    def authors_named_in(self, text: str) -> np.ndarray:
-        """Author codes of the users whose names appear as words of `text` (maybe none)."""
+    def authors_named_in(self, text: str, visible: Visibility | None = None) -> np.ndarray:
+        """Author codes of the users whose names appear as words of `text` (maybe none);
+        with `visible`, only those who wrote a message the requester may see."""
         codes: set[int] = set()
         for word in set(fts_tokens(text)):
             codes |= self.author_codes_by_word.get(word, set())
+        if visible is not None:
+            codes = {code for code in codes if visible.authors[code]}
         return np.array(sorted(codes), dtype=np.int32)
 
     def mask(self, filters: Filters) -> np.ndarray:

@@ -24,6 +24,7 @@ from serving.semantic import vector_scores
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from serving.access import Visibility
     from serving.artifact import Filters, LoadedArtifact
     from serving.fusion import FusionConfig
     from serving.lexical import QueryTerms
@@ -80,6 +81,9 @@ class QueryContext:
     # Matrix positions of the mask's message vectors when known in advance (a requester's
     # visibility without filters: computed once per requester, not per query).
     mask_positions: np.ndarray | None = None
+    # What the requester may see (None: everything): the times and names a question's
+    # words are read against are theirs.
+    visible: Visibility | None = None
     # Share of messages with a vector, for the semantic and hybrid modes (None: lexical).
     vector_coverage: float | None = None
     notes: list[str] = field(default_factory=list)

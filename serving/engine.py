@@ -438,6 +438,7 @@ class SearchEngine:
             embedder=self.query_embedder,
             active_arms=active,
             max_query_parts=self.settings.search_max_query_parts,
+            visible=visible,
             vector_coverage=coverage,
             notes=notes,
         )

@@ -60,7 +60,8 @@ def answer_cue_stage(ctx: QueryContext, hits: list[FusedHit]) -> list[FusedHit]:
         return hits
     texts = [ctx.display_text(hit.row) for hit in hits[:ANSWER_CUE_DEPTH]]
     cued = [
-        holds_answer_type(text, kinds) or (person and ctx.artifact.authors_named_in(text).size > 0)
+        holds_answer_type(text, kinds)
+        or (person and ctx.artifact.authors_named_in(text, ctx.visible).size > 0)
         for text in texts
     ]
     stated = [f"state a {kind}" for kind in kinds] + (["name a person"] if person else [])

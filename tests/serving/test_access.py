@@ -6,6 +6,7 @@ private channel, the DM and the group DM (tests/serving/slack_export.py). Every 
 attempt below is made as Chen and compared with what a nonexistent object gives.
 """
 
+import dataclasses
 import json
 import os
 import sys
@@ -409,6 +410,35 @@ def test_a_hidden_channel_named_in_a_question_is_not_a_scope(engine: SearchEngin
     assert scope_notes("the checklist in #eng and #secret-plans", bob) == [
         named + ", #secret-plans"
     ]
+
+
+def test_the_times_and_names_a_question_is_read_against_are_the_requesters(
+    engine: SearchEngine,
+) -> None:
+    # The artifact's newest message is in a group DM Chen is not in: a day named without
+    # a year was read in its span, and a name of someone who wrote only where Chen may
+    # not look resolved, so either told of hidden messages (a QA probe's A/B homes).
+    chen = Requester("U3", ACME)
+    with engine.artifact() as artifact:
+        visible = artifact.visibility(chen)
+        assert visible is not None
+        seen = artifact.ts_us[visible.rows]
+        assert artifact.time_span_us(visible) == (int(seen.min()), int(seen.max()))
+        assert artifact.time_span_us()[1] == int(artifact.ts_us.max()) > int(seen.max())
+        zoe = artifact.author_code_of["U4"]
+        assert visible.authors[zoe] and artifact.resolve_authors(["@zoe.muller"], visible) == (
+            "U4",
+        )
+        unwritten = dataclasses.replace(visible, authors=visible.authors.copy())
+        unwritten.authors[zoe] = False  # as if Zoë wrote only in the group DM
+        assert artifact.authors_named_in("what did Zoë say", unwritten).size == 0
+        assert zoe in artifact.authors_named_in("what did Zoë say", visible)
+        errors = []
+        for name in ("@zoe.muller", "@nobody"):
+            with pytest.raises(SlackqueryError) as error:
+                artifact.resolve_authors([name], unwritten)
+            errors.append(str(error.value).replace(name, "NAME"))
+        assert errors[0] == errors[1]
 
 
 def test_evidence_strength_counts_only_the_messages_a_requester_sees(
