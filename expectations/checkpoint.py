@@ -30,6 +30,7 @@ from expectations.suites import (
     artifact_metadata,
     channel_members,
     channels,
+    deactivated_users,
     document_arrays,
     document_vectors,
     fts_main_search_documents,
@@ -58,6 +59,7 @@ SUITES = (
     channels,
     users,
     channel_members,
+    deactivated_users,
     fts_main_search_documents,
 )
 DEFAULT_CHUNK_ROWS = 250_000

@@ -4,7 +4,8 @@ A `Requester` is one Slack user of one workspace (from a grant's token over HTTP
 `--as` on the CLI); None everywhere means the local operator or the admin token, who see
 everything. A requester sees the public channels of their workspace and the private
 channels, DMs and group DMs whose membership (the artifact's `channel_members`) includes
-them; `no_dms` drops DMs and group DMs. Nothing of another workspace. The visibility is a
+them; `no_dms` drops DMs and group DMs. Nothing of another workspace, and nothing at all
+to an account Slack has deactivated (`deactivated_users`). The visibility is a
 row mask computed once per requester and artifact (`LoadedArtifact.visibility`), and the
 engine folds it into every query's mask, name resolution and lookup, so a forbidden
 object and a nonexistent one get the same answer.
@@ -113,6 +114,8 @@ def compute_visibility(artifact: LoadedArtifact, requester: Requester) -> Visibi
         for workspace, channel, _name, kind, *_counts in artifact.channels
         if workspace == requester.workspace_id and may_see(requester, kind, channel in member_of)
     }
+    if (requester.workspace_id, requester.user_id) in artifact.deactivated:
+        channels = set()
     workspace_code = artifact.workspace_code_of.get(requester.workspace_id, -1)
     channel_codes = [
         artifact.channel_code_of[channel]
@@ -141,12 +144,30 @@ def compute_visibility(artifact: LoadedArtifact, requester: Requester) -> Visibi
     )
 
 
+def is_deactivated(conn: duckdb.DuckDBPyConnection, requester: Requester) -> bool:
+    """Whether an artifact records the requester's account as deactivated (artifacts of
+    schema 8 and before record none)."""
+    try:
+        row = conn.execute(
+            "select count(*) from deactivated_users where workspace_id = $w and user_id = $u",
+            {"w": requester.workspace_id, "u": requester.user_id},
+        ).fetchone()
+    except duckdb.CatalogException:
+        return False
+    return bool(row and row[0])
+
+
 def resolve_requester(
-    conn: duckdb.DuckDBPyConnection, user: str, workspace: str | None, no_dms: bool = False
+    conn: duckdb.DuckDBPyConnection,
+    user: str,
+    workspace: str | None,
+    no_dms: bool = False,
+    active_only: bool = False,
 ) -> Requester:
     """`U…`, `@name` or a bare name (handle, display or real name), optionally of one
     workspace (id, slug or name), resolved against an artifact's users and members; unknown
-    or ambiguous values are an error. A bare value matches a user id or a name."""
+    or ambiguous values are an error, and so, with `active_only`, is a deactivated account.
+    A bare value matches a user id or a name."""
     wanted = user.strip()
     by_name = wanted.startswith("@")
     text = wanted.lstrip("@").casefold()
@@ -191,7 +212,13 @@ def resolve_requester(
         raise SlackqueryError(
             f"user {user!r}{where} is ambiguous ({found}); pass --workspace or a user id"
         )
-    return Requester(user_id=rows[0][1], workspace_id=rows[0][0], no_dms=no_dms)
+    requester = Requester(user_id=rows[0][1], workspace_id=rows[0][0], no_dms=no_dms)
+    if active_only and is_deactivated(conn, requester):
+        raise SlackqueryError(
+            f"user {user!r}{where} ({requester.workspace_id}:{requester.user_id}) is "
+            "deactivated in Slack: a deactivated account sees nothing, so it gets no grant"
+        )
+    return requester
 
 
 def _require_workspace(conn: duckdb.DuckDBPyConnection, workspace: str) -> None:
@@ -209,7 +236,11 @@ def _require_workspace(conn: duckdb.DuckDBPyConnection, workspace: str) -> None:
 
 
 def published_requester(
-    settings: Settings, user: str, workspace: str | None, no_dms: bool = False
+    settings: Settings,
+    user: str,
+    workspace: str | None,
+    no_dms: bool = False,
+    active_only: bool = False,
 ) -> Requester:
     """`resolve_requester` against the published artifact (grants and `--as`)."""
     path = current_artifact(settings)
@@ -220,6 +251,6 @@ def published_requester(
         )
     conn = connect(str(path), read_only=True)
     try:
-        return resolve_requester(conn, user, workspace, no_dms)
+        return resolve_requester(conn, user, workspace, no_dms, active_only)
     finally:
         conn.close()

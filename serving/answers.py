@@ -27,7 +27,7 @@ from pathlib import Path
 import duckdb
 import numpy as np
 
-from serving.access import Requester, Visibility, channel_of, may_see
+from serving.access import Requester, Visibility, channel_of, is_deactivated, may_see
 from serving.answer_models import (
     AnswerPart,
     AnswerResponse,
@@ -714,6 +714,8 @@ def _channels_seen(
 ) -> set[tuple[str, str]]:
     """The (workspace, channel) pairs `requester` may see in an artifact, read from its
     channel and membership tables (`may_see`), without loading the artifact."""
+    if is_deactivated(connection, requester):
+        return set()
     workspace = {"workspace": requester.workspace_id}
     channels = connection.execute(
         "select channel_id, conversation_type from channels where workspace_id = $workspace",

@@ -314,6 +314,9 @@ class LoadedArtifact:
             members = []
         for workspace, user, channel in members:
             self.memberships.setdefault((workspace, user), set()).add(channel)
+        self.deactivated = frozenset(
+            connection.execute("select workspace_id, user_id from deactivated_users").fetchall()
+        )
         self.channel_by_name: dict[str, set[str]] = {}
         for row in self.channels:
             if row[2]:

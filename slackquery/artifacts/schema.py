@@ -1,4 +1,4 @@
-"""The artifact schema (version 8): one ordered column list per published table.
+"""The artifact schema (version 9): one ordered column list per published table.
 
 Version 3 added the vector arrays beside the DuckDB file (arrays.py); serving maps them
 instead of reading `document_vectors`, so a version 2 artifact (no arrays) is refused
@@ -14,7 +14,8 @@ semantic pass over every vector reads; its tables are version 5's. Version 7 sto
 row's display columns as one record (`documents.DisplayRecords`) instead of three arrays
 per column; its tables are version 6's. Version 8 adds each reply's root row and each
 root's replies (`documents.DTYPES`), which the lexical arm's root field reads; its tables
-are version 7's.
+are version 7's. Version 9 adds `deactivated_users`: serving shows an account Slack has
+deactivated nothing.
 
 This module is the single Python statement of the artifact contract in
 docs/architecture.md. The build creates tables from it and the Great Expectations suites
@@ -27,7 +28,7 @@ import numpy as np
 
 from slackquery.projection import project_vars
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 # The FTS index the dbt macro builds over the artifact's documents.
 FTS_RELATION = "search_documents"
@@ -156,6 +157,14 @@ CHANNEL_MEMBERS = _columns(
 )
 
 
+# The accounts Slack has deactivated (`search_users` where is_deleted): whoever left sees
+# nothing, whatever grant or membership they kept.
+DEACTIVATED_USERS = _columns(
+    ("workspace_id", "VARCHAR"),
+    ("user_id", "VARCHAR"),
+)
+
+
 def vector_coverage(vector_count: int, message_count: int) -> float:
     """`artifact_metadata.vector_coverage`: the share of message documents with a vector
     (1.0 when there are no messages: nothing is left for semantic ranking to miss)."""
@@ -177,6 +186,7 @@ TABLE_COLUMNS = {
     "channels": CHANNELS,
     "users": USERS,
     "channel_members": CHANNEL_MEMBERS,
+    "deactivated_users": DEACTIVATED_USERS,
 }
 
 

@@ -72,7 +72,9 @@ def run_grant(args: argparse.Namespace, settings: Settings) -> int:
     expires = args.expires.isoformat() if args.expires else None
     if args.label is not None:
         check_label(args.label)  # before the artifact is read
-    requester = published_requester(settings, args.user, args.workspace, args.no_dms)
+    requester = published_requester(
+        settings, args.user, args.workspace, args.no_dms, active_only=True
+    )
     # `--label ""` is refused above, not taken for the default.
     label = f"{requester.workspace_id}:{requester.user_id}" if args.label is None else args.label
     grant, token = GrantStore(grants_path(settings)).add(

@@ -76,6 +76,7 @@ def test_sound_artifact_passes_in_chunks(artifact: Path) -> None:
         "channels",
         "users",
         "channel_members",
+        "deactivated_users",
         "fts_main_search_documents",
     }
 
@@ -112,6 +113,10 @@ DAMAGE: dict[str, tuple[str, set[tuple[str, str]]]] = {
                 "member ids exist as users of the workspace or are recorded as external",
             )
         },
+    ),
+    "repeated_deactivated_user": (
+        "insert into deactivated_users values ('W0', 'U1'), ('W0', 'U1')",
+        {("deactivated_users", "one row per workspace and user")},
     ),
     "index_gap": (
         "delete from fts_main_search_documents.docs where docid = 0",

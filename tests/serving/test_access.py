@@ -11,6 +11,7 @@ import json
 import os
 import sys
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -28,10 +29,14 @@ from serving.engine import SearchEngine
 from serving.models import SearchRequest
 from serving.server import build_http_app
 from slackquery.access.grants import GrantStore, grants_path
+from slackquery.artifacts.build import build_artifact
 from slackquery.artifacts.publish import publish
 from slackquery.cli import main
+from slackquery.duckdb_setup import connect
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
+from tests.artifacts.conftest import apply_env, identity_for
+from tests.artifacts.synthetic import synthesize_state
 from tests.loopback import serve
 
 from .conftest import Pipeline
@@ -439,6 +444,40 @@ def test_the_times_and_names_a_question_is_read_against_are_the_requesters(
                 artifact.resolve_authors([name], unwritten)
             errors.append(str(error.value).replace(name, "NAME"))
         assert errors[0] == errors[1]
+
+
+def test_an_account_slack_deactivated_sees_nothing_and_gets_no_grant(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A grant (or a membership) outlived the person: a deactivated user's token read on.
+    settings = apply_env(monkeypatch, tmp_path / "home")
+    synthesize_state(settings.state_path, identity_for(settings), messages=60)
+    conn = connect(str(settings.state_path))
+    try:
+        (left, workspace), (stayed, _) = conn.execute(
+            "select author_id, workspace_id from search_documents where workspace_id = 'W0' "
+            "group by all order by count(*) desc limit 2"
+        ).fetchall()
+        conn.execute("update search_users set is_deleted = (user_id = $u)", {"u": left})
+    finally:
+        conn.close()
+    publish(settings, build_artifact(settings))
+    engine = SearchEngine(settings)
+    try:
+        for requester, expected in (
+            (Requester(stayed, workspace), True),
+            (Requester(left, workspace), False),
+        ):
+            found = engine.search(
+                SearchRequest(query="", channel_ids=None, start_ts_us=0), requester=requester
+            )
+            scopes = engine.list_scopes(requester=requester).scopes
+            assert bool(found.results) is expected and bool(scopes) is expected
+    finally:
+        engine.close()
+    assert main(["access", "grant", "--user", left, "--workspace", workspace]) == 1
+    assert "is deactivated in Slack" in capsys.readouterr().err
+    assert main(["access", "grant", "--user", stayed, "--workspace", workspace, "--json"]) == 0
 
 
 def test_evidence_strength_counts_only_the_messages_a_requester_sees(
