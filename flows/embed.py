@@ -226,22 +226,24 @@ def _not_a_scheduler(address: str, timeout: float) -> str | None:
     # Whatever a non-Dask peer makes the protocol raise (closed stream, undecodable
     # frames, an unknown scheme) means the same to the user: no scheduler there.
     except Exception as error:
-        return _first_cause(error)
+        return _why_no_handshake(error)
     kind = info.get("type") if isinstance(info, dict) else None
     if isinstance(kind, str) and "Scheduler" in kind:
         return None
     return f"it answers as a Dask {kind}, not a scheduler" if kind else "not as Dask"
 
 
-def _first_cause(error: BaseException) -> str:
+def _why_no_handshake(error: BaseException) -> str:
     """Why Dask could not connect, in one line: the OS's reason (`connection refused`)
-    when its chain of wrapped errors holds one, else the outermost message."""
+    when its chain of wrapped errors holds one. Else a peer that is no scheduler made the
+    protocol raise, and its message says nothing useful (a web server's `HTTP/1.1 400`
+    read as a frame length is "Unable to allocate 3.07 EiB")."""
     cause: BaseException | None = error
     while cause is not None:
         if isinstance(cause, OSError) and cause.strerror:
             return cause.strerror[:1].lower() + cause.strerror[1:]
         cause = cause.__cause__
-    return f"{type(error).__name__}: {error}".splitlines()[0]
+    return f"no Dask handshake ({type(error).__name__}; is it a Dask scheduler's port?)"
 
 
 def _dask_client() -> Any | None:

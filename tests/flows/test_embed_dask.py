@@ -91,6 +91,13 @@ def _not_a_scheduler(kind: str) -> Iterator[tuple[str, socket.socket | None]]:
         with serve(app) as url:
             yield url.replace("http://", "tcp://"), None
         return
+    if kind == "http-at-once":  # a proxy that answers before it is asked
+        with socket.socket() as listener:
+            listener.bind(("127.0.0.1", 0))
+            listener.listen()
+            threading.Thread(target=_answer_400, args=(listener,), daemon=True).start()
+            yield f"tcp://127.0.0.1:{listener.getsockname()[1]}", listener
+        return
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         port = listener.getsockname()[1]
@@ -99,6 +106,17 @@ def _not_a_scheduler(kind: str) -> Iterator[tuple[str, socket.socket | None]]:
             yield f"tcp://127.0.0.1:{port}", listener
         else:  # bound, not listening: the connection is refused
             yield f"tcp://127.0.0.1:{port}", None
+
+
+def _answer_400(listener: socket.socket) -> None:
+    """Answer every connection with an HTTP 400 at once, until the listener closes."""
+    while True:
+        try:
+            connection, _ = listener.accept()
+        except OSError:
+            return
+        with connection:
+            connection.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
 
 
 def _within(seconds: float, call: Callable[[], Any]) -> Any:
@@ -116,7 +134,7 @@ def _within(seconds: float, call: Callable[[], Any]) -> Any:
     return future.result(timeout=seconds)
 
 
-@pytest.mark.parametrize("kind", ["silent", "http", "refused"])
+@pytest.mark.parametrize("kind", ["silent", "http", "http-at-once", "refused"])
 def test_an_address_without_a_scheduler_is_refused_in_one_line_in_bounded_time(
     kind: str,
 ) -> None:
@@ -128,6 +146,9 @@ def test_an_address_without_a_scheduler_is_refused_in_one_line_in_bounded_time(
     message = str(caught.value)
     assert message.startswith(f"cannot reach the Dask scheduler at {address}: ")
     assert "\n" not in message and elapsed < 0.3 + flows.embed.HANDSHAKE_GRACE_S + 2
+    # What the peer's bytes made Dask raise ("Unable to allocate 3.07 EiB") is no reason.
+    reason = "connection refused" if kind == "refused" else "is it a Dask scheduler's port?"
+    assert reason in message, message
 
 
 def test_a_port_nothing_listens_at_is_refused_without_waiting_out_the_timeout() -> None:
