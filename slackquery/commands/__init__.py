@@ -195,7 +195,7 @@ def add_engine_flag(parser: argparse.ArgumentParser) -> None:
         choices=("auto", "prefect", "plain"),
         default="auto",
         help="run as a Prefect flow, as plain Python, or Prefect only when PREFECT_API_URL "
-        "is set (default: auto)",
+        "is set or a Dask cluster is asked for, which only the flow can use (default: auto)",
     )
 
 

@@ -25,8 +25,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "messages), and while they are those of a build an operator rolled back from (a "
         "rollback holds until new input gives a new build). Only one "
         "reconcile runs at a time. prefect.yaml "
-        "schedules the same flow hourly; without PREFECT_API_URL the command runs the same "
-        "steps as plain Python (no temporary Prefect API).",
+        "schedules the same flow hourly; without PREFECT_API_URL (and without --dask-workers "
+        "or --dask-address, which need the flow) the command runs the same steps as plain "
+        "Python (no temporary Prefect API).",
     )
     parser.add_argument(
         "--full-refresh", action="store_true", help="rebuild every dbt model from scratch"
