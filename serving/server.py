@@ -119,6 +119,8 @@ def build_server(engine: SearchEngine, metrics: Metrics) -> MCPServer:
         version=__version__,
     )
     server.metrics = metrics
+    # A call ends within its budget (checked between stages); a little more for the reply.
+    server.drain_s = engine.settings.serve_request_budget_s + 5
     runner = ToolRunner(engine.settings, metrics)
     register_tools(server, engine, runner)
     register_answer_tools(server, engine, runner)

@@ -31,7 +31,15 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
-from mcp.types import INVALID_PARAMS, PARSE_ERROR, CallToolResult, ErrorData, JSONRPCError
+from mcp.types import (
+    INVALID_PARAMS,
+    PARSE_ERROR,
+    CallToolResult,
+    ErrorData,
+    JSONRPCError,
+    JSONRPCRequest,
+    JSONRPCResponse,
+)
 from pydantic import Field, Strict, ValidationError, WithJsonSchema, WrapValidator
 
 from serving.access import current_requester
@@ -146,13 +154,17 @@ class ToolServer(MCPServer):
     """
 
     metrics: Metrics | None = None
+    # How long a stdio server whose input has ended waits for the answers it still owes.
+    drain_s: float = 15.0
 
     async def run_stdio_async(self) -> None:
-        """The SDK's stdio transport, with a reply to each request it cannot parse."""
+        """The SDK's stdio transport, with a reply to each request it cannot parse, and to
+        each request read before the input ended."""
         async with stdio_server() as (read_stream, write_stream):
+            replies = Replies(write_stream)
             await self._lowlevel_server.run(
-                UnparsedRequestsAnswered(read_stream, write_stream),
-                write_stream,
+                StdioRequests(read_stream, replies, self.drain_s),
+                replies,
                 self._lowlevel_server.create_initialization_options(),
             )
 
@@ -197,19 +209,56 @@ class ToolServer(MCPServer):
         return await super().get_prompt(name, arguments, context)
 
 
-class UnparsedRequestsAnswered:
-    """A transport's read stream, less the requests the SDK could not parse, each answered
-    with a parse error on the write stream.
+class Replies:
+    """The write side of a stdio connection, noting which requests are still unanswered."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.unanswered: set[int | str] = set()
+        self._answered = anyio.Event()
+
+    async def send(self, item: Any) -> None:
+        await self._inner.send(item)
+        message = getattr(item, "message", None)
+        if isinstance(message, JSONRPCResponse | JSONRPCError):
+            self.unanswered.discard(message.id)
+            self._answered.set()
+
+    async def all_answered(self, within_s: float) -> None:
+        """Return once every request read so far is answered, or after `within_s`."""
+        with anyio.move_on_after(within_s):
+            while self.unanswered:
+                await self._answered.wait()
+                self._answered = anyio.Event()
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> "Replies":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+class StdioRequests:
+    """A stdio transport's read stream, with two repairs.
 
     Over stdio the SDK hands a line it cannot parse (a lone surrogate escape such as
     `\\ud800`, which its JSON parser refuses) to the session as an exception, which drops
     it: the client waited for its reply forever (over HTTP the same body gets a 400). The
-    line is still JSON to Python's parser, which names the request to answer.
+    line is still JSON to Python's parser, which names the request to answer with a parse
+    error.
+
+    And when the input ends, the SDK cancels the requests still running: a script that
+    pipes `initialize` and a tool call got only the first answer. The end is held back
+    until every request read is answered (at most `drain_s`).
     """
 
-    def __init__(self, inner: Any, write_stream: Any) -> None:
+    def __init__(self, inner: Any, replies: Replies, drain_s: float) -> None:
         self._inner = inner
-        self._write_stream = write_stream
+        self._replies = replies
+        self._drain_s = drain_s
 
     @property
     def last_context(self) -> Any:
@@ -218,7 +267,14 @@ class UnparsedRequestsAnswered:
 
     async def receive(self) -> Any:
         while True:
-            item = await self._inner.receive()
+            try:
+                item = await self._inner.receive()
+            except anyio.EndOfStream:
+                await self._replies.all_answered(self._drain_s)
+                raise
+            message = getattr(item, "message", None)
+            if isinstance(message, JSONRPCRequest):
+                self._replies.unanswered.add(message.id)
             request_id = _unparsed_request_id(item)
             if request_id is None:
                 return item
@@ -228,9 +284,9 @@ class UnparsedRequestsAnswered:
                 "or nesting deeper than the parser takes); nothing was run",
             )
             reply = JSONRPCError(jsonrpc="2.0", id=request_id, error=error)
-            await self._write_stream.send(SessionMessage(reply))
+            await self._replies.send(SessionMessage(reply))
 
-    def __aiter__(self) -> "UnparsedRequestsAnswered":
+    def __aiter__(self) -> "StdioRequests":
         return self
 
     async def __anext__(self) -> Any:
@@ -242,7 +298,7 @@ class UnparsedRequestsAnswered:
     async def aclose(self) -> None:
         await self._inner.aclose()
 
-    async def __aenter__(self) -> "UnparsedRequestsAnswered":
+    async def __aenter__(self) -> "StdioRequests":
         return self
 
     async def __aexit__(self, *exc: object) -> None:

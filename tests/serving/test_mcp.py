@@ -457,6 +457,33 @@ def test_stdio_answers_a_request_its_parser_refuses(published: Settings) -> None
         server.wait(timeout=30)
 
 
+def test_stdio_answers_the_requests_read_before_its_input_ended(published: Settings) -> None:
+    # A script piping `initialize` and a call, then closing stdin, got only the first
+    # answer: the SDK cancelled the call still running when the input ended.
+    env = {key: value for key, value in os.environ.items() if not key.startswith("SLACKQUERY_")}
+    env["SLACKQUERY_HOME"] = str(published.home)
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}}
+    hello["clientInfo"] = {"name": "test", "version": "0"}
+    call = {"name": "search_slack", "arguments": {"query": "deploy", "limit": 1}}
+    piped = [
+        {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": hello},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call},
+    ]
+    done = subprocess.run(
+        [sys.executable, "-m", "serving", "--stdio"],
+        input="".join(json.dumps(message) + "\n" for message in piped),
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    replies = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [reply["id"] for reply in replies] == [0, 1] and done.returncode == 0
+    assert not replies[1]["result"]["isError"]
+
+
 def test_hostile_inputs_get_one_short_line_each(served: str) -> None:
     cases = [
         ("search_slack", {"query": "deploy", "cursor": "null"}, "not a cursor"),
