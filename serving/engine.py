@@ -547,7 +547,7 @@ class SearchEngine:
         kept = fitting(results, max_chars)
         notes = list(ctx.notes)
         if kept < len(results):
-            notes.append(cut_note(f"{kept} of the {len(results)} results asked for", max_chars))
+            notes.append(cut_note(f"{kept} of this page's {len(results)} results", max_chars))
         next_offset = offset + kept
         if next_offset >= len(hits) and ctx.window_filled:
             notes.append(
@@ -676,7 +676,7 @@ class SearchEngine:
             count = fitting(nearest, max_chars)
             notes = []
             if count < len(nearest):
-                neighbours = f"{count - 1} of the {len(nearest) - 1} neighbours asked for"
+                neighbours = f"{count - 1} of the {len(nearest) - 1} neighbours found"
                 notes.append(cut_note(neighbours, max_chars, paged=False))
             kept = {id(record) for record in nearest[:count]}
             in_order = [*earlier, nearest[0], *later]

@@ -68,8 +68,9 @@ def exclusions_apart(
         if not takes_value and word not in options and _EXCLUSION.fullmatch(word):
             taken.append(word)
             continue
-        if takes_value and word.startswith("-"):
-            # argparse takes `--in -x` for two options; `--in=-x` is the value it means.
+        if takes_value and word.startswith("-") and word not in options:
+            # argparse takes `--in -x` for two options; `--in=-x` is the value it means
+            # (`--in --json` stays two options, and argparse says --in lacks its value).
             kept[-1] = f"{kept[-1]}={word}"
             takes_value = False
             continue

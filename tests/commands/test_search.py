@@ -99,6 +99,8 @@ def test_a_conversation_is_labelled_by_its_kind(name: str | None, kind: str, lab
         (["search", "-h"], ["search", "-h"], []),  # help stays help
         # An option's value, joined to its option: argparse read `--in -x` as two options.
         (["search", "x", "--in", "-x"], ["search", "x", "--in=-x"], []),
+        (["search", "--in", "--json", "x"], ["search", "--in", "--json", "x"], []),
+        (["search", "x", "--in", "-h"], ["search", "x", "--in", "-h"], []),
         (["search", "x", "-5"], ["search", "x", "-5"], []),  # a number is no exclusion
         (["scopes", "-x"], ["scopes", "-x"], []),  # no text argument to hold it
         (["search", "x", "--", "-y", "-z"], ["search", "x", "--", "-y", "-z"], []),
