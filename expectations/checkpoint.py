@@ -73,6 +73,18 @@ DEFAULT_COUNT_DRIFT_MIN_DROP: int = Settings.model_fields["count_drift_min_drop"
 COULD_NOT_RUN = 2
 
 
+def _refusal(expectation: str, description: str) -> dict[str, Any]:
+    """A failure found before the suites run, in the shape of theirs."""
+    return {
+        "suite": artifact_metadata.TABLE,
+        "expectation": expectation,
+        "description": description,
+        "column": None,
+        "unexpected_count": None,
+        "sample": [],
+    }
+
+
 def peak_rss_mib() -> float | None:
     """This process's peak resident memory (VmHWM), or None where /proc is missing.
 
@@ -216,14 +228,18 @@ def validate_artifact(
         metadata = _metadata(conn)
         if metadata is None:
             result["failures"].append(
-                {
-                    "suite": artifact_metadata.TABLE,
-                    "expectation": "artifact_metadata_present",
-                    "description": "artifact_metadata has exactly one row",
-                    "column": None,
-                    "unexpected_count": None,
-                    "sample": [],
-                }
+                _refusal("artifact_metadata_present", "artifact_metadata has exactly one row")
+            )
+            return result
+        if metadata["schema_version"] != schema.SCHEMA_VERSION:
+            # Its tables are another version's: the suites would fail on a missing table
+            # (a crash), not say why.
+            result["failures"].append(
+                _refusal(
+                    "schema_version",
+                    f"schema version {metadata['schema_version']}; validation checks version "
+                    f"{schema.SCHEMA_VERSION}: build and publish a new one",
+                )
             )
             return result
         previous_metadata = None

@@ -11,7 +11,7 @@ import pytest
 
 from expectations.checkpoint import main, validate_artifact
 from expectations.suites.artifact_metadata import DRIFT_RULE
-from slackquery.artifacts import arrays, files
+from slackquery.artifacts import arrays, files, schema
 from slackquery.artifacts.build import build_artifact
 from slackquery.duckdb_setup import connect
 from tests.artifacts.conftest import apply_env, identity_for
@@ -81,6 +81,7 @@ def test_sound_artifact_passes_in_chunks(artifact: Path) -> None:
     }
 
 
+OLDER = schema.SCHEMA_VERSION - 1
 DAMAGE: dict[str, tuple[str, set[tuple[str, str]]]] = {
     "missing_vector": (
         "delete from document_vectors where document_id = "
@@ -117,6 +118,18 @@ DAMAGE: dict[str, tuple[str, set[tuple[str, str]]]] = {
     "repeated_deactivated_user": (
         "insert into deactivated_users values ('W0', 'U1'), ('W0', 'U1')",
         {("deactivated_users", "one row per workspace and user")},
+    ),
+    # An older version's artifact (a rollback target kept from before an upgrade): its
+    # missing table crashed a suite; now the version is named first.
+    "older_schema": (
+        f"drop table deactivated_users; update artifact_metadata set schema_version = {OLDER}",
+        {
+            (
+                "artifact_metadata",
+                f"schema version {OLDER}; validation checks version {schema.SCHEMA_VERSION}: "
+                "build and publish a new one",
+            )
+        },
     ),
     "index_gap": (
         "delete from fts_main_search_documents.docs where docid = 0",
