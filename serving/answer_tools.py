@@ -63,7 +63,9 @@ def register_answer_tools(server: MCPServer, engine: SearchEngine, runner: ToolR
         12), over all parts, handed out in part order: each part shows at most its even
         share (at least one), more only for a correction's two citations; a part reached
         with none left is not answered, and a correction reached with one left is cited
-        alone (`conflict` still names the message it replaced).
+        alone (`conflict` still names the message it replaced). Uncited evidence is left
+        out, with a note, where the evidence's JSON would pass {max_response_chars:,}
+        characters.
         Returns `verdict` (answered / partial / insufficient_evidence), `answer` (one
         extractive line per part with [document_id] after every claim; a later dated
         correction wins over what it corrects, and `conflict` says so), `citations`,
@@ -86,6 +88,7 @@ def register_answer_tools(server: MCPServer, engine: SearchEngine, runner: ToolR
             end_ts_us=end_ts_us,
             max_evidence=max_evidence,
             requester=current_requester.get(),
+            max_chars=settings.serve_max_response_chars,
         )
         return await runner.run(
             "answer_slack_question", "hybrid", lambda deadline: call(deadline=deadline)

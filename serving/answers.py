@@ -39,7 +39,7 @@ from serving.answer_models import (
 )
 from serving.artifact import LoadedArtifact
 from serving.budget import Deadline
-from serving.engine import SearchEngine, visible_frequency, visible_message_row
+from serving.engine import SearchEngine, cut_note, visible_frequency, visible_message_row
 from serving.models import SearchHitBase, SearchRequest, SearchResponse
 from serving.permalink import is_url
 from serving.query import (
@@ -376,10 +376,12 @@ def answer_question(
     max_evidence: int = 12,
     requester: Requester | None = None,
     deadline: Deadline | None = None,
+    max_chars: int | None = None,
 ) -> AnswerResponse:
     """Retrieve, split into parts, pick each part's evidence and answering sentence, and
     answer with `[document_id]` after every claim, or abstain. `deadline` (the MCP tool's
-    time budget) is checked between the search's stages."""
+    time budget) is checked between the search's stages; `max_chars` bounds the evidence's
+    JSON (`within_chars`)."""
     if not 1 <= max_evidence <= engine.settings.search_max_results:
         raise SlackqueryError(
             f"max_evidence must be between 1 and {engine.settings.search_max_results}"
@@ -433,7 +435,43 @@ def answer_question(
     start_of = cache(lambda root_id: thread_start(engine, root_id, requester))
     parts = with_thread_starts(parts, hits, start_of)
     wordless = not any(part.weights for part in terms)
-    return _assemble(question, parts, response.artifact_id, response, started, wordless=wordless)
+    answer = _assemble(question, parts, response.artifact_id, response, started, wordless=wordless)
+    return within_chars(answer, max_chars)
+
+
+def within_chars(answer: AnswerResponse, max_chars: int | None) -> AnswerResponse:
+    """The answer with uncited evidence left out, the last part's last first, while the
+    evidence's JSON passes `max_chars`. The cited messages stay whatever their size: an
+    answer shows what it cites."""
+    if max_chars is None:
+        return answer
+    cited = {citation.document_id for citation in answer.citations}
+    sizes = {
+        (p, i): len(item.model_dump_json())
+        for p, part in enumerate(answer.parts)
+        for i, item in enumerate(part.evidence)
+    }
+    total = sum(sizes.values())
+    dropped: set[tuple[int, int]] = set()
+    for p, i in sorted(sizes, reverse=True):
+        if total <= max_chars:
+            break
+        if answer.parts[p].evidence[i].document_id not in cited:
+            dropped.add((p, i))
+            total -= sizes[p, i]
+    if not dropped:
+        return answer
+    parts = [
+        part.model_copy(
+            update={
+                "evidence": [item for i, item in enumerate(part.evidence) if (p, i) not in dropped]
+            }
+        )
+        for p, part in enumerate(answer.parts)
+    ]
+    kept = f"{len(sizes) - len(dropped)} of its {len(sizes)} evidence messages, every cited one"
+    note = cut_note(kept, max_chars, paged=False)
+    return answer.model_copy(update={"parts": parts, "notes": [*answer.notes, note]})
 
 
 def thread_start(

@@ -14,6 +14,7 @@ from serving.answers import (
     sentences,
     stem,
     with_thread_starts,
+    within_chars,
 )
 from serving.models import SearchHit, SearchResponse
 
@@ -254,6 +255,22 @@ def test_verdicts_follow_the_supported_parts() -> None:
     none = _assemble("q", _parts(False, False), "build-1", _response(), 0.0)
     assert none.verdict == "insufficient_evidence" and none.citations == []
     assert "does not answer" in none.answer
+
+
+def test_an_answer_past_its_character_budget_keeps_what_it_cites() -> None:
+    # An evidence pack of 50 long messages was ~118,000 characters, past clients' caps.
+    part = terms("sync")
+    hits = [hit(f"d{n}", "sync " + "x" * 900, n) for n in range(6)]
+    answered = answer_part("part 0", hits, part, 0.5, 6, False)
+    whole = _assemble("q", [answered], "build-1", _response(), 0.0)
+    assert len(whole.parts[0].evidence) == 6 and [c.document_id for c in whole.citations] == ["d0"]
+    size = len(whole.parts[0].evidence[0].model_dump_json())
+    cut = within_chars(whole, 3 * size + 10)
+    assert [item.document_id for item in cut.parts[0].evidence] == ["d0", "d1", "d2"]
+    assert "3 of its 6 evidence messages" in cut.notes[-1]
+    # The cited message stays, however small the budget; nothing is cut without one.
+    assert [item.document_id for item in within_chars(whole, 10).parts[0].evidence] == ["d0"]
+    assert within_chars(whole, None) == whole
 
 
 def test_every_claim_of_an_answer_is_cited() -> None:
