@@ -12,6 +12,7 @@ import errno
 import importlib
 import os
 import re
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -124,6 +125,16 @@ def io_failure(error: Exception) -> str | None:
     return " ".join(message.split()) if storage else None
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a service manager's stop, `kill`), raised where the command is, so that it
+    cleans up as after Ctrl-C: a build records itself interrupted and removes its
+    candidate, an embed run hands back its claims. Without it the process just ended."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script."""
     words = sys.argv[1:] if argv is None else list(argv)
@@ -133,6 +144,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     words, exclusions = exclusions_apart(parser, command, words)
     args = parser.parse_args(words)
     with_exclusions(args, exclusions)
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        return _run(args)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _run(args: argparse.Namespace) -> int:
+    """The command's exit status, every failure of it one line on stderr."""
     try:
         return args.handler(args, settings_from_environment()) or 0
     except SlackqueryError as error:
@@ -143,6 +163,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The reader went away (`slackquery search … | head`): not a failure of ours.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except Terminated:
+        print("error: terminated", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130

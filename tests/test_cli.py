@@ -3,6 +3,8 @@
 import argparse
 import errno
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -200,6 +202,28 @@ def test_any_other_error_keeps_its_traceback(
     monkeypatch.setattr(show_settings, "run", fail)
     with pytest.raises(type(error)):
         main(["settings"])
+
+
+def test_sigterm_stops_a_command_as_ctrl_c_does(
+    home: object, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A service manager's stop ended the process where it stood: a build left no record
+    # of why, and its candidate behind.
+    cleaned = []
+
+    def stopped(args: argparse.Namespace, settings: Settings) -> int:
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)  # handled before the next statement
+            return 0
+        except KeyboardInterrupt as error:
+            cleaned.append(type(error).__name__)
+            raise
+
+    before = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(show_settings, "run", stopped)
+    assert main(["settings"]) == 128 + signal.SIGTERM
+    assert capsys.readouterr().err == "error: terminated\n"
+    assert cleaned == ["Terminated"] and signal.getsignal(signal.SIGTERM) == before
 
 
 def test_the_console_command_starts_without_duckdb() -> None:
