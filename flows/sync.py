@@ -4,7 +4,8 @@ Reads the Slack Web API (`SLACKQUERY_SLACK_API_URL`, token `SLACKQUERY_SLACK_TOK
 Writes the canonical store only, under the writer lock `import` takes, one page per
 transaction with its checkpoint (`slackquery.canonical.sync_store`). Safe to re-run at any
 point, including after a SIGKILL: the next run resumes every conversation from its last
-commit, and a run that finds the lock held (an import, or a sync still going) is skipped.
+commit, and a run that finds the lock held (an import, or a sync still going), or the store
+open in another process past the writer's wait (a `project` reading it), is skipped.
 `sync-and-reconcile` then runs the `reconcile` flow, so the deployment that calls it
 every 15 minutes publishes what the sync brought in.
 
@@ -26,6 +27,7 @@ from prefect.states import State
 from flows.embed import Pace
 from flows.reconcile import reconcile
 from slackquery.canonical.store import StoreBusy
+from slackquery.duckdb_setup import BusyDatabase
 from slackquery.settings import get_settings
 from slackquery.slack.client import SlackTransientError
 from slackquery.slack.sync import CONVERSATION_TYPES, Progress, SyncRequest, sync
@@ -77,13 +79,14 @@ def logged_progress(
 def sync_workspace(
     types: list[str], channels: list[str], since: date | None, max_minutes: float | None = None
 ) -> dict[str, Any]:
-    """One sync run; `{"status": "skipped"}` when another writer holds the store."""
+    """One sync run; `{"status": "skipped"}` when another writer holds the store, or another
+    process has it open (the next scheduled run goes on)."""
     request = SyncRequest(
         types=tuple(types), channels=tuple(channels), since=since, max_minutes=max_minutes
     )
     try:
         result = sync(get_settings(), request, progress=logged_progress(_logger()))
-    except StoreBusy as error:
+    except (StoreBusy, BusyDatabase) as error:
         _logger().warning("%s; skipping this run", error)
         return {"status": "skipped", "reason": str(error)}
     _logger().info(

@@ -5,6 +5,7 @@ Every field has a description: `slackquery settings` prints them, docs/settings.
 them, and a test checks the two agree.
 """
 
+import math
 import re
 from pathlib import Path
 from typing import Literal
@@ -13,10 +14,16 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from slackquery.errors import SlackqueryError
+
 # A DuckDB memory size: a number and a unit, 1000^i (K, KB, ...) or 1024^i (KiB, ...), any
 # case. DuckDB also parses bytes and words (`gigabytes`), no percentages; a limit needs
 # none of those, and nothing else may reach the SQL that sets it.
 MEMORY_SIZE = re.compile(r"(\d+\.?\d*|\.\d+)\s*([KMGT](?:i?B)?)", re.IGNORECASE)
+# The slowest pace a number may set: one request per method every 10 minutes. Slower
+# waits would hold the canonical store's writer lock for hours per request (and
+# vanishing rates overflow the pacing's arithmetic).
+SLACK_MIN_REQUESTS_PER_MINUTE = 0.1
 
 
 class Settings(BaseSettings):
@@ -74,7 +81,8 @@ class Settings(BaseSettings):
     slack_token: SecretStr | None = Field(
         default=None,
         description="Slack bot (`xoxb-`) or user (`xoxp-`) token `sync` calls the Web API with; "
-        "never printed, logged or stored in the canonical store or an artifact.",
+        "printable ASCII without spaces (a token read from a file with its newline is "
+        "refused); never printed, logged or stored in the canonical store or an artifact.",
     )
     slack_api_url: str = Field(
         default="https://slack.com/api",
@@ -86,7 +94,8 @@ class Settings(BaseSettings):
         description="Pacing of Web API calls: `tiers` (each method at its documented Slack "
         "tier: history/replies 50/min, lists 20/min), `non-marketplace` (tiers, but history "
         "and replies at 1/min with 15 messages a page, the limit of newer non-Marketplace "
-        "apps), a number N (every method at most N/min), or `0` (no pacing, local servers).",
+        "apps), a number N from 0.1 (every method at most N/min), or `0` (no pacing, local "
+        "servers).",
     )
     slack_page_size: int = Field(
         default=200,
@@ -337,8 +346,9 @@ class Settings(BaseSettings):
         default=32_000,
         ge=8_000,
         description="Most characters of JSON the records of one tool response take (search "
-        "hits, a thread's messages, channels, a message's neighbours): a page that would pass "
-        "it ends early, with `next_cursor` (a message's farthest neighbours are left out). "
+        "hits, a thread's messages, channels, a message's neighbours, an answer's evidence): a "
+        "page that would pass it ends early, with `next_cursor` (a message's farthest "
+        "neighbours and an answer's uncited evidence are left out). "
         "MCP clients cap what a tool may return (some at 25,000 tokens), and the SDK sends "
         "each response twice, as structured content and as text. The CLI has no such cap.",
     )
@@ -376,18 +386,42 @@ class Settings(BaseSettings):
             raise ValueError("expected a folder, not a file")
         return value
 
+    @field_validator("slack_token")
+    @classmethod
+    def _header_safe_token(cls, value: SecretStr | None) -> SecretStr | None:
+        """Printable ASCII without spaces: the token travels in an HTTP header, where a
+        newline or space fails every request as a transport error that looks temporary
+        (retried for minutes), and anything else non-ASCII cannot be encoded at all.
+
+        Raises SlackqueryError, not ValueError: pydantic's error for a ValueError carries
+        the input, which the CLI's line for a bad setting quotes, and a token is never shown.
+        """
+        token = "" if value is None else value.get_secret_value()
+        if all(char.isascii() and char.isprintable() and not char.isspace() for char in token):
+            return value
+        raise SlackqueryError(
+            "invalid setting: SLACKQUERY_SLACK_TOKEN holds spaces, line breaks or other "
+            "characters no Slack token has (a newline from the file it was read from?); "
+            "set it to the token alone"
+        )
+
     @field_validator("slack_requests_per_minute")
     @classmethod
     def _pacing_preset(cls, value: str) -> str:
-        """A preset name or a non-negative number of requests per minute."""
+        """A preset name, 0 (unpaced) or a finite number of requests per minute from
+        SLACK_MIN_REQUESTS_PER_MINUTE."""
         if value in ("tiers", "non-marketplace"):
             return value
         try:
-            if float(value) >= 0:
-                return value
+            rate = float(value)
         except ValueError:
-            pass
-        raise ValueError("expected `tiers`, `non-marketplace`, 0 or a number of requests/min")
+            rate = math.nan
+        if rate == 0 or (math.isfinite(rate) and rate >= SLACK_MIN_REQUESTS_PER_MINUTE):
+            return value
+        raise ValueError(
+            "expected `tiers`, `non-marketplace`, 0 (unpaced) or a number of requests/min "
+            f"from {SLACK_MIN_REQUESTS_PER_MINUTE:g}"
+        )
 
     @field_validator("import_memory_limit", "artifact_build_memory_limit")
     @classmethod

@@ -10,6 +10,7 @@ import contextlib
 import re
 import time
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -237,6 +238,41 @@ def _refuse_second_copy(connection: duckdb.DuckDBPyConnection, staged: Staged, p
         f"{existing_slug!r}) already in the store; pass --workspace-slug {existing_slug} to "
         f"update that workspace, or {separate} to import it as a separate one"
     )
+
+
+@dataclass(frozen=True)
+class SlugKeyedCopy:
+    """A stored workspace keyed by a slug that holds `shared` users of another (e.g.
+    `example`)."""
+
+    workspace_id: str
+    workspace_slug: str
+    shared: int
+    example: str
+
+
+def slug_keyed_copy(
+    connection: duckdb.DuckDBPyConnection, workspace_id: str, user_ids: list[str]
+) -> SlugKeyedCopy | None:
+    """The stored workspace, other than `workspace_id` (a Slack team id), that holds the
+    most of `user_ids` (its users as Slack lists them) and is keyed by a slug: one
+    imported from an input without a team id, so the same workspace under another id.
+
+    A stored workspace keyed by another team id that shares users is another workspace
+    of the same Enterprise Grid org, not a copy; so only slug-keyed ones count (a team id
+    is upper case, a slug never is).
+    """
+    if not user_ids:
+        return None
+    row = connection.execute(
+        "select workspace_id, any_value(workspace_slug), count(*), min(user_id) "
+        "from users inner join workspaces using (workspace_id) "
+        "where workspace_id <> $team and regexp_full_match(workspace_id, $slug) "
+        "and user_id in (select unnest($users)) "
+        "group by 1 order by 3 desc, 1 limit 1",
+        {"team": workspace_id, "slug": SLUG.pattern, "users": user_ids},
+    ).fetchone()
+    return SlugKeyedCopy(*row) if row else None
 
 
 def _remove_store_files(db_path: Path) -> None:

@@ -66,7 +66,7 @@ class StoredConversation:
     name: str
     conversation_type: str
     pass_open: bool  # a pass was begun and not finished (a run stopped inside it)
-    synced_at: datetime  # when a sync last read it (its checkpoint's last move)
+    synced_at: datetime  # when its turn last came (a sync began reading it) or it last moved
 
 
 @dataclass(frozen=True)
@@ -548,6 +548,14 @@ class SyncStore:
         closed = int(changed[0]) if changed else 0
         self.counts["channels"]["updated"] += closed
         return bool(closed)
+
+    def take_turn(self, workspace_id: str, channel_id: str, now: datetime) -> None:
+        """Record that the conversation's turn came (its `synced_at`), before it is read."""
+        self.connection.execute(
+            "update sync_channels set updated_at = $now where workspace_id = $w "
+            "and channel_id = $c",
+            {"w": workspace_id, "c": channel_id, "now": now},
+        )
 
     def finish_pass(self, workspace_id: str, channel_id: str, now: datetime) -> None:
         """Close the pass: tombstone what history no longer returns; advance the checkpoint."""

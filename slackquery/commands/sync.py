@@ -33,7 +33,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--types",
-        default=",".join(CONVERSATION_TYPES),
+        type=conversation_types,
+        default=tuple(CONVERSATION_TYPES),
         help="comma-separated conversation types: public, private, mpim, im (default: all)",
     )
     parser.add_argument(
@@ -45,9 +46,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--max-minutes",
         type=positive_float,
-        help="start no conversation after this many minutes (the one in progress finishes); "
-        "the next run begins with those left, least recently synced first. For scheduled "
-        "runs shorter than one pass over every conversation (default: no limit)",
+        help="stop after this many minutes, between two pages (the conversation in progress "
+        "goes on from its checkpoint at its next turn); the next run begins with those left, "
+        "least recently synced first. For scheduled runs shorter than one pass over every "
+        "conversation (default: no limit)",
     )
     parser.add_argument(
         "--plan",
@@ -65,6 +67,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
+def conversation_types(value: str) -> tuple[str, ...]:
+    """`public,private` -> ('public', 'private'); a type sync does not know is a usage error."""
+    kinds = tuple(kind.strip() for kind in value.split(",") if kind.strip())
+    unknown = [kind for kind in kinds if kind not in CONVERSATION_TYPES]
+    if unknown or not kinds:
+        raise argparse.ArgumentTypeError(
+            f"{value!r}: expected comma-separated types from {', '.join(CONVERSATION_TYPES)}"
+        )
+    return kinds
+
+
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Sync (or plan) and print the summary."""
     if args.plan:
@@ -72,7 +85,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         emit(args, result, render_plan(result))
         return 0
     request = SyncRequest(
-        types=tuple(kind.strip() for kind in args.types.split(",") if kind.strip()),
+        types=args.types,
         channels=tuple(name.strip() for name in (args.channels or "").split(",") if name.strip()),
         since=args.since,
         max_minutes=args.max_minutes,

@@ -9,8 +9,12 @@
   `slack_max_attempts` the run stops with `SlackTransientError` too; the flow retries it,
   and the next run resumes where this one stopped.
 - `invalid_auth`, `token_revoked`, `missing_scope` (and the other token errors) stop the
-  run with a message that names the missing scope; `not_in_channel` and
-  `channel_not_found` raise `ChannelUnavailable`, which the sync turns into a warning.
+  run with a message that names the missing scope, and so do the errors that say the
+  request itself is wrong (REQUEST_ERRORS: every call would get them). Any other error of
+  a call about one conversation (`not_in_channel`, `channel_not_found`, `ekm_access_denied`,
+  or one this client does not know) raises `ConversationError` (`ChannelUnavailable` for
+  the first two), which the sync turns into a warning that skips that conversation.
+- A 2xx body that is not JSON (cut short, or a proxy's HTML page) is retried like a 5xx.
 - A page that cannot be trusted to be whole (its entries are not a list, it says
   `has_more` without a cursor, or its cursor was already followed) is an error: taking it
   as the last page would make the sync tombstone what it never read.
@@ -40,6 +44,21 @@ STOP_ERRORS = {
     "missing_scope",
     "no_permission",
 }
+# Errors that say the request itself is wrong, not the conversation it is about: every
+# conversation would get them, so they stop the run instead of skipping each one in turn.
+REQUEST_ERRORS = {
+    "invalid_arguments",
+    "invalid_arg_name",
+    "invalid_array_arg",
+    "invalid_charset",
+    "invalid_form_data",
+    "invalid_post_type",
+    "missing_post_type",
+    "unknown_method",
+    "method_deprecated",
+    "deprecated_endpoint",
+    "not_allowed_token_type",
+}
 CHANNEL_ERRORS = {"not_in_channel", "channel_not_found"}
 # `ok: false` errors that Slack documents as temporary: worth the same retries as a 5xx.
 TRANSIENT_ERRORS = {"internal_error", "fatal_error", "service_unavailable", "request_timeout"}
@@ -66,7 +85,13 @@ class SlackTransientError(SlackApiError):
     which resumes."""
 
 
-class ChannelUnavailable(SlackApiError):
+class ConversationError(SlackApiError):
+    """Slack refused a call about one conversation with an error of that conversation's
+    (`ekm_access_denied`, or one this client does not know): the sync skips it and reads
+    the others."""
+
+
+class ChannelUnavailable(ConversationError):
     """The token cannot read this conversation (not a member, or it is gone)."""
 
 
@@ -153,7 +178,7 @@ class SlackClient:
             self.limiter.wait(method)
             self.requests[method] += 1
             try:
-                return self._result(method, self._post(method, data))
+                return self._result(method, self._post(method, data), about="channel" in data)
             except _Retry as retry:
                 last = retry.reason
                 if retry.hold_s is None:
@@ -174,7 +199,11 @@ class SlackClient:
         except (httpx.TimeoutException, httpx.TransportError) as error:
             raise _Retry(type(error).__name__) from error
 
-    def _result(self, method: str, response: httpx.Response) -> dict[str, Any]:
+    def _result(
+        self, method: str, response: httpx.Response, *, about: bool = False
+    ) -> dict[str, Any]:
+        """The body of a call that succeeded; else the error it is (`about`: the call is
+        about one conversation, so an error not known to be wider is that conversation's)."""
         if response.status_code == 429:
             raise _Retry("HTTP 429", self._retry_after_s(response))
         if response.status_code >= 500:
@@ -182,7 +211,11 @@ class SlackClient:
         try:
             body = response.json()
         except ValueError as error:
-            raise SlackApiError(method, f"HTTP {response.status_code}", "not JSON") from error
+            status = f"HTTP {response.status_code}"
+            if response.is_success:
+                # A body cut short, or a proxy's HTML page: the same request may well work.
+                raise _Retry(f"{status} (not JSON)") from error
+            raise SlackApiError(method, status, "not JSON") from error
         if not isinstance(body, dict):
             raise SlackApiError(method, "unexpected response", type(body).__name__)
         if body.get("ok") is True:
@@ -196,6 +229,8 @@ class SlackClient:
             raise SlackApiError(method, error, _stop_message(method, body))
         if error in CHANNEL_ERRORS:
             raise ChannelUnavailable(method, error)
+        if about and error not in REQUEST_ERRORS:
+            raise ConversationError(method, error)
         raise SlackApiError(method, error)
 
     def _retry_after_s(self, response: httpx.Response) -> float:

@@ -35,11 +35,19 @@ nothing older the next sweep starts again from the window. Nothing older than th
 message Slack returns is tombstoned, so history Slack hides (a free workspace's) stays as
 stored. A conversation of N older messages is swept through in N / page size sweeps.
 
-Conversations are read in turn: a pass a stopped run left open first, then those never
-read, then the least recently read. With `max_minutes` a run starts no conversation once
-that long has passed (it finishes the one it is in) and reports the rest as `deferred`;
-the next run begins with them, so a schedule shorter than one pass over every
-conversation (a minute each at the `non-marketplace` pace) still reads them all in turn.
+Conversations are read in turn: those never read first, then the one whose turn came
+longest ago; a conversation's turn comes when a run starts reading it, whether or not that
+run finishes it. With `max_minutes` a run stops once that long has passed: it starts no
+conversation, and leaves the one it is in between two pages (each run reads at least one
+page); it reports both as `deferred`. A pass cut short stays open and goes on from its
+checkpoint at its next turn. So a schedule shorter than one pass over every conversation
+(a minute each at the `non-marketplace` pace) still reads them all in turn, and a
+conversation that stops every run (a page that cannot be trusted, server errors that
+outlast the retries) is read after the others, so it cannot keep them from being read.
+
+An error Slack answers one conversation's call with (`not_in_channel`, `channel_not_found`,
+`ekm_access_denied`, or any other that is not about the token or the request) skips that
+conversation with a warning naming it, and the run goes on with the others.
 
 Member lists: a private channel's is read on every run (membership decides who may see
 it); a DM's or group DM's never changes in Slack (adding someone makes another group DM), so
@@ -49,12 +57,16 @@ the workspace may see it), so each run reads as many as one minute of
 first. A conversation whose stored list is empty (closed, below) is read again.
 
 Access fails closed: a private channel, group DM or DM that a sync of this workspace read
-before, of a type the run asks for, that this run cannot read (no longer listed, or
-`not_in_channel` / `channel_not_found` at any step) has its stored member list emptied, so
+before, of a type the run asks for, that this run cannot read (no longer listed, or an
+error of its own, such as `not_in_channel`, at any step) has its stored member list emptied, so
 that only the operator sees it until a sync that can read it stores its members again; a
 public channel no longer listed (deleted, or made private without this token) is stored
 as private with no members the same way. A conversation known only from an `import` keeps
 the members of its export.
+
+A workspace the store already holds under another id, imported from an input without a
+team id (its users are this workspace's), is refused before anything is written: a sync
+would store a second copy of it under its team id.
 
 The run holds the canonical store's writer lock from start to end, pacing waits included:
 meanwhile `import` refuses to start and `project` cannot open the store.
@@ -74,7 +86,7 @@ import orjson
 
 from slackquery.canonical import store
 from slackquery.canonical.authors import Authors
-from slackquery.canonical.importer import SLUG, upsert_workspace
+from slackquery.canonical.importer import SLUG, slug_keyed_copy, upsert_workspace
 from slackquery.canonical.rows import ChannelRow, slack_channel_row, slack_user_row, ts_to_us
 from slackquery.canonical.staging import Staged, Warnings
 from slackquery.canonical.sync_store import (
@@ -87,7 +99,7 @@ from slackquery.errors import SlackqueryError
 from slackquery.escaping import quoted
 from slackquery.settings import Settings
 from slackquery.slack.client import (
-    ChannelUnavailable,
+    ConversationError,
     CursorTrail,
     SlackApiError,
     SlackClient,
@@ -110,12 +122,12 @@ NEVER = datetime.min.replace(tzinfo=UTC)  # sorts before any time a sync read so
 @dataclass(frozen=True)
 class SyncRequest:
     """What to sync: conversation types, an optional channel list, an optional start day,
-    and optionally how long a run may go on starting conversations."""
+    and optionally how long a run may go on reading."""
 
     types: tuple[str, ...] = tuple(CONVERSATION_TYPES)
     channels: tuple[str, ...] = ()  # ids (C…) or names (#name / name)
     since: date | None = None
-    max_minutes: float | None = None  # start no conversation after this; the next run goes on
+    max_minutes: float | None = None  # stop after this, between two pages; the next run goes on
 
 
 @dataclass
@@ -143,6 +155,7 @@ class _Run:
     progress: Progress
     run_id: str
     warnings: Warnings
+    deadline_s: float | None = None  # on the monotonic clock: max_minutes after the start
     workspace_id: str = ""
     authors: Authors | None = None
     synced_before: dict[str, StoredConversation] = field(default_factory=dict)
@@ -178,6 +191,8 @@ def sync(
         db = SyncStore(settings, run_id, warnings)
         stack.callback(db.close)
         run = _Run(settings, client, db, clock, request, progress or Progress(), run_id, warnings)
+        if request.max_minutes is not None:
+            run.deadline_s = started_clock + request.max_minutes * 60
         conversations = _in_turn(run, _sync_directory(run))
         _queue_thread_sweep(run, conversations)
         run.history_sweep = run.db.history_sweep_turns(
@@ -186,11 +201,15 @@ def sync(
             history_sweep_size(settings, client.pacing),
         )
         for done, conversation in enumerate(conversations):
-            if done and _out_of_time(run, clock.monotonic() - started_clock):
+            if done and _out_of_time(run):
                 run.deferred = [later.row.channel_id for later in conversations[done:]]
                 break
             run.progress.update(done, len(conversations), _eta_s(run, len(conversations) - done))
-            _sync_conversation(run, conversation)
+            try:
+                _sync_conversation(run, conversation)
+            except _OutOfTime:
+                run.deferred = [later.row.channel_id for later in conversations[done:]]
+                break
         run.progress.update(len(conversations), len(conversations), 0.0)
         result = summary(run, clock.monotonic() - started_clock)
         db.record_run(
@@ -211,6 +230,7 @@ def _sync_directory(run: _Run) -> list[_Conversation]:
     """Identity, users and the wanted conversations with their members, merged at once."""
     identity, team = _identity(run)
     users = _users(run)
+    _refuse_a_second_copy(run, identity, team, users)
     run.authors = Authors(users, run.warnings)
     run.synced_before = run.db.synced_conversations(run.workspace_id)
     conversations, unlisted = _wanted(run, _list_conversations(run))
@@ -225,7 +245,7 @@ def _sync_directory(run: _Run) -> list[_Conversation]:
                 if entry["id"] in to_read
                 else stored[entry["id"]].member_ids
             )
-        except ChannelUnavailable as error:
+        except ConversationError as error:
             _skip(run, entry, error)
             continue
         kind = conversation_type(entry)
@@ -270,22 +290,36 @@ def public_member_lists_per_run(public: int, pacing: Pacing) -> int:
 
 
 def _in_turn(run: _Run, conversations: list[_Conversation]) -> list[_Conversation]:
-    """The order to read them in: a pass a stopped run left open first, then those no sync
-    has read, then the least recently read, so that runs cut short by `max_minutes` take
-    every conversation in turn."""
+    """The order to read them in: those no sync has read, then the one whose turn came
+    longest ago (`SyncStore.take_turn`), so that runs cut short by `max_minutes`, or stopped by one
+    conversation, take every conversation in turn.
 
-    def turn(conversation: _Conversation) -> tuple[int, datetime]:
+    A pass left open does not go first: a conversation that stops every run (a page that
+    cannot be trusted, server errors outlasting the retries) would then stop every run
+    before any other conversation is read. It goes on from its checkpoint at its turn.
+    """
+
+    def turn(conversation: _Conversation) -> datetime:
         stored = run.synced_before.get(conversation.row.channel_id)
-        if stored is None:
-            return 1, NEVER
-        return (0 if stored.pass_open else 2), stored.synced_at
+        return NEVER if stored is None else stored.synced_at
 
     return sorted(conversations, key=turn)
 
 
-def _out_of_time(run: _Run, elapsed_s: float) -> bool:
-    limit = run.request.max_minutes
-    return limit is not None and elapsed_s >= limit * 60
+class _OutOfTime(Exception):
+    """`max_minutes` passed while a conversation was being read: it is left between two
+    pages, its checkpoint committed, and goes on at its next turn."""
+
+
+def _out_of_time(run: _Run) -> bool:
+    return run.deadline_s is not None and run.clock.monotonic() >= run.deadline_s
+
+
+def _mind_the_time(run: _Run) -> None:
+    """Stop the conversation in progress once `max_minutes` has passed, but only after this
+    run has written a page: a run whose directory alone takes that long still moves on."""
+    if run.db.pages_written and _out_of_time(run):
+        raise _OutOfTime
 
 
 def _identity(run: _Run) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -314,12 +348,40 @@ def _users(run: _Run) -> dict[str, dict[str, Any]]:
     }
 
 
+def _team_domain(identity: dict[str, Any], team: dict[str, Any]) -> object:
+    """The workspace's domain as Slack reports it (`team.info`, else auth.test's URL)."""
+    return team.get("domain") or str(identity.get("url", "")).split("//")[-1].split(".")[0]
+
+
+def _refuse_a_second_copy(
+    run: _Run, identity: dict[str, Any], team: dict[str, Any], users: dict[str, Any]
+) -> None:
+    """Refuse, before anything is written, to sync a workspace that the store holds under
+    another id: one imported from an input without a team id is keyed by a slug, and its
+    users are this workspace's (`importer.slug_keyed_copy`). The advice names the slug this
+    sync gives the workspace, which `import --workspace-slug` resolves to it."""
+    copy = slug_keyed_copy(run.db.connection, run.workspace_id, list(users))
+    if copy is None:
+        return
+    domain = _team_domain(identity, team)
+    slug = domain if isinstance(domain, str) and SLUG.fullmatch(domain) else ""
+    slug = slug or run.workspace_id.lower()
+    raise SlackqueryError(
+        f"the store already holds Slack workspace {run.workspace_id} as workspace "
+        f"{copy.workspace_id!r} (slug {copy.workspace_slug!r}), imported from an input without "
+        f"a team id: {copy.shared} of its users (e.g. {copy.example}) are this workspace's, "
+        "so a sync would store a second copy of it; nothing was written. Sync into a new "
+        f"store (move {run.settings.canonical_path} aside), then import that input again "
+        f"with --workspace-slug {slug} to add its history to the synced workspace"
+    )
+
+
 def _upsert_identity(
     run: _Run, identity: dict[str, Any], team: dict[str, Any], now: datetime
 ) -> None:
     """The workspace row, named and addressed as Slack reports it; a domain that is no
     Slack domain (it would become every permalink's host) is not taken."""
-    domain = team.get("domain") or str(identity.get("url", "")).split("//")[-1].split(".")[0]
+    domain = _team_domain(identity, team)
     if not isinstance(domain, str) or not SLUG.fullmatch(domain):
         run.warnings.add(
             "slack:team.info",
@@ -448,7 +510,8 @@ def _handle(users: dict[str, dict[str, Any]]) -> Callable[[str], str]:
 
 
 def _skip(run: _Run, entry: dict[str, Any], error: SlackApiError) -> None:
-    """A listed conversation the token cannot read: warn and go on with the others."""
+    """A listed conversation the token cannot read, or that Slack answered with an error of
+    its own: warn and go on with the others."""
     run.skipped.append({"channel_id": entry["id"], "error": error.error})
     name = entry.get("name")
     _unreadable(run, entry["id"], conversation_type(entry), name, error.error)
@@ -486,11 +549,19 @@ def _unreadable(run: _Run, channel_id: str, kind: str, name: object, reason: str
 
 
 def _sync_conversation(run: _Run, conversation: _Conversation) -> None:
-    """Resume or open the conversation's pass, read its history and threads, close it."""
+    """Resume or open the conversation's pass, read its history and threads, close it.
+
+    An error of this conversation's (`ConversationError`) skips it with a warning; its
+    pass stays open, and goes on from its checkpoint at its next turn.
+    """
     channel_id = conversation.row.channel_id
     current = run.db.channel_pass(run.workspace_id, channel_id)
-    if not current.open:
-        _begin_pass(run, channel_id, current.synced_through_ts)
+    if current.open:
+        # Before the read: one that fails, skipping the conversation or stopping the
+        # run, still moves it behind the others (`_in_turn`).
+        run.db.take_turn(run.workspace_id, channel_id, _now(run))
+    else:
+        _begin_pass(run, channel_id, current.synced_through_ts)  # its turn, too
         current = run.db.channel_pass(run.workspace_id, channel_id)
     try:
         _read_threads(run, channel_id)
@@ -498,7 +569,7 @@ def _sync_conversation(run: _Run, conversation: _Conversation) -> None:
             _read_history(run, channel_id, current)
         if channel_id in run.history_sweep:
             _sweep_history(run, channel_id, current.oldest_ts)
-    except ChannelUnavailable as error:
+    except ConversationError as error:
         _skip(run, conversation.entry, error)
         return
     run.db.finish_pass(run.workspace_id, channel_id, _now(run))
@@ -643,10 +714,12 @@ def _pages(
 
     The read starts at `cursor`, its saved checkpoint. A cursor Slack rejects
     (`invalid_cursor`: one saved long ago) restarts the read from its first page, once.
+    Once `max_minutes` has passed no further page is asked for (`_mind_the_time`).
     """
     trail = CursorTrail(method, cursor)
     restarted = False
     while True:
+        _mind_the_time(run)
         observed_at = _now(run)
         try:
             body = run.client.call(method, **params, cursor=cursor)

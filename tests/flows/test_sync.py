@@ -22,6 +22,7 @@ from flows.sync import (
 from serving.engine import SearchEngine
 from serving.models import SearchRequest
 from slackquery.canonical import store
+from slackquery.duckdb_setup import BusyDatabase
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
 from slackquery.slack.client import SlackApiError, SlackTransientError
@@ -37,6 +38,20 @@ def test_sync_task_syncs_and_skips_while_another_writer_runs(live: Live) -> None
     with store.writer_lock(live.settings):
         skipped = sync_workspace.fn(["public"], [], None)
     assert skipped["status"] == "skipped" and "already running" in skipped["reason"]
+
+
+def test_a_sync_that_finds_the_store_open_in_another_process_is_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A `project` holding canonical.duckdb past the writer's 30 s wait failed the flow.
+    monkeypatch.setenv("SLACKQUERY_HOME", str(tmp_path / "home"))
+    busy = "canonical store home/canonical.duckdb is busy: another process (PID 4242) has it open"
+
+    def store_held_open(settings: Settings, request: SyncRequest, progress: Progress) -> None:
+        raise BusyDatabase(busy, 4242)
+
+    monkeypatch.setattr(sync_module, "sync", store_held_open)
+    assert sync_workspace.fn(["public"], [], None) == {"status": "skipped", "reason": busy}
 
 
 def test_only_transient_failures_are_retried() -> None:

@@ -50,6 +50,7 @@ class Fault:
     """Answer the next `times` matching requests with `kind` instead of the real page.
 
     `kind`: 429 | 500 | slow | changed | missing_scope | body (the JSON `body`, as given) |
+    raw (the string `body` as it is, a 200 that need not be JSON) |
     any other string: `{"ok": false, "error": kind}` (with `ratelimited`, a Retry-After).
     A request matches by method, and by `channel` and `thread` (its `ts`) when they are set;
     the first `after` matching requests are answered as usual.
@@ -244,6 +245,8 @@ class FakeSlack:
             with self.lock:
                 fault.change()
             return Response("changed under me", status_code=500)
+        if fault.kind == "raw":
+            return Response(fault.body, media_type="text/html")
         if fault.kind == "body":
             # json.dumps escapes what JSONResponse cannot encode (a lone surrogate).
             return Response(json.dumps(fault.body), media_type="application/json")

@@ -113,6 +113,23 @@ def test_not_in_channel_skips_that_channel_with_a_warning(live: Live) -> None:
     assert query(db, "select count(distinct channel_id) from messages")[0][0] > 3
 
 
+@pytest.mark.parametrize(
+    "body", ['{"ok": true, "messages": [{"ts": "17', "<html><body>502 Bad Gateway</body></html>"]
+)
+def test_a_200_that_is_not_json_is_retried(
+    live: Live, monkeypatch: pytest.MonkeyPatch, body: str
+) -> None:
+    # One bad body (cut short, or a proxy's page) stopped the run at once.
+    channel = "C0SQGEN01"
+    live.slack.faults.append(Fault("conversations.history", "raw", channel=channel, body=body))
+    report = sync(live.settings, SyncRequest(channels=(channel,)), clock=live.clock)
+    assert report["retries"] == {"conversations.history": 1} and report["conversations"] == 1
+    settings = _with(monkeypatch, slack_max_attempts="2")
+    live.slack.faults.append(Fault("auth.test", "raw", times=2, body=body))
+    with pytest.raises(SlackTransientError, match=r"gave up \(2 attempts, last: HTTP 200 \(not"):
+        sync(settings, SyncRequest(channels=(channel,)), clock=live.clock)
+
+
 def test_revoked_token_stops_the_run_and_the_next_run_resumes(live: Live) -> None:
     live.slack.faults.append(Fault("conversations.replies", "token_revoked"))
     with pytest.raises(SlackApiError, match=r"token_revoked.*SLACKQUERY_SLACK_TOKEN"):

@@ -1,6 +1,7 @@
 """`sync` against the loopback Slack Web API: same rows as an import, resumable, incremental."""
 
 import signal
+import zipfile
 from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -8,10 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import orjson
 import pytest
 
 from slackquery.canonical.importer import import_source
 from slackquery.commands.sync import render
+from slackquery.errors import SlackqueryError
 from slackquery.sample.workspace import TEAM_DOMAIN, TEAM_NAME
 from slackquery.settings import Settings, get_settings
 from slackquery.slack.client import SlackApiError
@@ -541,14 +544,126 @@ def test_runs_cut_short_by_max_minutes_take_every_conversation_in_turn(
     assert "  deferred to the next run (--max-minutes): " in render(first)
     before, ended = len(live.slack.log), live.clock.now
     assert ended - started >= 4 * 60
+    # The conversation the run was in when time ran out is left between two pages.
+    cut_short = open_passes(settings.canonical_path)
+    assert cut_short == deferred[: len(cut_short)]
+    not_started = deferred[len(cut_short) :]
     second = sync(settings, request, clock=live.clock)
     read = list(dict.fromkeys(live.slack.requested("conversations.history", "channel", before)))
-    # The conversations the first run did not reach come first, in the order it left them.
-    reached = min(len(read), len(deferred))
-    assert read[:reached] == deferred[:reached]
-    assert second["conversations"] == len(read) < len(deferred)
-    # ... and those it reached wait behind the rest.
-    assert second["deferred"][: len(deferred) - reached] == deferred[reached:]
+    # The conversations the first run did not start come first, in the order it left them.
+    reached = min(len(read), len(not_started))
+    assert read[:reached] == not_started[:reached]
+    left_in = [channel for channel in read if channel in second["deferred"]]
+    assert second["conversations"] == len(read) - len(left_in) < len(not_started)
+    # ... and those it read wait behind the rest, the one it was cut short in last.
+    later = [channel for channel in second["deferred"] if channel not in left_in]
+    assert later[: len(not_started) - reached] == not_started[reached:]
+    assert later[len(later) - len(cut_short) :] == cut_short
+
+
+def open_passes(db: Path) -> list[str]:
+    """The conversations whose pass is open (begun, not finished)."""
+    rows = query(db, "select channel_id from sync_channels where pass_latest_ts is not null")
+    return [row[0] for row in rows]
+
+
+def _endless_empty_pages(live: Live, monkeypatch: pytest.MonkeyPatch, channel: str) -> None:
+    """`channel`'s history pages say has_more with a new cursor, empty, 1,000 times."""
+    answer = live.slack._conversations_history
+    pages = iter(range(1, 1001))
+
+    def endless(params: dict[str, str]) -> dict[str, Any]:
+        if params.get("channel") != channel:
+            return answer(params)
+        page = next(pages, None)
+        more = {"next_cursor": f"empty-{page}"} if page else {}
+        return {"ok": True, "messages": [], "has_more": bool(page), "response_metadata": more}
+
+    monkeypatch.setattr(live.slack, "_conversations_history", endless)
+
+
+def test_max_minutes_ends_a_long_conversation_between_pages_and_it_goes_on_at_its_turn(
+    live: Live, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A conversation's read ran to its end, however long: its run never stopped.
+    settings = _with_env(monkeypatch, SLACKQUERY_SLACK_REQUESTS_PER_MINUTE="60")
+    _endless_empty_pages(live, monkeypatch, SUPPORT)
+    request = SyncRequest(channels=(SUPPORT, GENERAL), max_minutes=0.5)
+    first = sync(settings, request, clock=live.clock)
+    assert first["conversations"] == 1 and first["deferred"] == [SUPPORT]
+    pages = [c for c in live.slack.requested("conversations.history", "channel") if c == SUPPORT]
+    assert 10 <= len(pages) <= 30  # a page a second for what is left of half a minute
+    assert open_passes(settings.canonical_path) == [SUPPORT]
+    saved = query(
+        settings.canonical_path,
+        "select pass_cursor from sync_channels where channel_id = ?",
+        [SUPPORT],
+    )[0][0]
+    assert saved == f"empty-{len(pages)}"
+
+    before = len(live.slack.log)
+    second = sync(settings, request, clock=live.clock)
+    # GENERAL's turn came before SUPPORT's; SUPPORT goes on from its checkpoint.
+    assert live.slack.requested("conversations.history", "channel", before)[0] == GENERAL
+    resumed = [
+        entry
+        for entry in live.slack.log[before:]
+        if entry.method == "conversations.history" and entry.params["channel"] == SUPPORT
+    ]
+    assert resumed[0].params["cursor"] == saved
+    assert second["conversations"] == 1 and second["deferred"] == [SUPPORT]
+
+
+def test_an_error_of_one_conversation_skips_it_and_the_others_are_read(live: Live) -> None:
+    # `ekm_access_denied` stopped every run, and the channel's open pass went first in the
+    # next, so no other conversation was read again.
+    live.slack.faults.append(
+        Fault("conversations.history", "ekm_access_denied", channel=SUPPORT, times=2)
+    )
+    for _ in range(2):
+        report = sync(live.settings, clock=live.clock)
+        assert report["skipped"] == [{"channel_id": SUPPORT, "error": "ekm_access_denied"}]
+        assert report["conversations"] == len(live.slack.conversations) - 1
+        assert any(
+            item["file"] == f"slack:{SUPPORT}" and "ekm_access_denied" in item["problem"]
+            for item in report["warnings"]
+        )
+        live.clock.now += 60
+    assert open_passes(live.settings.canonical_path) == [SUPPORT]
+    healed = sync(live.settings, clock=live.clock)
+    assert healed["skipped"] == [] and open_passes(live.settings.canonical_path) == []
+    assert live_ts(live.settings.canonical_path, SUPPORT) == sorted(live.slack.messages[SUPPORT])
+
+
+@pytest.mark.parametrize("error", ["invalid_auth", "invalid_arguments"])
+def test_an_error_about_the_token_or_the_request_still_stops_the_run(
+    live: Live, error: str
+) -> None:
+    live.slack.faults.append(Fault("conversations.history", error, channel=SUPPORT))
+    with pytest.raises(SlackApiError, match=rf"^Slack conversations.history: {error}"):
+        sync(live.settings, clock=live.clock)
+
+
+def test_a_conversation_that_stops_every_run_is_read_after_the_others(
+    live: Live, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A page that cannot be trusted stops the run; its pass, left open, went first in every
+    # later run, so no other conversation was read again.
+    settings = _with_env(monkeypatch, SLACKQUERY_SLACK_REQUESTS_PER_MINUTE="6000")  # time moves
+    sync(settings, clock=live.clock)
+    broken = {"ok": True, "messages": "oops", "has_more": False}
+    for run in range(3):
+        live.clock.now += 3600
+        live.slack.faults.append(
+            Fault("conversations.history", "body", channel=SUPPORT, body=broken)
+        )
+        before = len(live.slack.log)
+        with pytest.raises(SlackApiError, match="malformed page"):
+            sync(settings, clock=live.clock)
+        read = list(dict.fromkeys(live.slack.requested("conversations.history", "channel", before)))
+        if run:  # every other conversation is read before it
+            assert len(read) == len(live.slack.conversations) and read[-1] == SUPPORT
+    assert open_passes(settings.canonical_path) == [SUPPORT]
 
 
 @pytest.mark.parametrize(
@@ -753,3 +868,58 @@ def test_an_odd_message_is_skipped_with_a_warning_naming_it(
         [OPS_LEGACY],
     )
     assert stored == [(FIRST, "first copy")]
+
+
+def _without_team_ids(export: Path, path: Path) -> Path:
+    """A copy of `export` whose users.json names no team (no `team_id`, no `profile.team`)."""
+    with zipfile.ZipFile(export) as source, zipfile.ZipFile(path, "w") as copy:
+        for name in source.namelist():
+            data = source.read(name)
+            if name == "users.json":
+                users = orjson.loads(data)
+                for user in users:
+                    user.pop("team_id", None)
+                    user.get("profile", {}).pop("team", None)
+                data = orjson.dumps(users)
+            copy.writestr(name, data)
+    return path
+
+
+def test_a_workspace_imported_without_a_team_id_is_not_synced_into_a_second_copy(
+    live: Live, sample_zip: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Sync stored a second workspace with the same slug and the same channel ids.
+    export = _without_team_ids(sample_zip, tmp_path / "ws_noteam.zip")
+    import_source(live.settings, export, workspace_slug="fjordline")
+    db = live.settings.canonical_path
+    before = {table: rows(db, table) for table in ("workspaces", "channels", "messages")}
+    with pytest.raises(SlackqueryError) as refused:
+        sync(live.settings, clock=live.clock)
+    message = str(refused.value)
+    assert "\n" not in message
+    assert "already holds Slack workspace T0SAMPLE1 as workspace 'fjordline'" in message
+    assert "nothing was written" in message and "--workspace-slug fjordline" in message
+    assert {table: rows(db, table) for table in before} == before
+    assert query(db, "select count(*) from sync_channels") == [(0,)]
+    # The advice works: a new store, a sync, then the export again into the synced workspace.
+    settings = _with_env(monkeypatch, SLACKQUERY_CANONICAL_DB=str(tmp_path / "new.duckdb"))
+    sync(settings, clock=live.clock)
+    import_source(settings, export, workspace_slug="fjordline")
+    assert query(settings.canonical_path, "select workspace_id from workspaces") == [("T0SAMPLE1",)]
+
+
+def test_a_workspace_of_another_team_that_shares_users_is_no_copy(live: Live) -> None:
+    # An Enterprise Grid org's workspaces share users: a team id is no slug-keyed copy.
+    sync(live.settings, clock=live.clock)
+    db = live.settings.canonical_path
+    with duckdb.connect(str(db)) as connection:
+        connection.execute(
+            "insert into workspaces select 'T0SIBLING', 'sibling', 'Sibling', "
+            "'https://sibling.slack.com', source_format, latest_run_id, last_changed_at "
+            "from workspaces"
+        )
+        connection.execute(
+            "insert into users select * replace ('T0SIBLING' as workspace_id) from users"
+        )
+    live.clock.now += 60
+    assert sync(live.settings, clock=live.clock)["workspace_id"] == "T0SAMPLE1"
