@@ -144,17 +144,31 @@ def compute_visibility(artifact: LoadedArtifact, requester: Requester) -> Visibi
     )
 
 
-def is_deactivated(conn: duckdb.DuckDBPyConnection, requester: Requester) -> bool:
-    """Whether an artifact records the requester's account as deactivated (artifacts of
-    schema 8 and before record none)."""
+def deactivated_accounts(conn: duckdb.DuckDBPyConnection) -> frozenset[tuple[str, str]]:
+    """The (workspace, user) accounts an artifact records deactivated (artifacts of schema
+    8 and before record none)."""
     try:
-        row = conn.execute(
-            "select count(*) from deactivated_users where workspace_id = $w and user_id = $u",
-            {"w": requester.workspace_id, "u": requester.user_id},
-        ).fetchone()
+        rows = conn.execute("select workspace_id, user_id from deactivated_users").fetchall()
     except duckdb.CatalogException:
-        return False
-    return bool(row and row[0])
+        return frozenset()
+    return frozenset(rows)
+
+
+def is_deactivated(conn: duckdb.DuckDBPyConnection, requester: Requester) -> bool:
+    """Whether an artifact records the requester's account as deactivated."""
+    return (requester.workspace_id, requester.user_id) in deactivated_accounts(conn)
+
+
+def published_deactivated(settings: Settings) -> frozenset[tuple[str, str]]:
+    """The accounts the published artifact records deactivated (none without one)."""
+    path = current_artifact(settings)
+    if path is None:
+        return frozenset()
+    conn = connect(str(path), read_only=True)
+    try:
+        return deactivated_accounts(conn)
+    finally:
+        conn.close()
 
 
 def resolve_requester(

@@ -24,7 +24,13 @@ from pathlib import Path
 import duckdb
 import numpy as np
 
-from serving.access import Requester, Visibility, compute_visibility, rows_with_codes
+from serving.access import (
+    Requester,
+    Visibility,
+    compute_visibility,
+    deactivated_accounts,
+    rows_with_codes,
+)
 from serving.lexical import BM25Index
 from serving.query import STOPWORDS, fts_tokens, normalize
 from serving.semantic import Int8Scan
@@ -314,9 +320,7 @@ class LoadedArtifact:
             members = []
         for workspace, user, channel in members:
             self.memberships.setdefault((workspace, user), set()).add(channel)
-        self.deactivated = frozenset(
-            connection.execute("select workspace_id, user_id from deactivated_users").fetchall()
-        )
+        self.deactivated = deactivated_accounts(connection)
         self.channel_by_name: dict[str, set[str]] = {}
         for row in self.channels:
             if row[2]:

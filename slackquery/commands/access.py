@@ -3,7 +3,7 @@
 import argparse
 from datetime import UTC, datetime
 
-from serving.access import published_requester
+from serving.access import published_deactivated, published_requester
 from slackquery.access.grants import LABEL_MAX_CHARS, GrantStore, check_label, grants_path
 from slackquery.commands import add_json_flag, emit, iso_day
 from slackquery.escaping import terminal_line
@@ -100,10 +100,15 @@ def run_list(args: argparse.Namespace, settings: Settings) -> int:
     written before labels were checked may hold anything: each row is escaped to one line."""
     now = datetime.now(UTC)
     grants = [grant.public(now) for grant in GrantStore(grants_path(settings)).grants()]
+    # A grant outlives its user's account: say so, since such a token sees nothing.
+    gone = published_deactivated(settings) if grants else frozenset()
+    for row in grants:
+        row["deactivated"] = (row["workspace_id"], row["user_id"]) in gone
     lines = [
         terminal_line(
             f"{row['grant_id']}  {row['label']}  {row['workspace_id']}:{row['user_id']}  "
             f"{'active' if row['active'] else 'revoked' if row['revoked_at'] else 'expired'}"
+            f"{'  deactivated in Slack (sees nothing)' if row['deactivated'] else ''}"
             f"{'  no-dms' if row['no_dms'] else ''}"
             f"{'  until ' + str(row['expires']) if row['expires'] else ''}"
         )

@@ -452,6 +452,7 @@ def test_an_account_slack_deactivated_sees_nothing_and_gets_no_grant(
     # A grant (or a membership) outlived the person: a deactivated user's token read on.
     settings = apply_env(monkeypatch, tmp_path / "home")
     synthesize_state(settings.state_path, identity_for(settings), messages=60)
+    publish(settings, build_artifact(settings))
     conn = connect(str(settings.state_path))
     try:
         (left, workspace), (stayed, _) = conn.execute(
@@ -461,6 +462,7 @@ def test_an_account_slack_deactivated_sees_nothing_and_gets_no_grant(
         conn.execute("update search_users set is_deleted = (user_id = $u)", {"u": left})
     finally:
         conn.close()
+    before = grant(capsys, "--user", left, "--workspace", workspace)  # while still active
     publish(settings, build_artifact(settings))
     engine = SearchEngine(settings)
     try:
@@ -477,7 +479,13 @@ def test_an_account_slack_deactivated_sees_nothing_and_gets_no_grant(
         engine.close()
     assert main(["access", "grant", "--user", left, "--workspace", workspace]) == 1
     assert "is deactivated in Slack" in capsys.readouterr().err
-    assert main(["access", "grant", "--user", stayed, "--workspace", workspace, "--json"]) == 0
+    after = grant(capsys, "--user", stayed, "--workspace", workspace)
+    assert main(["access", "list", "--json"]) == 0
+    listed = {row["grant_id"]: row for row in json.loads(capsys.readouterr().out)["grants"]}
+    assert listed[before["grant_id"]]["deactivated"] and listed[before["grant_id"]]["active"]
+    assert not listed[after["grant_id"]]["deactivated"]
+    assert main(["access", "list"]) == 0
+    assert "deactivated in Slack (sees nothing)" in capsys.readouterr().out
 
 
 def test_evidence_strength_counts_only_the_messages_a_requester_sees(
