@@ -17,9 +17,16 @@ from pydantic import Field
 
 from serving.access import current_requester
 from serving.answer_models import AnswerResponse, VerificationResponse
-from serving.answers import answer_question, verify_citations
+from serving.answers import answer_question, verifiable_chars, verify_citations
 from serving.engine import SearchEngine
-from serving.tools import TimestampUs, ToolRunner, ranged, text_of_at_most, tool_limits
+from serving.tools import (
+    TimestampUs,
+    ToolRunner,
+    filter_values,
+    ranged,
+    text_of_at_most,
+    tool_limits,
+)
 
 PROMPT = """\
 Answer this question from the team's Slack history: {question}
@@ -45,12 +52,13 @@ def register_answer_tools(server: MCPServer, engine: SearchEngine, runner: ToolR
     """Add answer_slack_question, verify_citations and the answer_from_slack prompt."""
 
     settings = engine.settings
+    values = filter_values(settings)
 
     async def answer_slack_question(
         question: text_of_at_most(settings.search_max_query_chars),
-        workspace_ids: list[str] | None = None,
-        channel_ids: list[str] | None = None,
-        author_ids: list[str] | None = None,
+        workspace_ids: values = None,
+        channel_ids: values = None,
+        author_ids: values = None,
         start_ts_us: TimestampUs | None = None,
         end_ts_us: TimestampUs | None = None,
         max_evidence: ranged(1, settings.search_max_results) = 12,
@@ -95,7 +103,7 @@ def register_answer_tools(server: MCPServer, engine: SearchEngine, runner: ToolR
         )
 
     async def verify_citations_tool(
-        text: str, cited_at_artifact: str | None = None
+        text: text_of_at_most(verifiable_chars(settings)), cited_at_artifact: str | None = None
     ) -> VerificationResponse:
         """Check every citation of a drafted answer before you send it.
 

@@ -56,6 +56,7 @@ from serving.query import (
 )
 from slackquery.artifacts.files import artifact_file, is_build_id
 from slackquery.errors import SlackqueryError
+from slackquery.settings import Settings
 
 # Whether the requester may see a message, by document id. The default sees everything;
 # per-requester visibility (access control) plugs in here.
@@ -774,6 +775,11 @@ def _channels_seen(
     }
 
 
+def verifiable_chars(settings: Settings) -> int:
+    """The longest draft `verify_citations` checks: fifty questions' worth."""
+    return settings.search_max_query_chars * 50
+
+
 def verify_citations(
     engine: SearchEngine,
     text: str,
@@ -791,7 +797,7 @@ def verify_citations(
     see in `cited_at_artifact` like one that was not there. `deadline` (the MCP tool's
     time budget) is checked between citations.
     """
-    most = engine.settings.search_max_query_chars * 50
+    most = verifiable_chars(engine.settings)
     if len(text) > most:
         raise SlackqueryError(f"text is {len(text):,} characters; at most {most:,} are verified")
     deadline = deadline or Deadline(math.inf)

@@ -103,6 +103,14 @@ def text_of_at_most(max_chars: int) -> Any:
     return Annotated[str, Field(json_schema_extra={"maxLength": max_chars})]
 
 
+def filter_values(settings: Settings) -> Any:
+    """A filter's list whose input schema states how many values of what length it takes
+    (enforced by the engine); JSON null or left out: no filter."""
+    value = text_of_at_most(MAX_FILTER_VALUE_CHARS)
+    limit = {"maxItems": settings.search_max_filter_values}
+    return Annotated[list[value], Field(json_schema_extra=limit)] | None
+
+
 def one_line(message: str) -> str:
     """The message on one line (control characters escaped), cut in the middle to
     `MAX_ERROR_CHARS`."""
@@ -389,13 +397,14 @@ def register_tools(server: MCPServer, engine: SearchEngine, runner: ToolRunner) 
     """Add search_slack, get_slack_message, get_slack_thread and list_slack_scopes."""
     settings = engine.settings
     max_chars = settings.serve_max_response_chars
+    values = filter_values(settings)
 
     async def search_slack(
         query: text_of_at_most(settings.search_max_query_chars),
         mode: Literal["hybrid", "lexical", "semantic"] = "hybrid",
-        workspace_ids: list[str] | None = None,
-        channel_ids: list[str] | None = None,
-        author_ids: list[str] | None = None,
+        workspace_ids: values = None,
+        channel_ids: values = None,
+        author_ids: values = None,
         conversation_types: list[Literal[CONVERSATION_TYPES]] | None = None,
         start_ts_us: TimestampUs | None = None,
         end_ts_us: TimestampUs | None = None,

@@ -225,8 +225,10 @@ class _Recording:
     def __exit__(self, *_: object) -> None:
         self.connection.close()
 
-    def execute(self, query: str, parameters: dict[str, Any]) -> duckdb.DuckDBPyConnection:
-        if "ids" in parameters:
+    def execute(
+        self, query: str, parameters: dict[str, Any] | None = None
+    ) -> duckdb.DuckDBPyConnection:
+        if parameters and "ids" in parameters:
             self.looked_up.append(list(parameters["ids"]))
         return self.connection.execute(query, parameters)
 

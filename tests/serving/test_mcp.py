@@ -591,6 +591,10 @@ def test_tool_descriptions_state_the_enforced_limits(published: Settings) -> Non
     assert schemas["get_slack_thread"]["limit"]["maximum"] == 500
     assert schemas["get_slack_message"]["context_after"]["maximum"] == 100
     assert schemas["list_slack_scopes"]["limit"]["minimum"] == 1
+    listed_values = schemas["search_slack"]["channel_ids"]["anyOf"][0]
+    assert listed_values["maxItems"] == narrow.search_max_filter_values
+    assert listed_values["items"]["maxLength"] == 200
+    assert schemas["verify_citations"]["text"]["maxLength"] == 123 * 50
     # The channel's messages would take more than the response budget.
     assert len(json.dumps(wide["messages"])) <= 8_000
     assert "SLACKQUERY_SERVE_MAX_RESPONSE_CHARS" in wide["notes"][0]
