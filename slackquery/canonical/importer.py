@@ -298,9 +298,9 @@ def _merge(
     # An input that is no snapshot proves nothing of when it was made: the import's start
     # stands in, so the last one imported wins (and can restore a message).
     observed_at = store.input_observed_at(connection, started_at) if staged.snapshot else started_at
-    _warn_stale(
-        warnings, source_path, observed_at, store.stale_rows(connection, "messages", observed_at)
-    )
+    for table in ("messages", "channels", "users"):
+        stale = store.stale_rows(connection, table, observed_at)
+        _warn_stale(warnings, source_path, table, observed_at, stale)
     counts: dict[str, dict[str, int]] = {}
     for table, columns in (
         ("users", store.USER_COLUMNS),
@@ -370,18 +370,22 @@ def _merge(
 def _warn_stale(
     warnings: Warnings,
     path: Path,
+    table: str,
     observed_at: datetime,
     stale: dict[str, tuple[int, str | None]],
 ) -> None:
-    """Name the input's messages that are older than their stored copy (kept as stored)."""
+    """Name the input's rows that are older than their stored copy (kept as stored)."""
+    newest = f"this input's newest message or edit ({observed_at:%Y-%m-%d %H:%M:%S} UTC)"
     reasons = {
         "edited": "not updated: the store holds a later edit of them",
-        "deleted": "kept deleted: the deletion was recorded after this input's newest message "
-        f"or edit ({observed_at:%Y-%m-%d %H:%M:%S} UTC), so the input may be older than the "
-        "deletion; an input holding a later message would restore them",
+        "deleted": f"kept deleted: the deletion was recorded after {newest}, so the input may "
+        "be older than the deletion; an input holding a later message would restore them",
+        "synced": f"kept as a sync read them after {newest}: an older input does not undo "
+        "channel privacy, members, names or deactivations read from Slack since",
     }
+    what = {"messages": "message(s)", "channels": "channel(s)", "users": "user(s)"}[table]
     for reason, (count, example) in stale.items():
-        warnings.add(path.name, f"{count} message(s) (e.g. {example}) {reasons[reason]}")
+        warnings.add(path.name, f"{count} {what} (e.g. {example}) {reasons[reason]}")
 
 
 def upsert_workspace(

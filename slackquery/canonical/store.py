@@ -68,9 +68,17 @@ def _edit_order(alias: str) -> str:
 #   tombstone was recorded shows that the message still exists.
 # - edited: the stored copy carries a later edit. Slack edits only move forward, and an
 #   export keeps only the final text, so an earlier `edited.ts` (or none) is a stale copy.
+# - synced: a sync read the workspace after the input was observed, so its channels
+#   (privacy, members, names) and users (deactivation) are newer than the input's: an
+#   older export imported after a sync must not reopen what the sync closed. The next
+#   sync reads them again either way.
 # Other changes (reactions, reply counts) carry no time, so for them the last input wins.
 _DELETED_SINCE_OBSERVED = (
     "target.is_deleted and not stage.is_deleted and target.last_changed_at > $observed_at"
+)
+_SYNCED_SINCE_OBSERVED = (
+    "exists (select 1 from sync_channels as synced where synced.workspace_id = "
+    "target.workspace_id and synced.updated_at > $observed_at)"
 )
 STALE_RULES: dict[str, dict[str, str]] = {
     "messages": {
@@ -79,6 +87,8 @@ STALE_RULES: dict[str, dict[str, str]] = {
         "edited": f"not stage.is_deleted and {_edit_order('target')} > {_edit_order('stage')}",
     },
     "files": {"deleted": _DELETED_SINCE_OBSERVED},
+    "channels": {"synced": _SYNCED_SINCE_OBSERVED},
+    "users": {"synced": _SYNCED_SINCE_OBSERVED},
 }
 
 # Typed conversion from the pandas frame (JSON as text, dates as ISO strings) to stage rows.
@@ -224,12 +234,9 @@ def merge_table(
     rows can have been read: a sync page's request time; for an import, the input's newest
     message or edit (`input_observed_at`).
     """
-    keys, extra_compare = MERGE_RULES[table]
+    keys, _ = MERGE_RULES[table]
     join = _join(keys)
-    changed = " or ".join(
-        f"target.{column} is distinct from stage.{column}"
-        for column in ("payload_hash", *extra_compare)
-    )
+    changed = _changed(table)
     stale = STALE_RULES.get(table, {})
     if stale:
         changed = f"({changed}) and not ({' or '.join(f'({rule})' for rule in stale.values())})"
@@ -279,10 +286,20 @@ def _join(keys: tuple[str, ...]) -> str:
     return " and ".join(f"target.{key} = stage.{key}" for key in keys)
 
 
+def _changed(table: str) -> str:
+    """SQL: the staged row (`stage`) differs from the stored one (`target`)."""
+    _, extra_compare = MERGE_RULES[table]
+    return " or ".join(
+        f"target.{column} is distinct from stage.{column}"
+        for column in ("payload_hash", *extra_compare)
+    )
+
+
 def stale_rows(
     connection: duckdb.DuckDBPyConnection, table: str, observed_at: datetime
 ) -> dict[str, tuple[int, str | None]]:
-    """Per stale rule of `table`: how many staged rows it keeps out, and the first one's key."""
+    """Per stale rule of `table`: how many changed staged rows it keeps out, and the first
+    one's key."""
     keys, _ = MERGE_RULES[table]
     rules = STALE_RULES.get(table, {})
     if not rules:
@@ -294,7 +311,8 @@ def stale_rows(
             f"count(*) filter (where {rule}), min({key}) filter (where {rule})"
             for rule in rules.values()
         )
-        + f" from stage_{table} as stage inner join {table} as target on {_join(keys)}",
+        + f" from stage_{table} as stage inner join {table} as target on {_join(keys)}"
+        + f" where {_changed(table)}",
         {"observed_at": observed_at},
     ).fetchone()
     assert row is not None

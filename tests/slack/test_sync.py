@@ -908,6 +908,48 @@ def test_a_workspace_imported_without_a_team_id_is_not_synced_into_a_second_copy
     assert query(settings.canonical_path, "select workspace_id from workspaces") == [("T0SAMPLE1",)]
 
 
+def test_an_older_export_imported_after_a_sync_keeps_what_the_sync_read(
+    live: Live, sample_zip: Path
+) -> None:
+    # Re-importing the export after a sync reopened what Slack had closed since: a public
+    # channel made private, a member removed, an account deactivated came back as exported.
+    sync(live.settings, clock=live.clock)
+    slack = live.slack
+    public = next(cid for cid, c in slack.conversations.items() if not c.get("is_private"))
+    group = next(cid for cid, c in slack.conversations.items() if c.get("is_group"))
+    removed = slack.members[group].pop()
+    slack.conversations[public] |= {"is_channel": False, "is_group": True, "is_private": True}
+    leaver = slack.users[0]["id"]
+    slack.users[0] = {**slack.users[0], "deleted": True}
+    live.clock.now += 3600
+    sync(live.settings, clock=live.clock)
+    db = live.settings.canonical_path
+
+    def access() -> list[Any]:
+        return [
+            query(db, f"select conversation_type from channels where channel_id = '{public}'"),
+            query(
+                db,
+                f"select list_contains(member_ids, '{removed}') from channels "
+                f"where channel_id = '{group}'",
+            ),
+            query(db, f"select is_deleted from users where user_id = '{leaver}'"),
+        ]
+
+    synced = access()
+    assert synced == [[("private_channel",)], [(False,)], [(True,)]]
+    report = import_source(live.settings, sample_zip)  # its newest message predates both syncs
+    assert access() == synced
+    kept = [
+        item["problem"] for item in report["warnings"] if "kept as a sync read" in item["problem"]
+    ]
+    # Every channel: the API's objects carry flags the export's lack (another payload).
+    assert [problem.split(" (e.g.")[0] for problem in kept] == [
+        f"{len(slack.conversations)} channel(s)",
+        "1 user(s)",
+    ]
+
+
 def test_a_workspace_of_another_team_that_shares_users_is_no_copy(live: Live) -> None:
     # An Enterprise Grid org's workspaces share users: a team id is no slug-keyed copy.
     sync(live.settings, clock=live.clock)
