@@ -56,14 +56,18 @@ def logged_progress(
     logger: logging.Logger | logging.LoggerAdapter, pace: Pace | None = None
 ) -> Progress:
     """A sync's progress as a log line when `pace` says one is due: conversations done of
-    those listed and the time left (a deployed sync has no bar, and a paced one runs for
-    minutes)."""
+    those listed, pages written, and the least time left at this pace (a deployed sync has
+    no bar, and a paced one runs for minutes, a big channel for hours)."""
     pace = pace or Pace()
 
-    def update(done: int, total: int, eta_s: float) -> None:
+    def update(done: int, total: int, eta_s: float, pages: int) -> None:
         if pace.due():
             logger.info(
-                "synced %d of %d conversations; about %.0f min left", done, total, eta_s / 60
+                "synced %d of %d conversations (%d pages); at least %.0f min left at this pace",
+                done,
+                total,
+                pages,
+                eta_s / 60,
             )
 
     return Progress(update)

@@ -113,14 +113,18 @@ class _ProgressBar:
             TextColumn("sync"),
             BarColumn(),
             MofNCompleteColumn(),
-            TextColumn("conversations, ETA ≥ {task.fields[eta]} at this pace"),
+            TextColumn(
+                "conversations, {task.fields[pages]} pages, ETA ≥ {task.fields[eta]} at this pace"
+            ),
             transient=True,
         )
         self.bar.start()
-        task = self.bar.add_task("sync", total=None, eta="?")
+        task = self.bar.add_task("sync", total=None, eta="?", pages=0)
 
-        def update(done: int, total: int, eta_s: float) -> None:
-            self.bar.update(task, completed=done, total=total, eta=f"{eta_s / 60:.1f} min")
+        def update(done: int, total: int, eta_s: float, pages: int) -> None:
+            self.bar.update(
+                task, completed=done, total=total, eta=f"{eta_s / 60:.1f} min", pages=pages
+            )
 
         return Progress(update)
 

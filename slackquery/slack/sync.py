@@ -132,9 +132,11 @@ class SyncRequest:
 
 @dataclass
 class Progress:
-    """Reports channels done and an ETA; `update(done, total, eta_s)` is called per page."""
+    """Reports conversations done of those listed, the least time left at this pace, and
+    the pages this run wrote: `update(done, total, eta_s, pages)`, called before each
+    conversation and after each page (a big channel is thousands of pages)."""
 
-    update: Callable[[int, int, float], None] = lambda done, total, eta_s: None
+    update: Callable[[int, int, float, int], None] = lambda done, total, eta_s, pages: None
 
 
 @dataclass
@@ -156,6 +158,7 @@ class _Run:
     run_id: str
     warnings: Warnings
     deadline_s: float | None = None  # on the monotonic clock: max_minutes after the start
+    position: tuple[int, int] = (0, 0)  # conversations done, of those listed
     workspace_id: str = ""
     authors: Authors | None = None
     synced_before: dict[str, StoredConversation] = field(default_factory=dict)
@@ -204,13 +207,14 @@ def sync(
             if done and _out_of_time(run):
                 run.deferred = [later.row.channel_id for later in conversations[done:]]
                 break
-            run.progress.update(done, len(conversations), _eta_s(run, len(conversations) - done))
+            run.position = (done, len(conversations))
+            _report(run)
             try:
                 _sync_conversation(run, conversation)
             except _OutOfTime:
                 run.deferred = [later.row.channel_id for later in conversations[done:]]
                 break
-        run.progress.update(len(conversations), len(conversations), 0.0)
+        run.progress.update(len(conversations), len(conversations), 0.0, db.pages_written)
         result = summary(run, clock.monotonic() - started_clock)
         db.record_run(
             workspace_id=run.workspace_id,
@@ -740,6 +744,7 @@ def _pages(
         messages = page_items(method, body, "messages")
         cursor = trail.follow(body)
         yield messages, cursor, observed_at
+        _report(run)
         if cursor is None:
             return
 
@@ -805,6 +810,11 @@ def _read_threads(run: _Run, channel_id: str) -> None:
             if error.error != "thread_not_found":
                 raise
             run.db.forget_thread(run.workspace_id, channel_id, thread_ts, _now(run))
+
+
+def _report(run: _Run) -> None:
+    done, total = run.position
+    run.progress.update(done, total, _eta_s(run, total - done), run.db.pages_written)
 
 
 def _eta_s(run: _Run, conversations_left: int) -> float:

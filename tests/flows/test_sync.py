@@ -163,8 +163,8 @@ def test_a_deployed_sync_logs_its_progress_once_a_minute(
     caplog.set_level(logging.INFO, logger="sync-test")
     for seconds, done in ((30.0, 1), (61.0, 2), (90.0, 3), (125.0, 4)):
         now[0] = seconds
-        progress.update(done, 14, 600.0)
+        progress.update(done, 14, 600.0, done * 50)
     assert caplog.messages == [
-        "synced 2 of 14 conversations; about 10 min left",
-        "synced 4 of 14 conversations; about 10 min left",
+        "synced 2 of 14 conversations (100 pages); at least 10 min left at this pace",
+        "synced 4 of 14 conversations (200 pages); at least 10 min left at this pace",
     ]

@@ -19,7 +19,7 @@ from slackquery.sample.workspace import TEAM_DOMAIN, TEAM_NAME
 from slackquery.settings import Settings, get_settings
 from slackquery.slack.client import SlackApiError
 from slackquery.slack.pacing import SystemClock, pacing_from_setting
-from slackquery.slack.sync import SyncRequest, sync
+from slackquery.slack.sync import Progress, SyncRequest, sync
 from tests.canonical.conftest import query
 from tests.crashing import run_cli_until
 from tests.loopback import serve
@@ -68,6 +68,18 @@ def test_full_sync_equals_importing_the_export(
     assert report["counts"]["messages"]["inserted"] == len(
         rows(imported.canonical_path, "messages")
     )
+
+
+def test_progress_is_reported_after_every_page(live: Live) -> None:
+    # Reported per conversation only, a big channel showed nothing for hours.
+    seen: list[tuple[int, int, float, int]] = []
+    report = sync(
+        live.settings, clock=live.clock, progress=Progress(lambda *update: seen.append(update))
+    )
+    pages = [update[3] for update in seen]
+    assert pages == sorted(pages) and pages[-1] > report["conversations"] + 1
+    assert len(seen) > pages[-1]  # one update after each page, one before each conversation
+    assert seen[-1][:2] == (report["conversations"], report["conversations"])
 
 
 def window_start_s(live: Live) -> float:
