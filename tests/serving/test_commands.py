@@ -3,6 +3,7 @@ readable output escapes the terminal controls archive text may hold."""
 
 import json
 import os
+import signal
 import socket
 import stat
 import subprocess
@@ -250,10 +251,13 @@ def test_serve_says_where_it_listens_and_logs_one_line_per_record(home: Path) ->
         server.terminate()
         _, logged = server.communicate(timeout=30)
     # The unready probe is one record on one line, however long; the SDK's INFO lines for
-    # each request (a refused tool call, a stateless session ending) are not logged.
+    # each request (a refused tool call, a stateless session ending) are not logged. SIGTERM
+    # ends it as it ends any command, after uvicorn's graceful shutdown.
     assert logged.splitlines() == [
-        next(line for line in logged.splitlines() if "WARNING serving.server: not ready:" in line)
+        next(line for line in logged.splitlines() if "WARNING serving.server: not ready:" in line),
+        "error: terminated",
     ]
+    assert server.returncode == 128 + signal.SIGTERM
     assert "run `slackquery build` then `slackquery publish`" in logged
 
 
