@@ -217,11 +217,27 @@ class ToolServer(MCPServer):
         return await super().get_prompt(name, arguments, context)
 
 
-class Replies:
-    """The write side of a stdio connection, noting which requests are still unanswered."""
+class _StreamWrapper:
+    """A transport stream of the SDK's, wrapped: closing it closes the inner one."""
 
     def __init__(self, inner: Any) -> None:
         self._inner = inner
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> "_StreamWrapper":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+class Replies(_StreamWrapper):
+    """The write side of a stdio connection, noting which requests are still unanswered."""
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__(inner)
         self.unanswered: set[int | str] = set()
         self._answered = anyio.Event()
 
@@ -239,17 +255,8 @@ class Replies:
                 await self._answered.wait()
                 self._answered = anyio.Event()
 
-    async def aclose(self) -> None:
-        await self._inner.aclose()
 
-    async def __aenter__(self) -> "Replies":
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-
-class StdioRequests:
+class StdioRequests(_StreamWrapper):
     """A stdio transport's read stream, with two repairs.
 
     Over stdio the SDK hands a line it cannot parse (a lone surrogate escape such as
@@ -264,7 +271,7 @@ class StdioRequests:
     """
 
     def __init__(self, inner: Any, replies: Replies, drain_s: float) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._replies = replies
         self._drain_s = drain_s
 
@@ -302,15 +309,6 @@ class StdioRequests:
             return await self.receive()
         except anyio.EndOfStream:
             raise StopAsyncIteration from None
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> "StdioRequests":
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
 
 def _unparsed_request_id(item: object) -> int | str | None:
