@@ -30,10 +30,10 @@ from expectations.suites import (
     artifact_metadata,
     channel_members,
     channels,
-    deactivated_users,
     document_arrays,
     document_vectors,
     fts_main_search_documents,
+    limited_accounts,
     postings_arrays,
     search_documents,
     users,
@@ -59,7 +59,7 @@ SUITES = (
     channels,
     users,
     channel_members,
-    deactivated_users,
+    limited_accounts,
     fts_main_search_documents,
 )
 DEFAULT_CHUNK_ROWS = 250_000

@@ -4,8 +4,9 @@ A `Requester` is one Slack user of one workspace (from a grant's token over HTTP
 `--as` on the CLI); None everywhere means the local operator or the admin token, who see
 everything. A requester sees the public channels of their workspace and the private
 channels, DMs and group DMs whose membership (the artifact's `channel_members`) includes
-them; `no_dms` drops DMs and group DMs. Nothing of another workspace, and nothing at all
-to an account Slack has deactivated (`deactivated_users`). The visibility is a
+them; `no_dms` drops DMs and group DMs. Nothing of another workspace; nothing at all to an
+account Slack has deactivated, and to a guest only the conversations it is a member of,
+public channels included (`limited_accounts`). The visibility is a
 row mask computed once per requester and artifact (`LoadedArtifact.visibility`), and the
 engine folds it into every query's mask, name resolution and lookup, so a forbidden
 object and a nonexistent one get the same answer.
@@ -99,23 +100,31 @@ def rows_with_codes(codes: np.ndarray, wanted: Sequence[int], vocabulary_size: i
     return wanted_code[codes]
 
 
-def may_see(requester: Requester, conversation_type: str, is_member: bool) -> bool:
+def may_see(
+    requester: Requester, conversation_type: str, is_member: bool, limit: str | None = None
+) -> bool:
     """Whether `requester` may see a conversation of their workspace: a public channel, or
-    one they are a member of (unless it is a DM or group DM and they asked for none)."""
+    one they are a member of (unless it is a DM or group DM and they asked for none). An
+    account's `limit` narrows that: a guest sees only what it is a member of, a
+    deactivated account nothing."""
+    if limit == "deactivated":
+        return False
     direct = conversation_type in DIRECT_TYPES
-    return conversation_type == "public" or (is_member and not (requester.no_dms and direct))
+    public = conversation_type == "public" and limit != "guest"
+    return public or (is_member and not (requester.no_dms and direct))
 
 
 def compute_visibility(artifact: LoadedArtifact, requester: Requester) -> Visibility:
     """The rows and channels `requester` may see in `artifact` (see the module docstring)."""
-    member_of = artifact.memberships.get((requester.workspace_id, requester.user_id), set())
+    account = (requester.workspace_id, requester.user_id)
+    member_of = artifact.memberships.get(account, set())
+    limit = artifact.account_limits.get(account)
     channels = {
         (workspace, channel)
         for workspace, channel, _name, kind, *_counts in artifact.channels
-        if workspace == requester.workspace_id and may_see(requester, kind, channel in member_of)
+        if workspace == requester.workspace_id
+        and may_see(requester, kind, channel in member_of, limit)
     }
-    if (requester.workspace_id, requester.user_id) in artifact.deactivated:
-        channels = set()
     workspace_code = artifact.workspace_code_of.get(requester.workspace_id, -1)
     channel_codes = [
         artifact.channel_code_of[channel]
@@ -144,29 +153,31 @@ def compute_visibility(artifact: LoadedArtifact, requester: Requester) -> Visibi
     )
 
 
-def deactivated_accounts(conn: duckdb.DuckDBPyConnection) -> frozenset[tuple[str, str]]:
-    """The (workspace, user) accounts an artifact records deactivated (artifacts of schema
-    8 and before record none)."""
+def account_limits(conn: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], str]:
+    """(workspace, user) -> the limit an artifact records for the account (`deactivated`,
+    `guest`); artifacts of schema 8 and before record none."""
     try:
-        rows = conn.execute("select workspace_id, user_id from deactivated_users").fetchall()
+        rows = conn.execute(
+            "select workspace_id, user_id, account_limit from limited_accounts"
+        ).fetchall()
     except duckdb.CatalogException:
-        return frozenset()
-    return frozenset(rows)
+        return {}
+    return {(workspace, user): limit for workspace, user, limit in rows}
 
 
-def is_deactivated(conn: duckdb.DuckDBPyConnection, requester: Requester) -> bool:
-    """Whether an artifact records the requester's account as deactivated."""
-    return (requester.workspace_id, requester.user_id) in deactivated_accounts(conn)
+def limit_of(conn: duckdb.DuckDBPyConnection, requester: Requester) -> str | None:
+    """The limit an artifact records for the requester's account, if any."""
+    return account_limits(conn).get((requester.workspace_id, requester.user_id))
 
 
-def published_deactivated(settings: Settings) -> frozenset[tuple[str, str]]:
-    """The accounts the published artifact records deactivated (none without one)."""
+def published_account_limits(settings: Settings) -> dict[tuple[str, str], str]:
+    """The account limits of the published artifact (none without one)."""
     path = current_artifact(settings)
     if path is None:
-        return frozenset()
+        return {}
     conn = connect(str(path), read_only=True)
     try:
-        return deactivated_accounts(conn)
+        return account_limits(conn)
     finally:
         conn.close()
 
@@ -227,7 +238,7 @@ def resolve_requester(
             f"user {user!r}{where} is ambiguous ({found}); pass --workspace or a user id"
         )
     requester = Requester(user_id=rows[0][1], workspace_id=rows[0][0], no_dms=no_dms)
-    if active_only and is_deactivated(conn, requester):
+    if active_only and limit_of(conn, requester) == "deactivated":
         raise SlackqueryError(
             f"user {user!r}{where} ({requester.workspace_id}:{requester.user_id}) is "
             "deactivated in Slack: a deactivated account sees nothing, so it gets no grant"

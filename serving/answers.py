@@ -27,7 +27,7 @@ from pathlib import Path
 import duckdb
 import numpy as np
 
-from serving.access import Requester, Visibility, channel_of, is_deactivated, may_see
+from serving.access import Requester, Visibility, channel_of, limit_of, may_see
 from serving.answer_models import (
     AnswerPart,
     AnswerResponse,
@@ -753,8 +753,7 @@ def _channels_seen(
 ) -> set[tuple[str, str]]:
     """The (workspace, channel) pairs `requester` may see in an artifact, read from its
     channel and membership tables (`may_see`), without loading the artifact."""
-    if is_deactivated(connection, requester):
-        return set()
+    limit = limit_of(connection, requester)
     workspace = {"workspace": requester.workspace_id}
     channels = connection.execute(
         "select channel_id, conversation_type from channels where workspace_id = $workspace",
@@ -771,7 +770,7 @@ def _channels_seen(
     return {
         (requester.workspace_id, str(channel))
         for channel, kind in channels
-        if may_see(requester, str(kind), str(channel) in member_of)
+        if may_see(requester, str(kind), str(channel) in member_of, limit)
     }
 
 

@@ -27,8 +27,8 @@ import numpy as np
 from serving.access import (
     Requester,
     Visibility,
+    account_limits,
     compute_visibility,
-    deactivated_accounts,
     rows_with_codes,
 )
 from serving.lexical import BM25Index
@@ -320,7 +320,7 @@ class LoadedArtifact:
             members = []
         for workspace, user, channel in members:
             self.memberships.setdefault((workspace, user), set()).add(channel)
-        self.deactivated = deactivated_accounts(connection)
+        self.account_limits = account_limits(connection)
         self.channel_by_name: dict[str, set[str]] = {}
         for row in self.channels:
             if row[2]:

@@ -88,7 +88,12 @@ COPIES = (
     ),
     Copy("users", "search_users", "workspace_id, user_id", where="is_author"),
     Copy("channel_members", "search_channel_members", "workspace_id, channel_id, user_id"),
-    Copy("deactivated_users", "search_users", "workspace_id, user_id", where="is_deleted"),
+    Copy(
+        "limited_accounts",
+        "search_users",
+        "workspace_id, user_id",
+        where="account_limit is not null",
+    ),
 )
 COPIED_MARTS = tuple(dict.fromkeys(copy.mart for copy in COPIES))
 # The generation's current vectors, read twice by a build: in SQL for their sketches,
@@ -164,7 +169,7 @@ def write_candidate(
             ("channels", None),
             ("users", None),
             ("channel_members", None),
-            ("deactivated_users", None),
+            ("limited_accounts", None),
             ("artifact_metadata", None),
         ):
             conn.execute(schema.create_table_sql("candidate", table, tables[table], key))

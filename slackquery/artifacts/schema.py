@@ -14,8 +14,8 @@ semantic pass over every vector reads; its tables are version 5's. Version 7 sto
 row's display columns as one record (`documents.DisplayRecords`) instead of three arrays
 per column; its tables are version 6's. Version 8 adds each reply's root row and each
 root's replies (`documents.DTYPES`), which the lexical arm's root field reads; its tables
-are version 7's. Version 9 adds `deactivated_users`: serving shows an account Slack has
-deactivated nothing.
+are version 7's. Version 9 adds `limited_accounts`: serving shows an account Slack has
+deactivated nothing, and a guest only the conversations it is a member of.
 
 This module is the single Python statement of the artifact contract in
 docs/architecture.md. The build creates tables from it and the Great Expectations suites
@@ -157,11 +157,14 @@ CHANNEL_MEMBERS = _columns(
 )
 
 
-# The accounts Slack has deactivated (`search_users` where is_deleted): whoever left sees
-# nothing, whatever grant or membership they kept.
-DEACTIVATED_USERS = _columns(
+# The accounts serving limits (`search_users` with an `account_limit`): `deactivated` (who
+# left sees nothing, whatever grant or membership they kept) and `guest` (only the
+# conversations it is a member of, public channels included, as in Slack).
+ACCOUNT_LIMITS = ("deactivated", "guest")
+LIMITED_ACCOUNTS = _columns(
     ("workspace_id", "VARCHAR"),
     ("user_id", "VARCHAR"),
+    ("account_limit", "VARCHAR"),
 )
 
 
@@ -186,7 +189,7 @@ TABLE_COLUMNS = {
     "channels": CHANNELS,
     "users": USERS,
     "channel_members": CHANNEL_MEMBERS,
-    "deactivated_users": DEACTIVATED_USERS,
+    "limited_accounts": LIMITED_ACCOUNTS,
 }
 
 

@@ -3,7 +3,7 @@
 import argparse
 from datetime import UTC, datetime
 
-from serving.access import published_deactivated, published_requester
+from serving.access import published_account_limits, published_requester
 from slackquery.access.grants import LABEL_MAX_CHARS, GrantStore, check_label, grants_path
 from slackquery.commands import add_json_flag, emit, iso_day
 from slackquery.escaping import terminal_line
@@ -95,20 +95,26 @@ def run_grant(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+_LIMIT_NOTES = {
+    "deactivated": "  deactivated in Slack (sees nothing)",
+    "guest": "  guest (only the conversations it is a member of)",
+}
+
+
 def run_list(args: argparse.Namespace, settings: Settings) -> int:
     """Every grant with its state; tokens are never stored, so never shown. A label
     written before labels were checked may hold anything: each row is escaped to one line."""
     now = datetime.now(UTC)
     grants = [grant.public(now) for grant in GrantStore(grants_path(settings)).grants()]
-    # A grant outlives its user's account: say so, since such a token sees nothing.
-    gone = published_deactivated(settings) if grants else frozenset()
+    # A grant outlives its user's full account: say what such a token sees now.
+    limits = published_account_limits(settings) if grants else {}
     for row in grants:
-        row["deactivated"] = (row["workspace_id"], row["user_id"]) in gone
+        row["account_limit"] = limits.get((row["workspace_id"], row["user_id"]))
     lines = [
         terminal_line(
             f"{row['grant_id']}  {row['label']}  {row['workspace_id']}:{row['user_id']}  "
             f"{'active' if row['active'] else 'revoked' if row['revoked_at'] else 'expired'}"
-            f"{'  deactivated in Slack (sees nothing)' if row['deactivated'] else ''}"
+            f"{_LIMIT_NOTES.get(row['account_limit'], '')}"
             f"{'  no-dms' if row['no_dms'] else ''}"
             f"{'  until ' + str(row['expires']) if row['expires'] else ''}"
         )

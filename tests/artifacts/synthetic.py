@@ -214,6 +214,8 @@ select distinct
     null::varchar as display_name,
     author_id = 'U0' as is_bot,
     false as is_deleted,
+    false as is_guest,
+    null::varchar as account_limit,
     bool_or(is_active) over (partition by workspace_id, author_id) as is_author
 from search_documents
 where document_kind = 'message';

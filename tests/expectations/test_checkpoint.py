@@ -76,7 +76,7 @@ def test_sound_artifact_passes_in_chunks(artifact: Path) -> None:
         "channels",
         "users",
         "channel_members",
-        "deactivated_users",
+        "limited_accounts",
         "fts_main_search_documents",
     }
 
@@ -115,14 +115,18 @@ DAMAGE: dict[str, tuple[str, set[tuple[str, str]]]] = {
             )
         },
     ),
-    "repeated_deactivated_user": (
-        "insert into deactivated_users values ('W0', 'U1'), ('W0', 'U1')",
-        {("deactivated_users", "one row per workspace and user")},
+    "repeated_limited_account": (
+        "insert into limited_accounts values ('W0', 'U1', 'guest'), ('W0', 'U1', 'guest')",
+        {("limited_accounts", "one row per workspace and user")},
+    ),
+    "unknown_account_limit": (
+        "insert into limited_accounts values ('W0', 'U1', 'visitor')",
+        {("limited_accounts", "every limit is one serving knows (deactivated, guest)")},
     ),
     # An older version's artifact (a rollback target kept from before an upgrade): its
     # missing table crashed a suite; now the version is named first.
     "older_schema": (
-        f"drop table deactivated_users; update artifact_metadata set schema_version = {OLDER}",
+        f"drop table limited_accounts; update artifact_metadata set schema_version = {OLDER}",
         {
             (
                 "artifact_metadata",

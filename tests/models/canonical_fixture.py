@@ -36,6 +36,8 @@ USERS = [
     ("U0ZOE", "zoe", "Zoë Çelik", "Zoë", False),
     ("B0DEPLOY", "deploybot", "Deploy Bot", "", True),
 ]
+# The users' JSON where it matters: Cy is a single-channel guest.
+USER_JSON = {"U0CY": '{"id": "U0CY", "is_restricted": true, "is_ultra_restricted": true}'}
 
 # Thread in #incidents rooted at 1700000100.000100.
 ROOT_TS = "1700000100.000100"
@@ -230,8 +232,8 @@ def build_canonical(path: Path, *, schema_version: int = 2) -> Path:
         for user_id, username, real_name, display_name, is_bot in USERS:
             connection.execute(
                 "insert into users (workspace_id, user_id, username, real_name, display_name, "
-                "is_bot, is_deleted, is_admin, payload_hash, latest_run_id, last_changed_at) "
-                "values (?, ?, ?, ?, ?, ?, false, false, ?, ?, ?::timestamptz)",
+                "is_bot, is_deleted, is_admin, raw_json, payload_hash, latest_run_id, "
+                "last_changed_at) values (?, ?, ?, ?, ?, ?, false, false, ?, ?, ?, ?::timestamptz)",
                 [
                     WORKSPACE,
                     user_id,
@@ -239,6 +241,7 @@ def build_canonical(path: Path, *, schema_version: int = 2) -> Path:
                     real_name,
                     display_name,
                     is_bot,
+                    USER_JSON.get(user_id),
                     hashlib.sha256(user_id.encode()).hexdigest(),
                     RUN,
                     CHANGED_AT,

@@ -72,14 +72,16 @@ def test_channels_count_only_active_messages(projected: Projected) -> None:
 def test_users_are_members_and_authors(projected: Projected) -> None:
     rows = _rows(
         projected.settings,
-        "select user_key, user_name, is_bot, is_author from search_users order by user_key",
+        "select user_key, user_name, is_bot, is_author, account_limit from search_users "
+        "order by user_key",
     )
+    # Cy's JSON says guest (`is_restricted`): serving shows Cy only Cy's conversations.
     assert rows == [
-        (f"{WORKSPACE}:B0DEPLOY", "Deploy Bot", True, True),
-        (f"{WORKSPACE}:U024BE7LH", "Annie", False, True),
-        (f"{WORKSPACE}:U0BOB", "Bob Stone", False, True),
-        (f"{WORKSPACE}:U0CY", "cy", False, True),
-        (f"{WORKSPACE}:U0ZOE", "Zoë", False, True),
+        (f"{WORKSPACE}:B0DEPLOY", "Deploy Bot", True, True, None),
+        (f"{WORKSPACE}:U024BE7LH", "Annie", False, True, None),
+        (f"{WORKSPACE}:U0BOB", "Bob Stone", False, True, None),
+        (f"{WORKSPACE}:U0CY", "cy", False, True, "guest"),
+        (f"{WORKSPACE}:U0ZOE", "Zoë", False, True, None),
     ]
 
 

@@ -11,7 +11,8 @@ members as (
         real_name,
         display_name,
         is_bot,
-        is_deleted
+        is_deleted,
+        is_guest
     from {{ ref('stg_slack__users') }}
 
 ),
@@ -57,6 +58,13 @@ users as (
         members.display_name,
         coalesce(members.is_bot, authors.is_bot) as is_bot,
         members.is_deleted,
+        members.is_guest,
+        {# What serving lets the account see when it asks: nothing once Slack
+            deactivated it; a guest only the conversations it is a member of. #}
+        case
+            when members.is_deleted then 'deactivated'
+            when members.is_guest then 'guest'
+        end as account_limit,
         authors.user_id is not null as is_author
     from members
     full outer join authors

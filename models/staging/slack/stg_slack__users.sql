@@ -33,6 +33,12 @@ renamed as (
         is_bot,
         is_deleted,
         is_admin,
+        {# Slack's multi-channel (is_restricted) and single-channel
+            (is_ultra_restricted) guests. #}
+        coalesce(try_cast(raw_json ->> 'is_restricted' as boolean), false)
+        or coalesce(
+            try_cast(raw_json ->> 'is_ultra_restricted' as boolean), false
+        ) as is_guest,
 
         ---------- timestamps
         last_changed_at
