@@ -742,7 +742,7 @@ def _pages(
             restarted, cursor, trail = True, None, CursorTrail(method)
             continue
         messages = page_items(method, body, "messages")
-        cursor = trail.follow(body)
+        cursor = trail.follow(body, len(messages))
         yield messages, cursor, observed_at
         _report(run)
         if cursor is None:

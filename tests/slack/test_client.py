@@ -25,8 +25,10 @@ from slackquery.commands.sync import render
 from slackquery.errors import SlackqueryError
 from slackquery.settings import get_settings
 from slackquery.slack.client import (
+    MAX_EMPTY_PAGES,
     RETRY_AFTER_DEFAULT_S,
     RETRY_AFTER_MAX_S,
+    CursorTrail,
     SlackApiError,
     SlackTransientError,
 )
@@ -447,3 +449,18 @@ def test_a_list_entry_the_store_cannot_hold_is_skipped_with_a_warning(
     live.slack.faults.append(Fault(method, "body", body=page))
     report = sync(live.settings, SyncRequest(types=("im",)), clock=live.clock)
     assert any("not storable as JSON" in item["problem"] for item in report["warnings"])
+
+
+def test_endless_empty_pages_that_promise_more_are_a_loop() -> None:
+    # Each with a new cursor, they looped a sync forever (no cursor repeated).
+    def page(number: int) -> dict[str, object]:
+        return {"has_more": True, "response_metadata": {"next_cursor": f"c{number}"}}
+
+    trail = CursorTrail("conversations.history")
+    for number in range(MAX_EMPTY_PAGES):
+        assert trail.follow(page(number), 0) == f"c{number}"
+    assert trail.follow(page(-1), 5) == "c-1"  # a page with entries starts the count again
+    for number in range(MAX_EMPTY_PAGES):
+        trail.follow(page(MAX_EMPTY_PAGES + number), 0)
+    with pytest.raises(SlackApiError, match="pages in a row held nothing yet promised more"):
+        trail.follow(page(-2), 0)
