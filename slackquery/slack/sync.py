@@ -590,11 +590,12 @@ def _queue_thread_sweep(run: _Run, conversations: list[_Conversation]) -> None:
     limit = thread_sweep_size(settings, run.client.pacing)
     if not limit:
         return
+    since = _since_s(run)  # threads quiet since before it stay as imported
     run.swept_threads = run.db.queue_quiet_threads(
         run.workspace_id,
         [conversation.row.channel_id for conversation in conversations],
-        quiet_since_us=int((now - settings.slack_thread_sweep_days * DAY_S) * 1_000_000),
-        active_since_us=int(_window_start_s(run) * 1_000_000),
+        quiet_since_us=int(max(now - settings.slack_thread_sweep_days * DAY_S, since) * 1e6),
+        active_since_us=int(max(_window_start_s(run), since) * 1_000_000),
         read_before=datetime.fromtimestamp(now - DAY_S, UTC),
         limit=limit,
     )
@@ -620,7 +621,9 @@ def _begin_pass(run: _Run, channel_id: str, synced_through: str | None) -> None:
         channel_id,
         oldest_ts=_ts(oldest),
         latest_ts=_ts(run.clock.time()),
-        active_since_us=int(window_start * 1_000_000),
+        # A thread last active before --since stays as imported: re-read, it would lose
+        # the replies Slack no longer returns.
+        active_since_us=int(max(window_start, since) * 1_000_000),
         now=_now(run),
     )
 

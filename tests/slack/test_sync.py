@@ -746,6 +746,28 @@ def test_an_entry_without_a_usable_ts_keeps_its_read_from_tombstoning(
     assert live_ts(db, GENERAL) == before
 
 
+def test_a_thread_quiet_since_before_since_stays_as_imported(
+    live: Live, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With a re-read window reaching past --since, a thread last active before it was
+    # re-read, and a reply Slack no longer returns was tombstoned.
+    sync(live.settings, clock=live.clock)
+    replies = [
+        (channel, ts, message["thread_ts"])
+        for channel, messages in live.slack.messages.items()
+        for ts, message in messages.items()
+        if message.get("thread_ts") not in (None, ts)
+    ]
+    channel, reply, thread = min(replies, key=lambda item: float(item[1]))
+    last = max(float(ts) for c, ts, t in replies if (c, t) == (channel, thread))
+    since = datetime.fromtimestamp(last + 86_400, UTC).date()
+    live.slack.delete(channel, reply)
+    settings = _with_env(monkeypatch, SLACKQUERY_SLACK_REREAD_DAYS="1000")
+    live.clock.now += 3600
+    sync(settings, SyncRequest(since=since), clock=live.clock)
+    assert reply in live_ts(settings.canonical_path, channel)
+
+
 def test_a_sweep_page_marks_no_range_with_a_message_outside_its_bounds(
     live: Live, monkeypatch: pytest.MonkeyPatch
 ) -> None:
