@@ -121,7 +121,7 @@ def sync_flow(
     max_minutes: float | None = None,
 ) -> dict[str, Any]:
     """Bring the canonical store up to date from the Slack Web API, once; with
-    `max_minutes`, start no conversation after that long (the next run goes on); with
+    `max_minutes`, stop after that long, between two pages (the next run goes on); with
     `since` (an ISO date), read no history before that day (`slackquery sync --since`)."""
     return sync_workspace(
         list(types or CONVERSATION_TYPES), list(channels or []), since, max_minutes
@@ -139,7 +139,7 @@ def sync_and_reconcile(
     since: date | None = None,
 ) -> dict[str, Any]:
     """Sync, then reconcile (project, embed, build, validate, publish) what it brought in;
-    `max_minutes` and `since` are sync's (start no conversation after that long, so the
+    `max_minutes` and `since` are sync's (stop after that long, between two pages, so the
     schedule keeps its pace, the next run goes on; read no history before that day, an ISO
     date such as `2024-03-31`, like `slackquery sync --since`: after an import, the
     export's last day), `dask_workers` / `dask_address` are reconcile's (its embed step's

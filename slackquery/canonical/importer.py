@@ -367,6 +367,13 @@ def _merge(
     }
 
 
+# What a sync reads of a channel or a user that an older input would undo.
+_SYNCED_FIELDS = {
+    "channels": "a channel's privacy, members or name",
+    "users": "a user's name or deactivation",
+}
+
+
 def _warn_stale(
     warnings: Warnings,
     path: Path,
@@ -381,7 +388,8 @@ def _warn_stale(
         "deleted": f"kept deleted: the deletion was recorded after {newest}, so the input may "
         "be older than the deletion; an input holding a later message would restore them",
         "synced": f"kept as a sync read them after {newest}: an older input does not undo "
-        "channel privacy, members, names or deactivations read from Slack since",
+        + _SYNCED_FIELDS.get(table, "")
+        + " read from Slack since",
     }
     what = {"messages": "message(s)", "channels": "channel(s)", "users": "user(s)"}[table]
     for reason, (count, example) in stale.items():

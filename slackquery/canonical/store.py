@@ -78,7 +78,7 @@ _DELETED_SINCE_OBSERVED = (
 )
 _SYNCED_SINCE_OBSERVED = (
     "exists (select 1 from sync_channels as synced where synced.workspace_id = "
-    "target.workspace_id and synced.updated_at > $observed_at)"
+    "target.workspace_id and synced.updated_at > $observed_at{same_channel})"
 )
 STALE_RULES: dict[str, dict[str, str]] = {
     "messages": {
@@ -87,8 +87,15 @@ STALE_RULES: dict[str, dict[str, str]] = {
         "edited": f"not stage.is_deleted and {_edit_order('target')} > {_edit_order('stage')}",
     },
     "files": {"deleted": _DELETED_SINCE_OBSERVED},
-    "channels": {"synced": _SYNCED_SINCE_OBSERVED},
-    "users": {"synced": _SYNCED_SINCE_OBSERVED},
+    # A channel only if a sync read that channel (one `--types public` never reads a
+    # private channel's members); users whenever a sync read the workspace (every run
+    # reads users.list).
+    "channels": {
+        "synced": _SYNCED_SINCE_OBSERVED.format(
+            same_channel=" and synced.channel_id = target.channel_id"
+        )
+    },
+    "users": {"synced": _SYNCED_SINCE_OBSERVED.format(same_channel="")},
 }
 
 # Typed conversion from the pandas frame (JSON as text, dates as ISO strings) to stage rows.

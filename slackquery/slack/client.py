@@ -78,6 +78,7 @@ class SlackApiError(SlackqueryError):
     def __init__(self, method: str, error: str, detail: str = "") -> None:
         self.method = method
         self.error = error
+        self.detail = detail
         super().__init__(f"Slack {method}: {error}" + (f" ({detail})" if detail else ""))
 
 

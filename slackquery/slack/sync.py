@@ -744,8 +744,13 @@ def _pages(
             run.db.restart_read(run.workspace_id, channel_id, scope)
             restarted, cursor, trail = True, None, CursorTrail(method)
             continue
-        messages = page_items(method, body, "messages")
-        cursor = trail.follow(body, len(messages))
+        try:
+            messages = page_items(method, body, "messages")
+            cursor = trail.follow(body, len(messages))
+        except SlackApiError as error:
+            # The run stops (the pass stays open, and is read last next time): say where.
+            where = "; ".join(filter(None, [error.detail, _where(channel_id, scope)]))
+            raise SlackApiError(method, error.error, where) from error
         yield messages, cursor, observed_at
         _report(run)
         if cursor is None:

@@ -806,8 +806,9 @@ def test_a_cursor_that_repeats_is_an_error_not_a_loop(live: Live, method: str) -
     }
     # Three answers: without the check, the fourth request reaches the real server.
     live.slack.faults.append(Fault(method, "body", channel=SUPPORT, times=3, body=page))
-    with pytest.raises(SlackApiError, match=rf"^Slack {method}: cursor loop \("):
+    with pytest.raises(SlackApiError, match=rf"^Slack {method}: cursor loop \(") as error:
         sync(live.settings, SyncRequest(channels=(SUPPORT,)), clock=live.clock)
+    assert f"slack:{SUPPORT}" in str(error.value)  # whose read it was
 
 
 def _stop_after_first_page(live: Live, method: str) -> Fault:
@@ -982,6 +983,35 @@ def test_an_older_export_imported_after_a_sync_keeps_what_the_sync_read(
         f"{len(slack.conversations)} channel(s)",
         "1 user(s)",
     ]
+
+
+def test_an_export_still_updates_a_channel_no_sync_has_read(
+    live: Live, sample_zip: Path, tmp_path: Path
+) -> None:
+    # The stale rule looked at the whole workspace: after a `--types public` sync, an
+    # export could no longer remove a member from a private channel only exports keep.
+    import_source(live.settings, sample_zip)
+    sync(live.settings, SyncRequest(types=("public",)), clock=live.clock)
+    group = next(cid for cid, c in live.slack.conversations.items() if c.get("is_group"))
+    removed = live.slack.members[group][-1]
+    later = tmp_path / "later.zip"
+    with zipfile.ZipFile(sample_zip) as source, zipfile.ZipFile(later, "w") as copy:
+        for name in source.namelist():
+            data = source.read(name)
+            if name == "groups.json":
+                groups = orjson.loads(data)
+                for entry in groups:
+                    if entry["id"] == group:
+                        entry["members"] = [m for m in entry["members"] if m != removed]
+                data = orjson.dumps(groups)
+            copy.writestr(name, data)
+    import_source(live.settings, later)
+    members = query(
+        live.settings.canonical_path,
+        "select member_ids from channels where channel_id = ?",
+        [group],
+    )
+    assert removed not in members[0][0]
 
 
 def test_a_workspace_of_another_team_that_shares_users_is_no_copy(live: Live) -> None:
