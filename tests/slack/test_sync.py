@@ -3,6 +3,7 @@
 import signal
 import zipfile
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -905,19 +906,28 @@ def test_an_odd_message_is_skipped_with_a_warning_naming_it(
     assert stored == [(FIRST, "first copy")]
 
 
+def _rewritten(export: Path, path: Path, name: str, change: Callable[[Any], None]) -> Path:
+    """A copy of `export` whose JSON member `name` went through `change` (in place)."""
+    with zipfile.ZipFile(export) as source, zipfile.ZipFile(path, "w") as copy:
+        for member in source.namelist():
+            data = source.read(member)
+            if member == name:
+                value = orjson.loads(data)
+                change(value)
+                data = orjson.dumps(value)
+            copy.writestr(member, data)
+    return path
+
+
 def _without_team_ids(export: Path, path: Path) -> Path:
     """A copy of `export` whose users.json names no team (no `team_id`, no `profile.team`)."""
-    with zipfile.ZipFile(export) as source, zipfile.ZipFile(path, "w") as copy:
-        for name in source.namelist():
-            data = source.read(name)
-            if name == "users.json":
-                users = orjson.loads(data)
-                for user in users:
-                    user.pop("team_id", None)
-                    user.get("profile", {}).pop("team", None)
-                data = orjson.dumps(users)
-            copy.writestr(name, data)
-    return path
+
+    def drop_teams(users: list[dict[str, Any]]) -> None:
+        for user in users:
+            user.pop("team_id", None)
+            user.get("profile", {}).pop("team", None)
+
+    return _rewritten(export, path, "users.json", drop_teams)
 
 
 def test_a_workspace_imported_without_a_team_id_is_not_synced_into_a_second_copy(
@@ -994,17 +1004,13 @@ def test_an_export_still_updates_a_channel_no_sync_has_read(
     sync(live.settings, SyncRequest(types=("public",)), clock=live.clock)
     group = next(cid for cid, c in live.slack.conversations.items() if c.get("is_group"))
     removed = live.slack.members[group][-1]
-    later = tmp_path / "later.zip"
-    with zipfile.ZipFile(sample_zip) as source, zipfile.ZipFile(later, "w") as copy:
-        for name in source.namelist():
-            data = source.read(name)
-            if name == "groups.json":
-                groups = orjson.loads(data)
-                for entry in groups:
-                    if entry["id"] == group:
-                        entry["members"] = [m for m in entry["members"] if m != removed]
-                data = orjson.dumps(groups)
-            copy.writestr(name, data)
+
+    def remove_member(groups: list[dict[str, Any]]) -> None:
+        for entry in groups:
+            if entry["id"] == group:
+                entry["members"].remove(removed)
+
+    later = _rewritten(sample_zip, tmp_path / "later.zip", "groups.json", remove_member)
     import_source(live.settings, later)
     members = query(
         live.settings.canonical_path,
