@@ -204,13 +204,12 @@ def sync(
             history_sweep_size(settings, client.pacing),
         )
         for done, conversation in enumerate(conversations):
-            if done and _out_of_time(run):
-                run.deferred = [later.row.channel_id for later in conversations[done:]]
-                break
             run.position = (done, len(conversations))
-            _report(run)
             try:
-                _sync_conversation(run, conversation)
+                if done and _out_of_time(run):  # between two conversations
+                    raise _OutOfTime
+                _report(run)
+                _sync_conversation(run, conversation)  # or between two of its pages
             except _OutOfTime:
                 run.deferred = [later.row.channel_id for later in conversations[done:]]
                 break
