@@ -95,7 +95,7 @@ Count = Annotated[int, Strict()]
 def ranged(low: int, high: int) -> Any:
     """A Count whose input schema states its range, so a client can check it before calling;
     the engine enforces the range, in one line that names the setting behind it."""
-    return Annotated[int, Strict(), Field(json_schema_extra={"minimum": low, "maximum": high})]
+    return Annotated[Count, Field(json_schema_extra={"minimum": low, "maximum": high})]
 
 
 def text_of_at_most(max_chars: int) -> Any:
