@@ -72,14 +72,16 @@ def test_a_failed_projection_is_recorded_and_the_next_rebuilds(
     assert edited["documents"] == healed["documents"]
 
 
+def _failed_run(failure: SimpleNamespace) -> SimpleNamespace:
+    """What dbt's runner returns when one of its results failed."""
+    return SimpleNamespace(success=False, exception=None, result=SimpleNamespace(results=[failure]))
+
+
 def test_a_failed_run_operation_is_one_line_without_a_node() -> None:
     # `dbt run-operation` (the artifact's FTS index) reports results that name no node.
     failure = SimpleNamespace(status="error", message="IO Error: No space left\non device")
-    result = SimpleNamespace(
-        success=False, exception=None, result=SimpleNamespace(results=[failure])
-    )
     with pytest.raises(SlackqueryError) as raised:
-        _raise_for_failure(result, "run-operation build_fts_index")
+        _raise_for_failure(_failed_run(failure), "run-operation build_fts_index")
     assert str(raised.value) == (
         "dbt run-operation build_fts_index failed: IO Error: No space left on device"
     )
@@ -95,11 +97,8 @@ def test_a_compilation_error_is_one_line_without_dbts_macro_stack() -> None:
     )
     node = SimpleNamespace(unique_id="model.slackquery.search_documents")
     failure = SimpleNamespace(status="error", message=said, node=node)
-    result = SimpleNamespace(
-        success=False, exception=None, result=SimpleNamespace(results=[failure])
-    )
     with pytest.raises(SlackqueryError) as raised:
-        _raise_for_failure(result, "build")
+        _raise_for_failure(_failed_run(failure), "build")
     assert str(raised.value) == (
         "dbt build failed at model.slackquery.search_documents: Compilation Error in model "
         "search_documents (models/marts/search/search_documents.sql) This model has an "
