@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import duckdb
@@ -173,8 +174,11 @@ def limit_of(conn: duckdb.DuckDBPyConnection, requester: Requester) -> str | Non
 def published_account_limits(settings: Settings) -> dict[tuple[str, str], str]:
     """The account limits of the published artifact (none without one)."""
     path = current_artifact(settings)
-    if path is None:
-        return {}
+    return {} if path is None else account_limits_at(path)
+
+
+def account_limits_at(path: Path) -> dict[tuple[str, str], str]:
+    """The account limits of the artifact file at `path`."""
     conn = connect(str(path), read_only=True)
     try:
         return account_limits(conn)

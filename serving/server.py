@@ -15,8 +15,10 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+import duckdb
 import pydantic_core
 import uvicorn
 from mcp.server.mcpserver import MCPServer
@@ -26,7 +28,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from serving.access import Requester, current_requester
+from serving.access import Requester, account_limits_at, current_requester
 from serving.answer_tools import register_answer_tools
 from serving.engine import SearchEngine
 from serving.metrics import Metrics
@@ -250,14 +252,43 @@ def _replay_one(message: Message, receive: Receive) -> Receive:
     return replay
 
 
+class PublishedLimits:
+    """The account limits of the artifact the pointer names, read again only when a publish
+    moves it: the guard asks on every granted request, on the event loop."""
+
+    def __init__(self, engine: SearchEngine) -> None:
+        self._engine = engine
+        self._lock = threading.Lock()
+        self._path: Path | None = None
+        self._limits: dict[tuple[str, str], str] = {}
+
+    def __call__(self, requester: Requester) -> str | None:
+        try:
+            path = self._engine.resolve()
+        except SlackqueryError:
+            return None  # no artifact: every tool says so, and sees nothing
+        with self._lock:
+            if path != self._path:
+                try:
+                    self._limits, self._path = account_limits_at(path), path
+                except duckdb.Error:
+                    return None  # unreadable: the tools report it, and read nothing
+            return self._limits.get((requester.workspace_id, requester.user_id))
+
+
 def grant_authorizer(
-    token: str | None, grants: GrantStore, clock: Callable[[], datetime]
+    token: str | None,
+    grants: GrantStore,
+    clock: Callable[[], datetime],
+    limit_of: Callable[[Requester], str | None] = lambda requester: None,
 ) -> Callable[[bytes], tuple[bool, Requester | None]]:
     """Who an Authorization header is: (allowed, requester; None = the admin).
 
     Once any grant exists (`slackquery access grant`), every request needs the admin token
     or an active granted token. The grants file is checked on every request (stat, re-read
-    when it changed), so a revoke or an expiry applies to the next request."""
+    when it changed), so a revoke or an expiry applies to the next request; so is the
+    account's `limit_of`, so a token of an account Slack deactivated is refused as a
+    revoked one is (it would see nothing, yet `/metrics` and a session would answer it)."""
     admin = token.encode("utf-8") if token else None
 
     def authorize(header: bytes) -> tuple[bool, Requester | None]:
@@ -274,7 +305,10 @@ def grant_authorizer(
         grant = grants.authenticate(given.strip().decode("utf-8", "replace"), clock())
         if grant is None:
             return False, None
-        return True, Requester(grant.user_id, grant.workspace_id, grant.no_dms)
+        requester = Requester(grant.user_id, grant.workspace_id, grant.no_dms)
+        if limit_of(requester) == "deactivated":
+            return False, None
+        return True, requester
 
     return authorize
 
@@ -300,7 +334,12 @@ def build_http_app(
         max_body_bytes=settings.serve_max_request_bytes,
         public_paths=PUBLIC_PATHS,
         realm="slackquery",
-        authorizer=grant_authorizer(settings.serve_token, GrantStore(grants_path(settings)), clock),
+        authorizer=grant_authorizer(
+            settings.serve_token,
+            GrantStore(grants_path(settings)),
+            clock,
+            PublishedLimits(engine),
+        ),
         identity=current_requester,
     )
 

@@ -509,6 +509,12 @@ def test_a_deactivated_account_sees_nothing_and_a_guest_only_its_conversations(
     assert main(["access", "list"]) == 0
     out = capsys.readouterr().out
     assert "deactivated in Slack (sees nothing)" in out and "guest (only the conv" in out
+    # Over HTTP the deactivated account's token is refused as a revoked one is: its
+    # session and `/metrics` answered it, though every tool showed it nothing.
+    with serve(build_http_app(settings), lifespan="on") as url:
+        for token, status in ((before["token"], 401), (guests["token"], 200)):
+            headers = {"Authorization": f"Bearer {token}"}
+            assert httpx.get(f"{url}/metrics", headers=headers).status_code == status
 
 
 def test_evidence_strength_counts_only_the_messages_a_requester_sees(
