@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pydantic import ValidationError
 
 from slackquery import __version__
-from slackquery.commands import exclusions_apart, with_exclusions
+from slackquery.commands import exclusions_apart, reader_gone, with_exclusions
 from slackquery.errors import SlackqueryError
 from slackquery.escaping import terminal_line
 from slackquery.settings import Settings, get_settings
@@ -159,9 +159,8 @@ def _run(args: argparse.Namespace) -> int:
         # Errors quote input and archive names back: escaped, and so one line.
         print(f"error: {terminal_line(str(error))}", file=sys.stderr)
         return 1
-    except BrokenPipeError:
-        # The reader went away (`slackquery search … | head`): not a failure of ours.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except BrokenPipeError:  # output not written through `emit`
+        reader_gone()
         return 0
     except Terminated:
         print("error: terminated", file=sys.stderr)

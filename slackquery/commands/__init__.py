@@ -127,12 +127,25 @@ def positive_float(value: str) -> float:
 
 
 def emit(args: argparse.Namespace, result: Any, text: str) -> None:
-    """Print `result` as JSON when `--json` was given, else the human-readable `text`."""
-    if getattr(args, "json", False):
-        document = json.dumps(result, indent=2, default=str, ensure_ascii=False)
-        sys.stdout.write(json_text(document) + "\n")
-    else:
-        print(text)
+    """Print `result` as JSON when `--json` was given, else the human-readable `text`.
+
+    A reader that went away is no failure of the command, whose exit status still says
+    what it found (`verify … | grep -q`, under `pipefail`, must not pass a failed check)."""
+    try:
+        if getattr(args, "json", False):
+            document = json.dumps(result, indent=2, default=str, ensure_ascii=False)
+            sys.stdout.write(json_text(document) + "\n")
+        else:
+            print(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        reader_gone()
+
+
+def reader_gone() -> None:
+    """Send the rest of stdout nowhere: the reader went away (`slackquery search … | head`),
+    and the interpreter's last flush must not fail on it."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def add_page_flags(parser: argparse.ArgumentParser, what: str, maximum: int, same: str) -> None:

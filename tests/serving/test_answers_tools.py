@@ -529,6 +529,18 @@ def test_ask_and_verify_commands(published: Settings, capsys: pytest.CaptureFixt
     assert main(["verify", "see [T0ACME:C1:1.000000]"]) == 2
 
 
+def test_verify_keeps_its_status_when_its_reader_went_away(
+    published: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `verify "$draft" | grep -q …` under pipefail: a reader that stopped early turned the
+    # unverified draft's exit status 2 into 0.
+    read, write = os.pipe()
+    os.close(read)
+    with os.fdopen(write, "w") as gone:
+        monkeypatch.setattr(sys, "stdout", gone)
+        assert main(["verify", "see [T0ACME:C1:1.000000]"]) == 2
+
+
 def _judged_file(path: Any, *queries: tuple[str, str, list[str]]) -> str:
     """A judged query file: (id, question, evidence ids); no evidence means unanswerable."""
     entries = [
