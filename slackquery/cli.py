@@ -137,6 +137,10 @@ def _terminate(signum: int, frame: object) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script."""
+    # Importing Prefect in a terminal otherwise writes a device id under ~/.prefect and
+    # sends a first-use event: Slackquery reaches nothing its settings do not name.
+    if not os.environ.get("DO_NOT_TRACK"):
+        os.environ["DO_NOT_TRACK"] = "1"
     words = sys.argv[1:] if argv is None else list(argv)
     # The top-level options take no values, so the first other word names the command.
     command = next((word for word in words if not word.startswith("-")), None)
