@@ -29,7 +29,10 @@ SLACK_MIN_REQUESTS_PER_MINUTE = 0.1
 class Settings(BaseSettings):
     """All configuration of the pipeline, the embedder and the server."""
 
-    model_config = SettingsConfigDict(env_prefix="SLACKQUERY_", extra="ignore", frozen=True)
+    # An empty variable is an unset one (`SLACKQUERY_HOME=` is the default home, not `.`).
+    model_config = SettingsConfigDict(
+        env_prefix="SLACKQUERY_", extra="ignore", frozen=True, env_ignore_empty=True
+    )
 
     # --- paths ---------------------------------------------------------------------------
     home: Path = Field(

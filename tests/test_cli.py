@@ -66,6 +66,15 @@ def test_settings_shows_derived_paths_resolved(
     assert values["SLACKQUERY_MODEL_CACHE_DIR"] == str(home / "cache" / "models")
 
 
+def test_an_empty_variable_is_an_unset_one(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # An empty SLACKQUERY_CURSOR_SECRET signed each process's cursors with a random key
+    # (the next command refused every printed `--cursor`); an empty path meant `.`.
+    monkeypatch.setenv("SLACKQUERY_CURSOR_SECRET", "")
+    monkeypatch.setenv("SLACKQUERY_STATE_DB", "")
+    settings = Settings()
+    assert settings.cursor_secret is None and settings.state_path == home / "state.duckdb"
+
+
 def test_unknown_subcommand_exits_non_zero() -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(["no-such-command"])
