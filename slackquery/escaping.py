@@ -7,7 +7,9 @@ error messages) and the CLI's readable output escape through here. Stdlib only: 
 imports it on every command.
 """
 
+import os
 import re
+import sys
 import unicodedata
 
 # The explicit embeddings, overrides and isolates ("Trojan Source"): invisible, yet they
@@ -64,3 +66,12 @@ def quoted(value: object, limit: int = 40) -> str:
     """A value quoted back in a one-line error: its repr, cut to `limit` characters."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def emphasis() -> tuple[str, str]:
+    """How printed text marks a word (a search term, an answering sentence): bold on a
+    terminal that takes it (no NO_COLOR, not TERM=dumb), Markdown's `**` elsewhere."""
+    plain_terminal = bool(os.environ.get("NO_COLOR")) or os.environ.get("TERM") == "dumb"
+    if sys.stdout.isatty() and not plain_terminal:
+        return "\033[1m", "\033[0m"
+    return "**", "**"

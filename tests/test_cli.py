@@ -2,6 +2,7 @@
 
 import argparse
 import errno
+import io
 import json
 import os
 import signal
@@ -13,7 +14,8 @@ import duckdb
 import pytest
 
 from slackquery.cli import COMMAND_MODULES, build_parser, main
-from slackquery.commands import emit, show_settings
+from slackquery.commands import emit, show_settings, shows_progress
+from slackquery.escaping import emphasis
 from slackquery.settings import Settings
 
 
@@ -268,3 +270,32 @@ def test_commands_send_prefect_no_usage_data(
     monkeypatch.setenv("DO_NOT_TRACK", "0")  # an operator's own choice stands
     assert main(["settings", "--json"]) == 0
     assert os.environ["DO_NOT_TRACK"] == "0"
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize(
+    ("variables", "terminal", "bold"),
+    [
+        ({}, True, True),
+        ({"NO_COLOR": "1"}, True, False),
+        ({"TERM": "dumb"}, True, False),
+        ({}, False, False),
+    ],
+)
+def test_bold_and_bars_only_where_the_terminal_takes_them(
+    monkeypatch: pytest.MonkeyPatch, variables: dict[str, str], terminal: bool, bold: bool
+) -> None:
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("TERM", "xterm")
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(sys, "stdout", _Terminal() if terminal else io.StringIO())
+    monkeypatch.setattr(sys, "stderr", _Terminal() if terminal else io.StringIO())
+    assert emphasis() == (("\033[1m", "\033[0m") if bold else ("**", "**"))
+    for json_flag in (False, True):
+        args = argparse.Namespace(json=json_flag)
+        assert shows_progress(args) == (terminal and not json_flag)

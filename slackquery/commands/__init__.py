@@ -142,6 +142,12 @@ def emit(args: argparse.Namespace, result: Any, text: str) -> None:
         reader_gone()
 
 
+def shows_progress(args: argparse.Namespace) -> bool:
+    """Whether a long command draws a progress bar: on a terminal, never into a log or
+    under `--json`."""
+    return not getattr(args, "json", False) and sys.stderr.isatty()
+
+
 def reader_gone() -> None:
     """Send the rest of stdout nowhere: the reader went away (`slackquery search … | head`),
     and the interpreter's last flush must not fail on it."""

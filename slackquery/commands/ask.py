@@ -1,7 +1,6 @@
 """`slackquery ask "question"`: a cited answer from the published archive, or an abstention."""
 
 import argparse
-import sys
 
 from serving.answer_models import AnswerResponse
 from serving.answers import answer_question
@@ -23,7 +22,7 @@ from slackquery.commands.search import (
     filtered_query,
     in_reply_to_line,
 )
-from slackquery.escaping import terminal_line, terminal_text
+from slackquery.escaping import emphasis, terminal_line, terminal_text
 from slackquery.settings import Settings
 
 
@@ -78,7 +77,7 @@ def render(response: AnswerResponse) -> str:
 
     Everything from the archive or the question is escaped for the terminal; only the
     answer keeps its newlines (one line per part), and the bold goes in after escaping."""
-    bold, plain = ("\033[1m", "\033[0m") if sys.stdout.isatty() else ("**", "**")
+    bold, plain = emphasis()
     lines = [
         terminal_line(f"{response.verdict}: {response.question}"),
         "",

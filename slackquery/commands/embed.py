@@ -11,7 +11,14 @@ import argparse
 import re
 from typing import Any
 
-from slackquery.commands import add_engine_flag, add_json_flag, emit, use_prefect, whole_number
+from slackquery.commands import (
+    add_engine_flag,
+    add_json_flag,
+    emit,
+    shows_progress,
+    use_prefect,
+    whole_number,
+)
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
 
@@ -131,7 +138,7 @@ def _format(result: dict[str, Any]) -> str:
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Run the embed flow or loop; exit 1 when it stopped early (the endpoint kept failing)
     or items ended terminal_failed."""
-    progress = not args.json
+    progress = shows_progress(args)
     if uses_dask(args) or use_prefect(args):
         from flows.embed import with_dask
 

@@ -2,7 +2,7 @@
 
 import argparse
 
-from slackquery.commands import add_json_flag, emit
+from slackquery.commands import add_json_flag, emit, shows_progress
 from slackquery.projection import DOCUMENT_KINDS, project
 from slackquery.settings import Settings
 
@@ -45,7 +45,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     result = project(
         settings,
         full_refresh=args.full_refresh,
-        progress=not args.json,
+        progress=shows_progress(args),
         tests=not args.skip_tests,
         unit_tests=args.unit_tests,
     )

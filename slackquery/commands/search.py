@@ -2,7 +2,6 @@
 
 import argparse
 import re
-import sys
 from collections.abc import Callable
 from contextlib import closing
 from typing import TypeVar
@@ -22,7 +21,7 @@ from slackquery.commands import (
     whole_number,
     with_kept_cursor_key,
 )
-from slackquery.escaping import terminal_line
+from slackquery.escaping import emphasis, terminal_line
 from slackquery.settings import Settings
 
 SNIPPET_CHARS = 240
@@ -216,7 +215,7 @@ def snippet(text: str, query: str) -> str:
     start = max(0, match.start() - SNIPPET_CHARS // 3) if match else 0
     window = flat[start : start + SNIPPET_CHARS]
     window = ("…" if start else "") + window + ("…" if start + SNIPPET_CHARS < len(flat) else "")
-    opening, closing = ("\033[1m", "\033[0m") if sys.stdout.isatty() else ("**", "**")
+    opening, closing = emphasis()
     return pattern.sub(lambda m: f"{opening}{m.group(0)}{closing}", window)
 
 

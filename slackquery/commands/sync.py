@@ -1,10 +1,16 @@
 """`slackquery sync`: bring the canonical store up to date from the Slack Web API."""
 
 import argparse
-import sys
 from typing import Any
 
-from slackquery.commands import add_json_flag, emit, iso_day, positive_float, whole_number
+from slackquery.commands import (
+    add_json_flag,
+    emit,
+    iso_day,
+    positive_float,
+    shows_progress,
+    whole_number,
+)
 from slackquery.commands.importer import render_counts
 from slackquery.escaping import terminal_line
 from slackquery.settings import Settings
@@ -90,7 +96,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         since=args.since,
         max_minutes=args.max_minutes,
     )
-    with _ProgressBar(enabled=not args.json and sys.stderr.isatty()) as progress:
+    with _ProgressBar(enabled=shows_progress(args)) as progress:
         result = sync(settings, request, progress=progress)
     emit(args, result, render(result))
     return 0
