@@ -32,6 +32,7 @@ plain loop the embed flow's tasks wrap (`embed_pending`).
 
 import contextlib
 import logging
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -319,17 +320,35 @@ def reconcile(
     return result
 
 
-def reconcile_plain(full_refresh: bool = False, force_build: bool = False) -> dict[str, Any]:
-    """The same run as plain Python: what `slackquery reconcile` does without a Prefect API."""
+def reconcile_plain(
+    full_refresh: bool = False, force_build: bool = False, progress: bool = False
+) -> dict[str, Any]:
+    """The same run as plain Python: what `slackquery reconcile` does without a Prefect API.
+
+    `progress` (a terminal's run) draws the projection's and the embedding's bars and names
+    the build and the publish on stderr as they start: each takes minutes on a large archive."""
+    settings = get_settings()
     bare = ReconcileSteps(
-        project_documents.fn,
-        lambda: embed_pending(get_settings()),
+        lambda refresh: project(settings, full_refresh=refresh, progress=progress),
+        lambda: embed_pending(settings, progress=progress),
         plan_build.fn,
-        build_candidate.fn,
-        publish_candidate.fn,
+        _announced("building a new artifact", build_candidate.fn, progress),
+        _announced("validating and publishing it", publish_candidate.fn, progress),
         record_published.fn,
     )
     return _run(bare, logging.getLogger("slackquery.reconcile"), full_refresh, force_build)
+
+
+def _announced(what: str, step: Callable[..., Any], shown: bool) -> Callable[..., Any]:
+    """`step`, which first says on stderr that it starts when progress is `shown`."""
+    if not shown:
+        return step
+
+    def announced(*args: Any) -> Any:
+        print(f"reconcile: {what}…", file=sys.stderr, flush=True)
+        return step(*args)
+
+    return announced
 
 
 def summary(result: dict[str, Any]) -> str:

@@ -7,7 +7,13 @@ a Prefect API is configured, otherwise the same steps as plain Python; `--dask-w
 
 import argparse
 
-from slackquery.commands import add_engine_flag, add_json_flag, emit, use_prefect
+from slackquery.commands import (
+    add_engine_flag,
+    add_json_flag,
+    emit,
+    shows_progress,
+    use_prefect,
+)
 from slackquery.commands.embed import add_dask_flags, uses_dask
 from slackquery.settings import Settings
 
@@ -57,6 +63,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             dask_address=args.dask_address,
         )
     else:
-        result = reconcile_plain(full_refresh=args.full_refresh, force_build=args.force_build)
+        result = reconcile_plain(
+            full_refresh=args.full_refresh,
+            force_build=args.force_build,
+            progress=shows_progress(args),
+        )
     emit(args, result, summary(result))
     return 0

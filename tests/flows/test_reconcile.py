@@ -40,7 +40,7 @@ def pipeline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
     identity = identity_for(settings)
     calls: list[str] = []
 
-    def fake_project(settings: Settings, *, full_refresh: bool = False) -> dict[str, Any]:
+    def fake_project(settings: Settings, **_options: bool) -> dict[str, Any]:
         calls.append("project")
         synthesize_state(settings.state_path, identity, messages=40, embed=True)
         return {"documents": 40}
@@ -193,7 +193,7 @@ def test_a_rollback_holds_until_new_input_gives_a_new_build(
     )
     assert current_artifact(pipeline) == files.artifact_file(pipeline.artifact_path, older)
 
-    def grown_project(settings: Settings, *, full_refresh: bool = False) -> dict[str, Any]:
+    def grown_project(settings: Settings, **_options: bool) -> dict[str, Any]:
         return synthesize_state(settings.state_path, identity_for(settings), messages=50)
 
     monkeypatch.setattr(reconcile_module, "project", grown_project)
@@ -247,8 +247,10 @@ def partly_embedded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> PartialE
     synthesize_state(settings.state_path, identity_for(settings), messages=40)
     embedding = PartialEmbedding(settings, count=8)  # 20%
     embedding.embed()
-    monkeypatch.setattr(reconcile_module, "project", lambda _settings, *, full_refresh: {})
-    monkeypatch.setattr(reconcile_module, "embed_pending", lambda _settings: embedding.embed())
+    monkeypatch.setattr(reconcile_module, "project", lambda _settings, **_options: {})
+    monkeypatch.setattr(
+        reconcile_module, "embed_pending", lambda _settings, **_options: embedding.embed()
+    )
     return embedding
 
 
@@ -325,3 +327,15 @@ def test_plan_rebuilds_for_a_coverage_step_or_once_nothing_is_left_to_embed(
     assert plan["coverage_behind"]["build_id"] == result["build_id"]
     assert plan["coverage_behind"]["vector_count"] == 12
     assert _statuses(settings)[validated] == "validated"
+
+
+def test_a_terminal_run_says_which_step_it_is_in(
+    pipeline: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # It ran minutes without a word: the bars of `project` and `embed`, then each step.
+    assert reconcile_plain(progress=True)["status"] == "published"
+    said = capsys.readouterr().err
+    assert "reconcile: building a new artifact…" in said
+    assert said.index("building") < said.index("reconcile: validating and publishing it…")
+    assert reconcile_plain()["status"] == "unchanged"
+    assert "reconcile:" not in capsys.readouterr().err
