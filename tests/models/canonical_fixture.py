@@ -121,7 +121,7 @@ MESSAGES = [
         "C0GENERAL",
         "1700000002.000300",
         "Run `SELECT *bold* FROM t` then\n```\nif a &lt; b &amp;&amp; c:\n    x_y_z = *keep*\n```\n"
-        "due <!date^1392734382^{date_short}|Feb 18, 2014> café naïve Привет",
+        "due <!date^1392734382^{date_short}|Feb 18, 2014> café naïve\x00Привет",
         user_id="U0CY",
     ),
     message("C0GENERAL", "1700000003.000400", "", user_id="U0BOB", subtype="channel_join"),

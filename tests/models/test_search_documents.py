@@ -58,7 +58,9 @@ def test_formatting_code_dates_and_accents(projected: Projected) -> None:
     code = docs[f"{GENERAL}:1700000002.000300"]["text_display"]
     assert "`SELECT *bold* FROM t`" in code
     assert "```\nif a < b && c:\n    x_y_z = *keep*\n```" in code
+    # A NUL ended DuckDB's full-text tokenizer: the words after it were never indexed.
     assert code.endswith("due Feb 18, 2014 café naïve Привет")
+    assert "\x00" not in docs[f"{GENERAL}:1700000002.000300"]["text_lexical"]
 
 
 def test_conversation_types_and_author_names(projected: Projected) -> None:
