@@ -5,6 +5,7 @@ Kept free of I/O so the hot loop of the importer is just these functions, and so
 """
 
 import hashlib
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -14,6 +15,7 @@ import orjson
 
 SORTED = orjson.OPT_SORT_KEYS
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_SLACK_ID = re.compile(r"[A-Z0-9]+")
 
 # Column order of the `stage_messages` table; `message_row` returns tuples in this order.
 MESSAGE_COLUMNS = (
@@ -104,22 +106,45 @@ class TsAfterYear9999(ValueError):
 
 
 def message_ts(value: Any, *, allow_number: bool = False) -> tuple[str, int]:
-    """`(ts, ts_us)` of a message's `ts`: the string as given (a number: its canonical
-    string, when `allow_number`), and its microseconds.
+    """`(ts, ts_us)` of a message's `ts` (a string, or a number when `allow_number`): its
+    canonical string (`us_to_ts`) and its microseconds.
 
-    Raises ValueError when there is none, and `TsAfterYear9999` when it lies after
+    Canonical, because the ts string is the message's key and goes into its permalink:
+    `"01709556215.249305"` is the message `"1709556215.249305"`, not a second one. Raises
+    ValueError when there is none, and `TsAfterYear9999` when it lies after
     `LAST_STORABLE_US`. The one rule for what ts a stored message may have (import and sync).
     """
     if isinstance(value, str):
-        ts, ts_us = value, ts_to_us(value)
+        ts_us = ts_to_us(value)
     elif allow_number and isinstance(value, int | float) and not isinstance(value, bool):
         ts_us = number_ts_to_us(value)
-        ts = us_to_ts(ts_us)
     else:
         raise ValueError(f"not a Slack ts: {value!r}")
+    ts = us_to_ts(ts_us)
     if ts_us > LAST_STORABLE_US:
         raise TsAfterYear9999(ts)
     return ts, ts_us
+
+
+def canonical_ts(value: Any) -> str | None:
+    """The canonical string of a ts that refers to a message (`thread_ts`, `edited.ts`),
+    written as a string or an exact number; None when it is neither.
+
+    Canonical for the same reason as `message_ts`: a reply joins its root by string.
+    """
+    try:
+        return us_to_ts(ts_to_us(value) if isinstance(value, str) else number_ts_to_us(value))
+    except ValueError:
+        return None
+
+
+def is_slack_id(value: str) -> bool:
+    """True for a Slack object id (`C0123ABCD`): uppercase ASCII letters and digits.
+
+    Ids go unescaped into permalinks and into colon-separated keys (`T…:C…:ts`), so an
+    input's id with any other character would break both.
+    """
+    return bool(_SLACK_ID.fullmatch(value))
 
 
 def seconds_to_datetime(value: Any) -> datetime | None:
@@ -210,15 +235,32 @@ def unstorable(message: dict[str, Any]) -> str | None:
 
 
 def thread_ts_of(message: dict[str, Any]) -> str | None:
-    """The message's `thread_ts` as a string (one written as a number, like its ts: its
-    canonical string when exact), else None."""
+    """The message's `thread_ts` in canonical form, else None (`unreadable_ts` says why)."""
+    return canonical_ts(message.get("thread_ts"))
+
+
+def edited_ts_of(message: dict[str, Any]) -> str | None:
+    """The canonical `edited.ts` of the message, else None (`unreadable_ts` says why)."""
+    edited = message.get("edited")
+    return canonical_ts(edited.get("ts")) if isinstance(edited, dict) else None
+
+
+def unreadable_ts(message: dict[str, Any]) -> list[str]:
+    """What `message_row` leaves out because it is not a ts: `thread_ts` (the message is
+    then stored unthreaded) and `edited.ts` (edited at an unknown time), for warnings.
+
+    A message with a `thread_ts` it cannot read is kept rather than skipped: its text is
+    worth more than the thread it cannot be joined to.
+    """
+    problems = []
     thread_ts = message.get("thread_ts")
-    if isinstance(thread_ts, str):
-        return thread_ts
-    try:
-        return us_to_ts(number_ts_to_us(thread_ts))
-    except ValueError:
-        return None
+    if thread_ts is not None and thread_ts_of(message) is None:
+        problems.append(f"has an unreadable thread_ts ({thread_ts!r}): stored unthreaded")
+    edited = message.get("edited")
+    edited_ts = edited.get("ts") if isinstance(edited, dict) else None
+    if edited_ts is not None and edited_ts_of(message) is None:
+        problems.append(f"has an unreadable edited.ts ({edited_ts!r}): ignored")
+    return problems
 
 
 def message_row(
@@ -268,7 +310,7 @@ def message_row(
         subtype == "thread_broadcast",
         reply_count if isinstance(reply_count, int) else None,
         isinstance(edited, dict),
-        edited.get("ts") if isinstance(edited, dict) else None,
+        edited_ts_of(message),
         subtype == "tombstone",
         isinstance(bot_id, str) or subtype == "bot_message" or user in bot_user_ids,
         orjson.dumps(reactions).decode() if isinstance(reactions, list) and reactions else None,

@@ -24,7 +24,9 @@ from slackquery.canonical.rows import (
     message_files,
     message_row,
     message_ts,
+    unreadable_ts,
     unstorable,
+    us_to_ts,
 )
 from slackquery.settings import Settings
 
@@ -174,18 +176,18 @@ class Staging:
         where: str,
         seen: set[str] | None = None,
         local_paths: dict[str, str] | None = None,
-        ts: str | None = None,
     ) -> None:
         """Stage a Slack message object: what the store can hold, duplicates (when `seen`),
-        its author. `ts`: its ts string when `message["ts"]` is not one (`valid_ts`)."""
-        ts = ts if ts is not None else message["ts"]
+        its author. It is keyed on its canonical ts (`us_to_ts(ts_us)`, see `message_ts`),
+        so two spellings of one ts are one message and the second is a duplicate."""
+        ts = us_to_ts(ts_us)
         key = f"{self.workspace_id}:{channel_id}:{ts}"
         canonical = self._canonical(where, message, key, ts)
         if canonical is None:
             return
         if seen is not None:
             if key in seen:
-                self.skip(where, f"duplicate message ts={ts} skipped")
+                self.skip(where, f"duplicate message ts={_shown_ts(message, ts)} skipped")
                 return
             seen.add(key)
         problem = unstorable(message)
@@ -193,6 +195,8 @@ class Staging:
             self.skip(where, f"message ts={ts} {problem}: skipped")
             self.skipped_keys.append(key)
             return
+        for problem in unreadable_ts(message):
+            self.warnings.add(where, f"message ts={ts} {problem}")
         authors.note(message, where)
         self.add_message(
             message,
@@ -301,3 +305,10 @@ class Staging:
             copy_evidence=copy_evidence,
             snapshot=snapshot,
         )
+
+
+def _shown_ts(message: dict[str, Any], ts: str) -> str:
+    """How a warning names a message's ts: canonical, and as written when that differs
+    (the input holds `01709556215.249305`, not the key it was read as)."""
+    given = message.get("ts")
+    return ts if given == ts else f"{ts} (written {given!r})"

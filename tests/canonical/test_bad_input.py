@@ -346,3 +346,56 @@ def test_a_null_conversation_list_reads_as_empty(settings: Settings, tmp_path: P
     assert report["warnings"] == [
         {"file": "dms.zip:channels.json", "problem": "null, read as an empty list"}
     ]
+
+
+def test_a_conversation_whose_id_is_no_slack_id_is_skipped_with_one_warning(
+    settings: Settings, tmp_path: Path
+) -> None:
+    members = default_members()
+    members["channels.json"] = [
+        *members["channels.json"],
+        {"id": "C:COLON:1", "name": "colon-chan"},
+        {"id": "C/SLASH?x=1#", "name": "slash-chan"},
+    ]
+    members["colon-chan/2024-01-02.json"] = [msg("1704200900.000001", "colon")]
+    members["slash-chan/2024-01-02.json"] = [msg("1704200900.000002", "slash")]
+    report = import_source(settings, write_export(tmp_path / "acme.zip", members))
+    assert report["warnings"] == [
+        {
+            "file": "acme.zip:channels.json",
+            "problem": f"conversation id {channel_id!r} is not a Slack id (uppercase letters "
+            f"and digits): skipped, with the day files of its folder {folder!r}",
+        }
+        for channel_id, folder in [("C:COLON:1", "colon-chan"), ("C/SLASH?x=1#", "slash-chan")]
+    ]
+    assert report["counts"]["messages"]["inserted"] == 10
+    assert query(settings.canonical_path, "select channel_id from channels order by 1") == [
+        ("C01",),
+        ("C02",),
+        ("D01",),
+        ("G01",),
+        ("G02",),
+    ]
+
+
+def test_an_unreadable_thread_ts_or_edited_ts_is_left_out_with_a_warning(
+    settings: Settings, tmp_path: Path
+) -> None:
+    members = default_members()
+    day = members["general/2024-01-02.json"]
+    day[1] = {**day[1], "thread_ts": "abc"}
+    day[2] = {**day[2], "edited": {"user": "U01", "ts": "zzz"}}
+    report = import_source(settings, write_export(tmp_path / "acme.zip", members))
+    assert _problems(report) == [
+        "message ts=1704200060.000200 has an unreadable thread_ts ('abc'): stored unthreaded",
+        "message ts=1704200120.000300 has an unreadable edited.ts ('zzz'): ignored",
+    ]
+    assert report["counts"]["messages"]["inserted"] == 10
+    assert query(
+        settings.canonical_path,
+        "select ts, thread_ts, is_thread_reply, is_edited, edited_ts from messages "
+        "where ts in ('1704200060.000200', '1704200120.000300') order by ts",
+    ) == [
+        ("1704200060.000200", None, False, False, None),
+        ("1704200120.000300", "1704200000.000100", True, True, None),
+    ]

@@ -109,6 +109,49 @@ def test_day_files_in_an_unexpected_place_are_warned_about(
     ]
 
 
+def test_a_day_file_named_with_backslashes_is_warned_about(
+    settings: Settings, tmp_path: Path
+) -> None:
+    members = default_members()
+    members["eng\\2024-01-05.json"] = [msg("1704470000.000001", "written on Windows")]
+    report = import_source(settings, write_export(tmp_path / "acme.zip", members))
+    assert report["warnings"] == [
+        {
+            "file": "acme.zip:eng\\2024-01-05.json",
+            "problem": "a day file named with backslashes, not `/`: not read (re-create the "
+            "ZIP with `/` separators, or import the unpacked folder)",
+        }
+    ]
+
+
+def test_the_listed_folder_wins_over_one_named_by_the_conversation_id(
+    settings: Settings, tmp_path: Path
+) -> None:
+    members = default_members()
+    members["C01/2024-01-02.json"] = [
+        msg("1704200060.000200", "a copy in a folder named by the id"),
+        msg("1704200900.000001", "only in the id folder"),
+    ]
+    report = import_source(settings, write_export(tmp_path / "acme.zip", members))
+    assert report["warnings"] == [
+        {
+            "file": "acme.zip:C01/2024-01-02.json",
+            "problem": "duplicate message ts=1704200060.000200 skipped",
+        }
+    ]
+    assert query(
+        settings.canonical_path,
+        "select ts, text from messages where channel_id = 'C01' and conversation_day = ? "
+        "order by ts",
+        ["2024-01-02"],
+    ) == [
+        ("1704200000.000100", "Deploy v2.3.1 failed with ERR-42"),
+        ("1704200060.000200", "looking at it"),
+        ("1704200120.000300", "fixed: password auth 28P01"),
+        ("1704200900.000001", "only in the id folder"),
+    ]
+
+
 @pytest.mark.parametrize(
     ("odd", "problem"),
     [
@@ -164,6 +207,30 @@ def test_a_ts_written_as_an_exact_number_is_the_same_message(
         settings.canonical_path,
         "select thread_ts, is_thread_parent from messages where ts = '1704200000.000100'",
     ) == [("1704200000.000100", True)]
+
+
+def test_a_ts_spelled_another_way_is_the_same_message(settings: Settings, tmp_path: Path) -> None:
+    import_source(settings, write_export(tmp_path / "acme.zip", default_members()))
+    members = default_members()
+    day = members["general/2024-01-02.json"]
+    day[1] = {**day[1], "ts": "01704200060.0002", "thread_ts": "1704200000.0001"}
+    day.append(msg("01704200120.000300", "a second copy, spelled otherwise"))
+    day.append(msg("1.2", "early"))
+    report = import_source(settings, write_export(tmp_path / "acme-2.zip", members))
+    assert _problems(report) == [
+        "duplicate message ts=1704200120.000300 (written '01704200120.000300') skipped"
+    ]
+    assert report["counts"]["messages"]["inserted"] == 1
+    assert report["counts"]["messages"]["tombstoned"] == 0
+    assert query(
+        settings.canonical_path,
+        "select ts, thread_ts, is_thread_reply from messages "
+        "where channel_id = 'C01' and ts_us < 1704200100000000 order by ts_us",
+    ) == [
+        ("1.200000", None, False),
+        ("1704200000.000100", "1704200000.000100", False),
+        ("1704200060.000200", "1704200000.000100", True),
+    ]
 
 
 @pytest.mark.parametrize("ts", ["253402300800.000000", "99999999999999999999.000000"])

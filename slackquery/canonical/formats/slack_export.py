@@ -16,9 +16,7 @@ from typing import Any
 import duckdb
 
 from slackquery.canonical.authors import Authors
-from slackquery.canonical.rows import (
-    slack_channel_row,
-)
+from slackquery.canonical.rows import is_slack_id, slack_channel_row
 from slackquery.canonical.sources import CONVERSATION_LISTS, DAY_FILE, USER_LISTS, ExportReader
 from slackquery.canonical.staging import CopyEvidence, Staged, Staging, Warnings
 from slackquery.errors import SlackqueryError
@@ -72,6 +70,7 @@ class SlackExportLoader:
         self.has_team_id = bool(teams)
         self.conversations: dict[str, dict[str, Any]] = {}  # channel_id -> entry
         self.folders: dict[str, str] = {}  # folder name (NFC) -> channel_id
+        self.refused_folders: set[str] = set()  # of conversations skipped for their id
         for list_name in CONVERSATION_LISTS:
             if list_name in members:
                 self._load_conversations(list_name, CONVERSATION_TYPES[list_name])
@@ -86,7 +85,8 @@ class SlackExportLoader:
 
         A day file is `<folder>/YYYY-MM-DD.json`, its folder matched to a listed
         conversation after NFC normalisation (macOS tools write names decomposed). The
-        folder may hold a `/` (a name with one). Every other day file is warned about.
+        folder may hold a `/` (a name with one). Every other day file is warned about, those
+        of a conversation skipped for its id by the warning that skipped it.
         """
         reader = self.reader
         self.day_files: list[tuple[str, str, str]] = []  # (channel_id, member, day)
@@ -104,6 +104,7 @@ class SlackExportLoader:
                 continue
             match = DAY_FILE.match(parts[-1])
             if match is None:
+                self._warn_backslash(member)
                 continue
             folder = "/".join(parts[:-1])
             try:
@@ -113,7 +114,8 @@ class SlackExportLoader:
                 continue
             channel_id = self.folders.get(_folder_key(folder))
             if channel_id is None:
-                unknown_folders[folder] += 1
+                if _folder_key(folder) not in self.refused_folders:
+                    unknown_folders[folder] += 1
                 continue
             self.day_files.append((channel_id, member, match.group(1)))
         for folder, count in sorted(unknown_folders.items()):
@@ -141,6 +143,25 @@ class SlackExportLoader:
         # folder lost or misnamed), so none of its stored messages may be tombstoned.
         self.covered = {channel_id for channel_id, _, _ in self.day_files}
         self._warn_uncovered()
+
+    def _warn_backslash(self, member: str) -> None:
+        """Warn about a day file named with `\\` separators (as some Windows tools write
+        ZIP entries): the name check reads them as separators, Slack's layout does not."""
+        if "\\" in member and DAY_FILE.match(member.replace("\\", "/").rsplit("/", 1)[-1]):
+            self.warnings.add(
+                self.reader.describe(member),
+                "a day file named with backslashes, not `/`: not read (re-create the ZIP "
+                "with `/` separators, or import the unpacked folder)",
+            )
+
+    def _read_order(self, day_file: tuple[str, str, str]) -> tuple[bool, str, str]:
+        """Folder by folder, day by day, and a conversation's listed folder before one named
+        by its id: of two copies of a message, the listed folder's is kept and the other is
+        the duplicate the warning names."""
+        channel_id, member, day = day_file
+        folder = member.rpartition("/")[0]
+        listed = self.conversations[channel_id]["folder"]
+        return (_folder_key(folder) != _folder_key(listed), member.split("/")[0], day)
 
     def _warn_uncovered(self) -> None:
         """Name the listed conversations that are not covered (one warning per list)."""
@@ -198,6 +219,9 @@ class SlackExportLoader:
                 continue
             name = entry.get("name")
             folder = channel_id if conversation_type == "im" or not name else str(name)
+            if not is_slack_id(channel_id):
+                self._refuse(member, channel_id, folder)
+                continue
             self.conversations[channel_id] = {
                 "entry": entry,
                 "type": conversation_type,
@@ -223,6 +247,15 @@ class SlackExportLoader:
         for channel_id in self.conversations:
             self.folders.setdefault(channel_id, channel_id)
 
+    def _refuse(self, member: str, channel_id: str, folder: str) -> None:
+        """Skip a conversation whose id is no Slack id, with its day files (one warning)."""
+        self.refused_folders.add(_folder_key(folder))
+        self.warnings.add(
+            self.reader.describe(member),
+            f"conversation id {channel_id!r} is not a Slack id (uppercase letters and "
+            f"digits): skipped, with the day files of its folder {folder!r}",
+        )
+
     def handle(self, user_id: str) -> str:
         """A user's handle (`name`), else the id: how DMs are named."""
         user = self.users.get(user_id)
@@ -240,7 +273,7 @@ class SlackExportLoader:
         staging = Staging(connection, self.warnings, self.workspace_id, self.settings)
         authors = Authors(self.users, self.warnings)
         seen: set[str] = set()
-        self.day_files.sort(key=lambda item: (item[1].split("/")[0], item[2]))
+        self.day_files.sort(key=self._read_order)
         for channel_id, member, day in self.day_files:
             where = self.reader.describe(member)
             day_messages = self.reader.load_json(member)
@@ -259,7 +292,6 @@ class SlackExportLoader:
                     message,
                     authors=authors,
                     channel_id=channel_id,
-                    ts=found[0],
                     ts_us=found[1],
                     day=day,
                     where=where,
