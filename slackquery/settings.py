@@ -73,6 +73,13 @@ class Settings(BaseSettings):
         description="A message whose JSON (text, blocks, attachments) is larger than this many "
         "bytes is skipped with a warning.",
     )
+    import_max_file_bytes: int = Field(
+        default=1 << 30,
+        ge=1,
+        description="A file of an export (a day of one channel, users.json, ...) larger than "
+        "this many bytes stops the import with an error before it is read: its JSON is parsed "
+        "whole, and a small ZIP entry can expand to more memory than the machine has.",
+    )
     import_memory_limit: str = Field(
         default="1536MB",
         description="DuckDB memory limit while importing (e.g. `1536MB`, `4GB`, `512MiB`); "

@@ -55,8 +55,11 @@ class ExportReader:
     folder's walk could not follow, as `(path inside the folder, problem)`, for warnings.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, max_file_bytes: int | None = None) -> None:
+        """`max_file_bytes`: a larger member is refused before it is read (a ZIP entry of a
+        few megabytes can expand to more memory than the machine has)."""
         self.path = path
+        self.max_file_bytes = max_file_bytes
         self._zip: zipfile.ZipFile | None = None
         self.problems: list[tuple[str, str]] = []
         if path.is_dir():
@@ -182,6 +185,7 @@ class ExportReader:
         full = self.root + member
         where = self.describe(member)
         try:
+            self._refuse_oversized(full, where)
             if self._zip is not None:
                 return self._zip.read(full)
             return (self.path / full).read_bytes()
@@ -202,6 +206,21 @@ class ExportReader:
             raise SlackqueryError(f"{where}: {problem}") from error
         except (OSError, KeyError) as error:
             raise SlackqueryError(f"{where}: unreadable ({error})") from error
+
+    def _refuse_oversized(self, full: str, where: str) -> None:
+        """Raise when the member is larger than `max_file_bytes`: a ZIP entry's size as its
+        header states it, which is all `zipfile` ever expands."""
+        if self.max_file_bytes is None:
+            return
+        if self._zip is not None:
+            size = self._zip.getinfo(full).file_size
+        else:
+            size = (self.path / full).stat().st_size
+        if size > self.max_file_bytes:
+            raise SlackqueryError(
+                f"{where}: {size:,} bytes, over the {self.max_file_bytes:,} one file of an "
+                "export may hold (SLACKQUERY_IMPORT_MAX_FILE_BYTES)"
+            )
 
     def describe(self, member: str) -> str:
         """How errors and warnings name a member: `export.zip:general/2024-01-02.json`."""

@@ -54,6 +54,24 @@ def test_bad_export_fails_and_leaves_store_untouched(
     assert snapshot(settings.canonical_path) == before
 
 
+@pytest.mark.parametrize("as_zip", [True, False])
+def test_a_file_over_the_size_limit_is_refused_before_it_is_read(
+    settings: Settings, tmp_path: Path, as_zip: bool
+) -> None:
+    # A 1 MB ZIP entry of spaces expanded to 800 MB and the import held 1.8 GB: a few more
+    # megabytes of ZIP and memory ran out, with no error to say why.
+    import_source(settings, write_export(tmp_path / "good.zip", default_members()))
+    before = snapshot(settings.canonical_path)
+    members = default_members()
+    members["eng/2024-01-04.json"] = b"[" + b" " * 5000 + b"]"
+    capped = settings.model_copy(update={"import_max_file_bytes": 4096})
+    export = write_export(tmp_path / ("big.zip" if as_zip else "big"), members, as_zip=as_zip)
+    pattern = r"eng/2024-01-04\.json: 5,002 bytes, over the 4,096 .*IMPORT_MAX_FILE_BYTES"
+    with pytest.raises(SlackqueryError, match=pattern):
+        import_source(capped, export)
+    assert snapshot(settings.canonical_path) == before
+
+
 def test_failed_first_import_leaves_no_store(settings: Settings, tmp_path: Path) -> None:
     members = default_members()
     members["secret/2024-01-02.json"] = b"not json"

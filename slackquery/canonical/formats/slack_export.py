@@ -36,7 +36,7 @@ class SlackExportLoader:
     def __init__(self, settings: Settings, path: Path, slug_hint: str, warnings: Warnings) -> None:
         self.settings = settings
         self.warnings = warnings
-        self.reader = ExportReader(path)
+        self.reader = ExportReader(path, settings.import_max_file_bytes)
         try:
             self._plan(slug_hint)
         except BaseException:
