@@ -29,6 +29,7 @@ from typing import Any
 import duckdb
 import yaml
 
+from slackquery.canonical import torn_commits
 from slackquery.crash import crash_point
 from slackquery.duckdb_setup import open_database
 from slackquery.errors import SlackqueryError
@@ -203,12 +204,14 @@ def _record_end(state: Path, started_at: datetime, *, failure: str | None) -> No
 
 
 def check_canonical(path: Path) -> None:
-    """Refuse to project from a missing canonical DB or one of another schema version."""
+    """Refuse to project from a missing canonical DB, one of another schema version, or
+    one holding part of a cut-off import (`torn_commits.refuse`)."""
     if not path.is_file():
         raise SlackqueryError(f"canonical database not found: {path} (run `slackquery import`)")
     connection = open_database(str(path), read_only=True, what="canonical store")
     try:
         version = connection.execute("select max(schema_version) from schema_metadata").fetchone()
+        torn_commits.refuse(connection, path)
     except duckdb.CatalogException as error:
         raise SlackqueryError(f"{path} is not a canonical database (no schema_metadata)") from error
     finally:

@@ -18,7 +18,7 @@ from typing import Any
 import duckdb
 import orjson
 
-from slackquery.canonical import store
+from slackquery.canonical import store, torn_commits
 from slackquery.canonical.formats import LOADERS
 from slackquery.canonical.rows import MESSAGE_COLUMNS
 from slackquery.canonical.sources import SOURCE_FORMATS, detect_format
@@ -102,6 +102,7 @@ def _import_in_one_transaction(
     """Stage and merge inside one transaction; on failure leave the store as it was."""
     db_path = settings.canonical_path
     created = not db_path.exists()
+    _undo_torn_runs(db_path, path, warnings)
     connection = store.open_store(db_path, settings.import_memory_limit)
     try:
         connection.begin()
@@ -125,9 +126,11 @@ def _import_in_one_transaction(
         )
         store.drop_stage_tables(connection)
         crash_point("import_before_commit")
+        torn_commits.mark(db_path, run_id, path)
         _commit(connection)
     except BaseException as error:
         _abandon(connection)
+        torn_commits.clear_mark(db_path)  # a failed commit was reverted: nothing to look for
         if created:
             _remove_store_files(db_path)
         if isinstance(error, duckdb.IOException):
@@ -136,8 +139,20 @@ def _import_in_one_transaction(
                 f"{db_path}: could not write the canonical store, nothing was imported ({detail})"
             ) from error
         raise
-    connection.close()
+    connection.close()  # checkpoints: the commit no longer depends on the log
+    torn_commits.clear_mark(db_path)
     return {**report, "messages_staged": staged.messages_staged}
+
+
+def _undo_torn_runs(db_path: Path, path: Path, warnings: Warnings) -> None:
+    """Remove what earlier imports cut off during their commit left, and say so."""
+    for run in torn_commits.undo(db_path):
+        again = "" if run.source_path == str(path.resolve()) else "; import that input again"
+        warnings.add(
+            run.source_path,
+            f"import run {run.run_id} was cut off during its commit; "
+            f"its {run.rows} partial rows were removed{again}",
+        )
 
 
 def _commit(connection: duckdb.DuckDBPyConnection) -> None:

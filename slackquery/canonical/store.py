@@ -16,6 +16,7 @@ import duckdb
 import pandas as pd
 
 from slackquery.artifacts.files import exclusive_lock
+from slackquery.canonical import torn_commits
 from slackquery.canonical.rows import (
     EPOCH,
     LAST_STORABLE_US,
@@ -117,12 +118,20 @@ def open_store(path: Path, memory_limit: str) -> duckdb.DuckDBPyConnection:
 
     The memory limit makes DuckDB spill staging and uncommitted rows to its temp folder
     instead of growing with the input (a 1M-message import stages ~2 GB of text).
+    A store holding part of a cut-off commit (`torn_commits`) is refused: only an import
+    (`torn_commits.undo`) may build on it.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     connection = open_database(str(path), what="canonical store")
-    connection.execute("set preserve_insertion_order = false")
-    connection.execute("set enable_progress_bar = false")  # no bar on stderr mid-import
-    connection.execute(f"set memory_limit = '{memory_limit}'")
+    try:
+        connection.execute("set preserve_insertion_order = false")
+        connection.execute("set enable_progress_bar = false")  # no bar on stderr mid-import
+        connection.execute(f"set memory_limit = '{memory_limit}'")
+        torn_commits.refuse(connection, path)
+        torn_commits.clear_mark(path)  # what it names never reached the store
+    except BaseException:
+        connection.close()
+        raise
     return connection
 
 
