@@ -128,7 +128,7 @@ def open_store(path: Path, memory_limit: str) -> duckdb.DuckDBPyConnection:
         connection.execute("set enable_progress_bar = false")  # no bar on stderr mid-import
         connection.execute(f"set memory_limit = '{memory_limit}'")
         torn_commits.refuse(connection, path)
-        torn_commits.clear_mark(path)  # what it names never reached the store
+        torn_commits.clear_mark(path)  # what it names committed whole, or not at all
     except BaseException:
         connection.close()
         raise
