@@ -39,13 +39,13 @@ import uvicorn
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from serving.server import listen_on  # noqa: E402
 from slackquery.commands import whole_number  # noqa: E402
 from slackquery.embedding import build_embedder  # noqa: E402
 from slackquery.embedding.onnx_bert import int8_encoding  # noqa: E402
 from slackquery.embedding.packaged import PACKAGED_MODELS  # noqa: E402
 from slackquery.embedding.server import create_app  # noqa: E402
 from slackquery.embedding.work import embed_pending  # noqa: E402
+from slackquery.listening import listen_on  # noqa: E402
 from slackquery.settings import Settings  # noqa: E402
 from tests.embedding.documents import SEARCH_DOCUMENTS_DDL  # noqa: E402
 

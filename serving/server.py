@@ -8,7 +8,6 @@ probes stay public; everything else can require a bearer token.
 import asyncio
 import hmac
 import logging
-import socket
 import sys
 import threading
 import time
@@ -39,6 +38,7 @@ from slackquery.embedding.base import GenerationMismatchError
 from slackquery.embedding.errors import EndpointValidationError
 from slackquery.errors import SlackqueryError
 from slackquery.http_guard import HttpGuard
+from slackquery.listening import listen_on
 from slackquery.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -369,35 +369,6 @@ def run_http(settings: Settings, host: str | None = None, port: int | None = Non
     where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     logger.info("serving MCP at http://%s/mcp (probes /healthz, /readyz; Ctrl-C stops)", where)
     uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=sockets)
-
-
-def listen_on(host: str, port: int) -> list[socket.socket]:
-    """Sockets listening on every address `host` resolves to, as asyncio's `create_server`
-    binds them, or a one-line error naming HOST:PORT: uvicorn, left to bind, logs a
-    failure between its own lines without the address it tried and exits with 3."""
-    sockets: list[socket.socket] = []
-    try:
-        resolved = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-        for family, kind, protocol, _, address in dict.fromkeys(resolved):
-            sock = socket.socket(family, kind, protocol)
-            sockets.append(sock)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            if family == socket.AF_INET6:  # as asyncio does: a dual-stack `::` takes `0.0.0.0`
-                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            sock.bind(address)
-            sock.listen(socket.SOMAXCONN)  # connections queue from the start line on
-    except (OSError, OverflowError, UnicodeError) as error:
-        for sock in sockets:
-            sock.close()
-        if isinstance(error, UnicodeError):  # the codec's words for a label over 63 characters
-            reason = "not a host name"
-        else:
-            reason = getattr(error, "strerror", None) or str(error)
-        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        raise SlackqueryError(
-            f"cannot listen on {where}: {reason[:1].lower() + reason[1:]}"
-        ) from None
-    return sockets
 
 
 def run_stdio(settings: Settings, requester: Requester | None = None) -> None:

@@ -8,7 +8,7 @@ from typing import Literal
 import uvicorn
 from starlette.types import ASGIApp
 
-from serving.server import listen_on
+from slackquery.listening import listen_on
 
 
 @contextmanager

@@ -15,6 +15,7 @@ from slackquery.commands.serve import tcp_port
 from slackquery.embedding.packaged import PACKAGED_MODELS
 from slackquery.embedding.server import create_app, validate_api_key
 from slackquery.errors import SlackqueryError
+from slackquery.listening import listen_on
 from slackquery.settings import Settings
 
 
@@ -67,7 +68,8 @@ def _is_loopback(host: str) -> bool:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    """Start uvicorn in the foreground until interrupted."""
+    """Serve in the foreground until interrupted (exit 130, or 143 on SIGTERM, as every
+    command); an address it cannot listen on is a one-line error."""
     import uvicorn
 
     model = PACKAGED_MODELS.get(settings.embedding_model)
@@ -82,6 +84,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     elif not _is_loopback(args.host):
         raise SlackqueryError(f"refusing to serve on {args.host} without --api-key")
     port = args.port or urlsplit(settings.embedding_url).port or 11435
+    sockets = listen_on(args.host, port)
     app = create_app(
         model,
         api_key=api_key,
@@ -89,5 +92,5 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         max_body_bytes=args.max_body_bytes or settings.embed_server_max_body_bytes,
     )
     print(f"serving {model.name} on http://{args.host}:{port} (Ctrl-C stops)", flush=True)
-    uvicorn.run(app, host=args.host, port=port, log_level="warning")
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=sockets)
     return 0
