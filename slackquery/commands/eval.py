@@ -190,13 +190,13 @@ def default_report_path(settings: Settings, queries: Path) -> Path:
     return settings.home / "eval" / "reports" / f"{queries.stem}.md"
 
 
-def query_sets(queries: Sequence[Path], corpora: Sequence[Path] | None) -> list[tuple]:
+def query_sets(args: argparse.Namespace) -> list[tuple]:
     """(name, query file, corpus) per query set; one corpus serves every file."""
-    corpora = list(corpora or [])
+    queries, corpora = args.queries, list(args.corpus or [])
     if corpora and not queries:
-        raise SlackqueryError("--corpus is built for a judged query file: give one")
+        args.usage_error("--corpus is built for a judged query file: give one")
     if len(corpora) not in (0, 1, len(queries)):
-        raise SlackqueryError(
+        args.usage_error(
             f"--corpus: give one corpus, or one per query file ({len(queries)}), not {len(corpora)}"
         )
     if len(corpora) == 1:
@@ -243,9 +243,9 @@ def require_input(
 def comparisons_wanted(args: argparse.Namespace, grid: list[GridPoint]) -> list[tuple[Side, Side]]:
     """(A, B) pairs: the --compare pair, or every grid point against --baseline."""
     if args.baseline and not args.grid:
-        raise SlackqueryError("--baseline compares a grid: give --grid as well")
+        args.usage_error("--baseline compares a grid: give --grid as well")
     if args.baseline and args.compare:
-        raise SlackqueryError("use --compare or --grid with --baseline, not both")
+        args.usage_error("use --compare or --grid with --baseline, not both")
     if args.compare:
         return [(parse_side(a), parse_side(b)) for a, b in args.compare]
     if args.baseline:
@@ -299,15 +299,18 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     def progress(message: str) -> None:
         print(f"eval: {message}", file=sys.stderr, flush=True)
 
-    sets = query_sets(args.queries, args.corpus)
+    sets = query_sets(args)
     if args.rows and not sets:
-        raise SlackqueryError("--rows writes the rows of a run: give a judged query file")
+        args.usage_error("--rows writes the rows of a run: give a judged query file")
     if args.compare_report and not (args.compare or args.baseline):
-        raise SlackqueryError("--compare-report writes comparisons: give --compare")
+        args.usage_error("--compare-report writes comparisons: give --compare")
     if args.answers:
         return run_answers(args, settings, answer_sets(args, sets), progress)
-    modes = parse_modes(args.modes)
-    grid = parse_grid(args.grid) if args.grid is not None else [DEFAULT_POINT]
+    try:
+        modes = parse_modes(args.modes)
+        grid = parse_grid(args.grid) if args.grid is not None else [DEFAULT_POINT]
+    except SlackqueryError as error:  # the argument itself is the mistake
+        args.usage_error(str(error))
     pairs = comparisons_wanted(args, grid)
     for side in (side for pair in pairs for side in pair if side.rows_file is None):
         if side.mode not in modes:
@@ -461,7 +464,7 @@ def answer_sets(
     }
     refused = [option for option, value in given.items() if value]
     if refused:
-        raise SlackqueryError(
+        args.usage_error(
             "--answers answers in hybrid mode with the default configuration and prints its "
             f"own tables: {', '.join(refused)} does not apply"
         )

@@ -20,6 +20,7 @@ from slackquery.evaluation.compare import (
     read_rows,
 )
 from slackquery.evaluation.grid import parse_config
+from tests.commands.usage import usage_error
 
 
 def _rows(values: dict[str, tuple[float, float]], *, answerable: bool = True) -> list[dict]:
@@ -161,18 +162,20 @@ def test_cli_compares_two_saved_runs(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "| sample    | q14   | 1.00 -> 1.00 | 0.50 -> 1.00" in out.read_text(encoding="utf-8")
 
 
-def test_cli_rejects_a_baseline_without_a_grid(tmp_path: Path) -> None:
+def test_cli_rejects_a_baseline_without_a_grid(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     queries = tmp_path / "q.yaml"
     queries.write_text("queries: []\n", encoding="utf-8")
-    assert main(["eval", str(queries), "--baseline", "default"]) != 0
+    assert "give --grid" in usage_error(["eval", str(queries), "--baseline", "default"], capsys)
 
 
 def test_cli_pairs_corpora_with_query_files(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("", encoding="utf-8")
     files = [str(tmp_path / f"q{i}.yaml") for i in range(3)]
-    assert main(["eval", *files, "--corpus", str(corpus), "--corpus", str(corpus)]) != 0
-    assert "one per query file (3), not 2" in capsys.readouterr().err
+    argv = ["eval", *files, "--corpus", str(corpus), "--corpus", str(corpus)]
+    assert "one per query file (3), not 2" in usage_error(argv, capsys)
 
 
 def test_cli_runs_every_comparison_asked_for(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -221,8 +224,7 @@ def test_cli_refuses_options_that_would_do_nothing(
     rows = tmp_path / "rows.jsonl"
     rows.write_text(json.dumps({"query_set": "s", "mode": "hybrid", "config": "default"}) + "\n")
     arguments = [str(rows) if arg == "ROWS" else arg for arg in argv]
-    assert main(["eval", *arguments]) == 1
-    assert message in capsys.readouterr().err
+    assert message in usage_error(["eval", *arguments], capsys)
     assert rows.stat().st_size > 0  # an input is never overwritten by a refused run
 
 

@@ -21,6 +21,7 @@ from slackquery.evaluation.queries import (
     without_filters,
 )
 from slackquery.settings import Settings
+from tests.commands.usage import usage_error
 from tests.evaluation.conftest import BUILD_ID, GENERATION_ID
 
 IST = dt.timezone(dt.timedelta(hours=5, minutes=30))
@@ -235,10 +236,12 @@ def test_cli_rejects_bad_modes_and_grids(
     tmp_path: Path, settings: Settings, capsys: pytest.CaptureFixture[str]
 ) -> None:
     queries = _queries_file(tmp_path)
-    assert main(["eval", str(queries), "--modes", "dense"]) == 1
-    assert "--modes: expected a comma-separated subset" in capsys.readouterr().err
-    assert main(["eval", str(queries), "--grid", "rrf=1"]) == 1
-    assert "unknown axis 'rrf'" in capsys.readouterr().err
+    for option, refusal in (
+        (["--modes", "dense"], "--modes: expected a comma-separated subset"),
+        (["--grid", "rrf=1"], "unknown axis 'rrf'"),
+        (["--baseline", "lexical"], "--baseline compares a grid: give --grid"),
+    ):
+        assert refusal in usage_error(["eval", str(queries), *option], capsys)
     assert main(["eval", str(queries), "--split", "test"]) == 1
     assert "no queries in split 'test'" in capsys.readouterr().err
 
@@ -310,7 +313,9 @@ def test_a_run_warns_on_stderr_first_and_records_how_it_was_made(
 def test_cli_refuses_an_empty_grid(
     tmp_path: Path, settings: Settings, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["eval", str(_queries_file(tmp_path)), "--grid", ""]) == 1
-    assert capsys.readouterr().err == "error: --grid: empty grid spec\n"
-    assert main(["eval", str(_queries_file(tmp_path)), "--answers", "--grid", ""]) == 1
-    assert "--grid does not apply" in capsys.readouterr().err
+    queries = str(_queries_file(tmp_path))
+    error = usage_error(["eval", queries, "--grid", ""], capsys)
+    assert error == "slackquery eval: error: --grid: empty grid spec"
+    assert "--grid does not apply" in usage_error(
+        ["eval", queries, "--answers", "--grid", ""], capsys
+    )
