@@ -65,7 +65,7 @@ STOPWORDS = frozenset(
 )
 # `key:value` operators Slack users type; the value runs to the next whitespace.
 _OPERATOR = re.compile(
-    r'(?<!\S)(in|from|before|after|on|during|is|has):("[^"]*"|\S+)', re.IGNORECASE
+    r'(?<!\S)(in|from|to|before|after|on|during|is|has):("[^"]*"|\S+)', re.IGNORECASE
 )
 _PHRASE = re.compile(r'"([^"]+)"')
 # Slack's `-word` and `-"a phrase"`: messages holding it are left out. The `-` starts a
@@ -74,7 +74,7 @@ _PHRASE = re.compile(r'"([^"]+)"')
 _EXCLUDED = re.compile(r'(?<!\S)-("[^"]*"|[^\W_][^\s"]*)')
 # Slack's `-in:#eng` excludes; searched as text it would rank #eng *up* (the named-scope arm).
 _EXCLUDING_OPERATOR = re.compile(
-    r"(?<!\S)-(?:in|from|before|after|on|during|is|has):\S+", re.IGNORECASE
+    r"(?<!\S)-(?:in|from|to|before|after|on|during|is|has):\S+", re.IGNORECASE
 )
 _MONTHS = {
     name: index
@@ -252,6 +252,11 @@ def parse_query(raw: str) -> ParsedQuery:
             parsed.channel_names.append(value)
         elif operator == "from":
             parsed.user_names.append(value)
+        elif operator == "to":  # Slack's, searched as words it would match nothing meant
+            raise SlackqueryError(
+                f"to:{value} is not supported; narrow with in: (a DM or group DM by the name "
+                "list_slack_scopes gives it) or from:"
+            )
         elif operator == "is":
             if value.lower() != "thread":
                 raise SlackqueryError(f"is:{value} is not supported; only is:thread is")

@@ -202,6 +202,7 @@ def test_a_word_after_a_dash_is_excluded_not_searched(
         ("x after:10000-01-01", "not a date"),
         ("budget -in:#eng", "-in:#eng: excluding with '-' is not supported"),
         ("-FROM:@bob budget", "-FROM:@bob: excluding"),
+        ("budget to:@priya", "to:@priya is not supported; narrow with in:"),
     ],
 )
 def test_bad_dates_and_exclusions_are_clear_errors(query: str, message: str) -> None:
