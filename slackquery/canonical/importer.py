@@ -376,7 +376,7 @@ def _merge(
         "source_format": staged.source_format,
         "counts": counts,
         "messages_skipped": staged.messages_skipped,
-        "changed": changed,
+        "changed": changed or workspace["renamed"],
         "warning_count": warnings.count,
         "warnings": warnings.items,
     }
@@ -422,13 +422,20 @@ def upsert_workspace(
     name: str | None,
     data_changed: bool,
 ) -> dict[str, str]:
-    """Create or refresh the workspace row; keep a stored slug/name unless one is given."""
+    """Create or refresh the workspace row; keep a stored slug/name unless one is given.
+
+    Says where the slug came from (`slug_source`) and whether slug or name changed
+    (`renamed`): every permalink is built on the slug, and one guessed from the file name
+    (`acme-corp` from `Acme Corp Slack export ….zip`) is wrong as often as not."""
     row = connection.execute(
         "select workspace_slug, team_name from workspaces where workspace_id = ?",
         [staged.workspace_id],
     ).fetchone()
     stored_slug, stored_name = row if row else (None, None)
     final_slug = slug or stored_slug or slug_hint
+    slug_source = (
+        "--workspace-slug" if slug else "an earlier import" if stored_slug else "the file name"
+    )
     final_name = name or stored_name or staged.team_name_hint or final_slug
     url = f"https://{final_slug}.slack.com"
     values = {
@@ -458,4 +465,6 @@ def upsert_workspace(
         "workspace_slug": final_slug,
         "workspace_name": final_name,
         "workspace_url": url,
+        "slug_source": slug_source,
+        "renamed": row is not None and (stored_slug, stored_name) != (final_slug, final_name),
     }

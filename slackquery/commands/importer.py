@@ -65,6 +65,17 @@ def render(report: dict[str, Any]) -> str:
         f"{report['source_format']} in {report['duration_s']} s "
         f"({report['messages_per_s']} messages/s)",
     ]
+    if workspace["slug_source"] == "the file name":
+        lines.append(
+            f"  slug {workspace['workspace_slug']!r} is the file name's: permalinks point to "
+            f"{workspace['workspace_url']}; import again with --workspace-slug (your Slack "
+            "domain) if that is not it"
+        )
+    if workspace["renamed"]:
+        lines.append(
+            f"  workspace now {workspace['workspace_slug']} ({workspace['workspace_name']}): "
+            "permalinks follow from the next `slackquery project`"
+        )
     lines.extend(render_counts(report["counts"]))
     if report["messages_skipped"]:
         lines.append(f"  skipped {report['messages_skipped']:,} message(s)")

@@ -62,6 +62,8 @@ def test_export_import_fills_every_table(settings: Settings, export_zip: Path) -
         "workspace_slug": "acme",
         "workspace_name": "Acme",
         "workspace_url": "https://acme.slack.com",
+        "slug_source": "the file name",
+        "renamed": False,
     }
     assert report["counts"]["messages"] == {
         "inserted": 10,
@@ -246,6 +248,24 @@ def test_cli_prints_json_report(
     assert report["counts"]["messages"]["inserted"] == 10
     assert main(["import", str(export_zip)]) == 0
     assert "no changes (already imported)" in capsys.readouterr().out
+
+
+def test_the_report_says_where_the_slug_came_from_and_when_it_changed(
+    home: Path, export_zip: Path, capsys: pytest.CaptureFixture
+) -> None:
+    # `import s.zip` made every permalink https://s.slack.com/… without a word, and a second
+    # import that set the real slug said "no changes (already imported)".
+    assert main(["import", str(export_zip)]) == 0
+    said = capsys.readouterr().out
+    slug = slug_from_path(export_zip)
+    assert f"slug {slug!r} is the file name's: permalinks point to https://{slug}." in said
+    assert main(["import", str(export_zip), "--workspace-slug", "acme-inc"]) == 0
+    said = capsys.readouterr().out
+    assert "workspace now acme-inc (" in said and "no changes" not in said
+    assert "file name's" not in said
+    assert main(["import", str(export_zip), "--json"]) == 0
+    workspace = json.loads(capsys.readouterr().out)["workspace"]
+    assert (workspace["slug_source"], workspace["renamed"]) == ("an earlier import", False)
 
 
 def test_report_summarises_the_whole_store(settings: Settings, export_zip: Path) -> None:
