@@ -199,7 +199,8 @@ class SlackClient:
         try:
             return self._http.post(method, data=data)
         except (httpx.TimeoutException, httpx.TransportError) as error:
-            raise _Retry(type(error).__name__) from error
+            # Where and why: "ConnectError" alone left a wrong SLACKQUERY_SLACK_API_URL unsaid.
+            raise _Retry(f"{type(error).__name__} at {self._http.base_url}: {error}") from error
 
     def _result(
         self, method: str, response: httpx.Response, *, about: bool = False

@@ -7,6 +7,7 @@ server logs each request at the same clock's reading.
 import email.utils
 import json
 import re
+import socket
 import subprocess
 import sys
 from collections import defaultdict
@@ -91,6 +92,17 @@ def test_too_many_failures_stop_the_run(live: Live, monkeypatch: pytest.MonkeyPa
     settings = _with(monkeypatch, slack_max_attempts="3")
     live.slack.faults.append(Fault("users.list", "500", times=3))
     with pytest.raises(SlackApiError, match=r"users.list: gave up \(3 attempts, last: HTTP 500\)"):
+        sync(settings, clock=live.clock)
+
+
+def test_an_endpoint_that_cannot_be_reached_is_named(
+    live: Live, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{closed.getsockname()[1]}/api/"
+    settings = _with(monkeypatch, slack_api_url=url, slack_max_attempts="2")
+    with pytest.raises(SlackTransientError, match=rf"last: ConnectError at {re.escape(url)}: "):
         sync(settings, clock=live.clock)
 
 
