@@ -198,7 +198,13 @@ def latest_validated(conn: duckdb.DuckDBPyConnection) -> str:
         "order by started_at desc, build_id desc limit 1"
     ).fetchone()
     if row is None:
-        raise SlackqueryError("no validated build to publish; run `slackquery build` first")
+        published = conn.execute(
+            "select build_id from search_builds where status = 'published'"
+        ).fetchone()
+        already = f" ({published[0]} is the one published)" if published else ""
+        raise SlackqueryError(
+            f"no validated build waits to be published{already}; `slackquery build` makes one"
+        )
     return row[0]
 
 

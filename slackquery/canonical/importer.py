@@ -30,6 +30,8 @@ from slackquery.settings import Settings
 # A workspace slug, as Slack's own domains are: it names the workspace's address, so
 # permalinks (`https://<slug>.slack.com/...`) are built from it.
 SLUG = re.compile(r"[a-z0-9][a-z0-9-]*")
+# What `--workspace-slug` may be: a DNS label, as permalinks are https://<slug>.slack.com/….
+SLUG_OPTION = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
 
 _SLUG_SUFFIX = re.compile(r"\s+slack\s+export.*$", re.IGNORECASE)
 
@@ -55,9 +57,10 @@ def import_source(
         raise SlackqueryError(
             f"unknown format {fmt!r}; expected one of {', '.join(SOURCE_FORMATS)}"
         )
-    if workspace_slug is not None and not SLUG.fullmatch(workspace_slug):
+    if workspace_slug is not None and not SLUG_OPTION.fullmatch(workspace_slug):
         raise SlackqueryError(
-            f"workspace slug {workspace_slug!r}: use lowercase letters, digits and dashes"
+            f"workspace slug {workspace_slug!r}: use lowercase letters, digits and dashes, "
+            "at most 63, neither first nor last a dash"
         )
     started_clock = time.perf_counter()
     started_at = datetime.now(UTC)

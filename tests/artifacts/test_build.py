@@ -99,6 +99,10 @@ def test_build_writes_a_sealed_artifact_and_publish_makes_it_current(
     assert [(row["build_id"], row["status"], row["is_current"]) for row in listed] == [
         (build_id, "published", True)
     ]
+    # Publishing the latest again said to run `build` first, as if none had been built.
+    assert main(["publish", "latest"]) == 1
+    refusal = capsys.readouterr().err
+    assert f"no validated build waits to be published ({build_id} is the one published)" in refusal
 
 
 def test_coverage_gate_refuses_and_names_missing_counts(state_settings: Settings) -> None:

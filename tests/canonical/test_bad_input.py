@@ -72,6 +72,17 @@ def test_a_file_over_the_size_limit_is_refused_before_it_is_read(
     assert snapshot(settings.canonical_path) == before
 
 
+@pytest.mark.parametrize("slug", ["Acme", "-acme", "acme-", "a" * 64, "acme.corp"])
+def test_a_slug_that_is_no_dns_label_is_refused(
+    settings: Settings, tmp_path: Path, slug: str
+) -> None:
+    # Every permalink is https://<slug>.slack.com/…: a 300-character slug was taken.
+    export = write_export(tmp_path / "good.zip", default_members())
+    with pytest.raises(SlackqueryError, match="at most 63, neither first nor last a dash"):
+        import_source(settings, export, workspace_slug=slug)
+    assert not settings.canonical_path.exists()
+
+
 def test_failed_first_import_leaves_no_store(settings: Settings, tmp_path: Path) -> None:
     members = default_members()
     members["secret/2024-01-02.json"] = b"not json"
