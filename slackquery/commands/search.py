@@ -4,6 +4,7 @@ import argparse
 import re
 from collections.abc import Callable
 from contextlib import closing
+from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
 from serving.access import Requester
@@ -227,6 +228,21 @@ def conversation_label(name: str | None, kind: str | None, channel_id: str) -> s
     return f"{name or channel_id} ({kind})" if kind else name or channel_id
 
 
+def period_line(filters: dict[str, object]) -> list[str]:
+    """The days a time filter keeps, as the query's words were read (`during:march` is
+    the latest March past, which an archive of older years may not hold)."""
+    start, end = filters.get("start_ts_us"), filters.get("end_ts_us")
+    if not isinstance(start, int) and not isinstance(end, int):
+        return []
+
+    def day(ts_us: int) -> str:
+        return (datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=ts_us)).date().isoformat()
+
+    first = f"from {day(start)}" if isinstance(start, int) else ""
+    last = f"to {day(end)}" if isinstance(end, int) else ""
+    return [f"  posted {' '.join(part for part in (first, last) if part)} (UTC days)"]
+
+
 def byline(channel: str, author_name: str | None, timestamp: str) -> str:
     """`#channel · author · YYYY-MM-DD HH:MM UTC` (`channel`: a `conversation_label`), the
     names escaped for the terminal."""
@@ -259,6 +275,7 @@ def render(
         f"{len(response.results)} result(s) for {searched} (mode {response.mode}, "
         f"route {response.route}, artifact {response.artifact_id}{coverage})"
     ]
+    lines.extend(period_line(response.filters))
     for number, hit in enumerate(response.results, start=response.offset + 1):
         score = "" if listing else f" · score {hit.fused_score:.4f}"
         place = conversation_label(hit.channel_name, hit.conversation_type, hit.channel_id)

@@ -54,6 +54,21 @@ def test_search_command_text_and_json(
     assert {hit["author_id"] for hit in payload["results"]} == {"U1"}
 
 
+def test_search_command_says_which_days_a_time_filter_keeps(
+    published: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `during:march` is the latest March past: an archive of an older year answered with
+    # "0 result(s)" and no word of which March it had searched.
+    assert main(["search", "password during:2031-03"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("0 result(s) for 'password'")
+    assert text.splitlines()[1] == "  posted from 2031-03-01 to 2031-03-31 (UTC days)"
+    assert main(["search", "password after:2023-11-13"]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == "  posted from 2023-11-14 (UTC days)"
+    assert main(["search", "password"]) == 0
+    assert "posted" not in capsys.readouterr().out.splitlines()[1]
+
+
 def test_search_command_shows_what_a_reply_answers(
     published: Settings, capsys: pytest.CaptureFixture[str]
 ) -> None:
