@@ -357,6 +357,7 @@ def _merge(
         name=workspace_name,
         data_changed=changed,
     )
+    _warn_shared_slug(connection, warnings, source_path, workspace)
     run_counts = {**counts, "messages_skipped": staged.messages_skipped}
     connection.execute(
         "insert into import_runs values ($run_id, $workspace_id, $source_path, $source_format, "
@@ -383,6 +384,31 @@ def _merge(
         "warning_count": warnings.count,
         "warnings": warnings.items,
     }
+
+
+def _warn_shared_slug(
+    connection: duckdb.DuckDBPyConnection,
+    warnings: Warnings,
+    source_path: Path,
+    workspace: dict[str, Any],
+) -> None:
+    """Warn when another workspace has the slug too: the permalinks of both would point
+    to the same Slack, one of them wrongly."""
+    others = [
+        row[0]
+        for row in connection.execute(
+            "select workspace_id from workspaces where workspace_slug = ? and workspace_id <> ? "
+            "order by 1",
+            [workspace["workspace_slug"], workspace["workspace_id"]],
+        ).fetchall()
+    ]
+    if others:
+        warnings.add(
+            str(source_path),
+            f"workspace slug {workspace['workspace_slug']!r} is also that of "
+            f"{', '.join(others)}: the permalinks of both point to {workspace['workspace_url']}; "
+            "give one of them its own with --workspace-slug",
+        )
 
 
 # What a sync reads of a channel or a user that an older input would undo.

@@ -10,7 +10,7 @@ from slackquery.canonical.importer import import_source, slug_from_path
 from slackquery.cli import main
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
-from tests.canonical.conftest import default_members, msg, query, snapshot, write_export
+from tests.canonical.conftest import TEAM, default_members, msg, query, snapshot, write_export
 from tests.crashing import held_open
 
 BEACON = Path("/work/shared/benchmarks/beacon/corpus.jsonl")
@@ -231,6 +231,20 @@ def test_beacon_corpus_and_an_export_share_one_store(settings: Settings, export_
         "select count(*) filter (where is_thread_parent), count(*) filter (where is_thread_reply),"
         " count(distinct source_message_id) from messages where workspace_id = 'beacon'",
     ) == [(158, 460, 2233)]
+
+
+def test_a_slug_another_workspace_has_is_warned_about(
+    settings: Settings, export_zip: Path, tmp_path: Path
+) -> None:
+    # Both workspaces' permalinks pointed to https://acme.slack.com, without a word.
+    import_source(settings, export_zip)
+    other = json.loads(json.dumps(default_members()).replace(TEAM, "T0OTHER"))
+    export = write_export(tmp_path / "other.zip", other)
+    report = import_source(settings, export, workspace_slug="acme")
+    assert [item["problem"] for item in report["warnings"]] == [
+        "workspace slug 'acme' is also that of T0TEST: the permalinks of both point to "
+        "https://acme.slack.com; give one of them its own with --workspace-slug"
+    ]
 
 
 def test_slug_from_path() -> None:
