@@ -25,7 +25,7 @@ import numpy as np
 
 from slackquery.artifacts.pointer import current_artifact
 from slackquery.artifacts.schema import vector_coverage
-from slackquery.duckdb_setup import connect
+from slackquery.duckdb_setup import connect, open_database
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
 
@@ -178,8 +178,9 @@ def published_account_limits(settings: Settings) -> dict[tuple[str, str], str]:
 
 
 def account_limits_at(path: Path) -> dict[tuple[str, str], str]:
-    """The account limits of the artifact file at `path`."""
-    conn = connect(str(path), read_only=True)
+    """The account limits of the artifact file at `path` (a plain read: no extension
+    loads, so the HTTP guard may call it on its event loop)."""
+    conn = open_database(str(path), read_only=True, what="search artifact")
     try:
         return account_limits(conn)
     finally:

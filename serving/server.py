@@ -17,7 +17,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pydantic_core
 import uvicorn
 from mcp.server.mcpserver import MCPServer
@@ -270,9 +269,10 @@ class PublishedLimits:
         with self._lock:
             if path != self._path:
                 try:
-                    self._limits, self._path = account_limits_at(path), path
-                except duckdb.Error:
-                    return None  # unreadable: the tools report it, and read nothing
+                    self._limits = account_limits_at(path)
+                except SlackqueryError:
+                    self._limits = {}  # missing or damaged: the tools say so, and read nothing
+                self._path = path  # read once per publish, whatever it found
             return self._limits.get((requester.workspace_id, requester.user_id))
 
 

@@ -12,6 +12,7 @@ import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import anyio
@@ -27,7 +28,7 @@ from serving.access import Requester, rows_with_codes
 from serving.answers import answer_question
 from serving.engine import SearchEngine
 from serving.models import SearchRequest
-from serving.server import build_http_app
+from serving.server import PublishedLimits, build_http_app
 from slackquery.access.grants import GrantStore, grants_path
 from slackquery.artifacts.build import build_artifact
 from slackquery.artifacts.publish import publish
@@ -515,6 +516,22 @@ def test_a_deactivated_account_sees_nothing_and_a_guest_only_its_conversations(
         for token, status in ((before["token"], 401), (guests["token"], 200)):
             headers = {"Authorization": f"Bearer {token}"}
             assert httpx.get(f"{url}/metrics", headers=headers).status_code == status
+
+
+def test_the_guard_reads_account_limits_once_per_artifact_whatever_it_finds(
+    tmp_path: Path,
+) -> None:
+    # A pointer to a pruned or damaged file made every granted request a 500 from the guard.
+    pointed = [tmp_path / "search-gone.duckdb"]
+    engine = SimpleNamespace(resolve=lambda: pointed[0])
+    limits = PublishedLimits(engine)  # type: ignore[arg-type]
+    requester = Requester("U1", "W0")
+    assert limits(requester) is None
+    pointed[0] = tmp_path / "search-junk.duckdb"
+    pointed[0].write_bytes(b"not a database" * 100)
+    assert limits(requester) is None
+    pointed[0].unlink()  # read once: the same path is not opened again
+    assert limits(requester) is None
 
 
 def test_evidence_strength_counts_only_the_messages_a_requester_sees(
