@@ -68,6 +68,8 @@ _OPERATOR = re.compile(
     r'(?<!\S)(in|from|to|before|after|on|during|is|has):("[^"]*"|\S+)', re.IGNORECASE
 )
 _PHRASE = re.compile(r'"([^"]+)"')
+# An operator, or a quoted phrase, which holds none: `"how to:do it"` is text.
+_OPERATOR_OR_PHRASE = re.compile(rf'{_OPERATOR.pattern}|"[^"]*"', re.IGNORECASE)
 # Slack's `-word` and `-"a phrase"`: messages holding it are left out. The `-` starts a
 # word of its own (`well-known` and `-5°C`'s neighbours are text), and a letter or digit
 # (or a quote) follows it.
@@ -246,13 +248,15 @@ def parse_query(raw: str) -> ParsedQuery:
     parsed = ParsedQuery(text="")
 
     def take(match: re.Match[str]) -> str:
+        if match.group(1) is None:  # a quoted phrase: left as it is
+            return match.group(0)
         operator = match.group(1).lower()
         value = match.group(2).strip('"')
         if operator == "in":
             parsed.channel_names.append(value)
         elif operator == "from":
             parsed.user_names.append(value)
-        elif operator == "to":  # Slack's, searched as words it would match nothing meant
+        elif operator == "to":  # Slack's "sent to": no filter here says that
             raise SlackqueryError(
                 f"to:{value} is not supported; narrow with in: (a DM or group DM by the name "
                 "list_slack_scopes gives it) or from:"
@@ -286,7 +290,7 @@ def parse_query(raw: str) -> ParsedQuery:
             parsed.excluded.append(excluded)
         return " "
 
-    remaining = _EXCLUDED.sub(exclude, _OPERATOR.sub(take, raw))
+    remaining = _EXCLUDED.sub(exclude, _OPERATOR_OR_PHRASE.sub(take, raw))
     parsed.phrases = [phrase.strip() for phrase in _PHRASE.findall(remaining) if phrase.strip()]
     parsed.text = " ".join(remaining.replace('"', " ").split())
     return parsed

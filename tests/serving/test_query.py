@@ -210,6 +210,14 @@ def test_bad_dates_and_exclusions_are_clear_errors(query: str, message: str) -> 
         parse_query(query)
 
 
+def test_a_quoted_phrase_holds_no_operator() -> None:
+    # `"how to:do it"` was refused as the `to:` operator, `"meet in:person"` a channel filter.
+    for text in ("send to:ops now", "meet in:person"):
+        parsed = parse_query(f'"{text}"')
+        assert parsed.phrases == [text] and parsed.channel_names == []
+    assert parse_query('in:"general chat" "a in:b"').channel_names == ["general chat"]
+
+
 @pytest.mark.parametrize(
     ("question", "kinds"),
     [
