@@ -29,9 +29,11 @@ from slackquery.settings import Settings
 
 # A workspace slug, as Slack's own domains are: it names the workspace's address, so
 # permalinks (`https://<slug>.slack.com/...`) are built from it.
-SLUG = re.compile(r"[a-z0-9][a-z0-9-]*")
-# What `--workspace-slug` may be: a DNS label, as permalinks are https://<slug>.slack.com/….
-SLUG_OPTION = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
+# What a slug may be: a DNS label, as permalinks are https://<slug>.slack.com/….
+SLUG = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
+# What a workspace keyed by its slug (an input without a team id) may be keyed by: the slug
+# of a file name (`slug_from_path`) is not held to the label's limits, since it is the id.
+SLUG_KEY = re.compile(r"[a-z0-9][a-z0-9-]*")
 
 _SLUG_SUFFIX = re.compile(r"\s+slack\s+export.*$", re.IGNORECASE)
 
@@ -57,7 +59,7 @@ def import_source(
         raise SlackqueryError(
             f"unknown format {fmt!r}; expected one of {', '.join(SOURCE_FORMATS)}"
         )
-    if workspace_slug is not None and not SLUG_OPTION.fullmatch(workspace_slug):
+    if workspace_slug is not None and not SLUG.fullmatch(workspace_slug):
         raise SlackqueryError(
             f"workspace slug {workspace_slug!r}: use lowercase letters, digits and dashes, "
             "at most 63, neither first nor last a dash"
@@ -133,7 +135,8 @@ def _import_in_one_transaction(
         _commit(connection)
     except BaseException as error:
         _abandon(connection)
-        torn_commits.clear_mark(db_path)  # a failed commit was reverted: nothing to look for
+        # A kept store keeps the marker: a commit that failed while writing its log (a full
+        # disk) may have left it torn, and the next open replays it. A whole one is cleared.
         if created:
             _remove_store_files(db_path)
         if isinstance(error, duckdb.IOException):
@@ -142,8 +145,8 @@ def _import_in_one_transaction(
                 f"{db_path}: could not write the canonical store, nothing was imported ({detail})"
             ) from error
         raise
-    connection.close()  # checkpoints: the commit no longer depends on the log
-    torn_commits.clear_mark(db_path)
+    torn_commits.clear_mark(db_path)  # the commit returned: its log entry is whole
+    connection.close()
     return {**report, "messages_staged": staged.messages_staged}
 
 
@@ -288,13 +291,14 @@ def slug_keyed_copy(
         "where workspace_id <> $team and regexp_full_match(workspace_id, $slug) "
         "and user_id in (select unnest($users)) "
         "group by 1 order by 3 desc, 1 limit 1",
-        {"team": workspace_id, "slug": SLUG.pattern, "users": user_ids},
+        {"team": workspace_id, "slug": SLUG_KEY.pattern, "users": user_ids},
     ).fetchone()
     return SlugKeyedCopy(*row) if row else None
 
 
 def _remove_store_files(db_path: Path) -> None:
-    for candidate in (db_path, db_path.with_name(db_path.name + ".wal")):
+    wal = db_path.with_name(db_path.name + ".wal")
+    for candidate in (db_path, wal, torn_commits.marker(db_path)):
         candidate.unlink(missing_ok=True)
 
 

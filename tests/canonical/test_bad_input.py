@@ -191,9 +191,15 @@ def test_failed_commit_is_one_line_and_changes_nothing(
     assert message.startswith(f"{settings.canonical_path}: could not write the canonical store")
     assert "No space left on device" in message and "\n" not in message
     assert snapshot(settings.canonical_path) == before  # None: the new store file is removed
+    # The marker stays beside a kept store: a commit that failed writing its log may have
+    # torn it; the next open finds the run whole or absent, and clears it.
+    kept = ["canonical.duckdb", "canonical.duckdb.committing", "canonical.duckdb.lock"]
     assert sorted(path.name for path in settings.canonical_path.parent.iterdir()) == (
-        ["canonical.duckdb", "canonical.duckdb.lock"] if existing else ["canonical.duckdb.lock"]
+        kept if existing else ["canonical.duckdb.lock"]
     )
+    if existing:
+        store.open_store(settings.canonical_path, settings.import_memory_limit).close()
+        assert not (settings.canonical_path.parent / "canonical.duckdb.committing").exists()
 
 
 def test_zip_with_a_repeated_entry_name_is_refused(settings: Settings, tmp_path: Path) -> None:

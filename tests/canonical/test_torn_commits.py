@@ -127,3 +127,18 @@ def test_a_commit_that_never_reached_the_log_leaves_nothing_to_refuse(
     store.open_store(db, settings.import_memory_limit).close()
 
     assert not torn_commits.marker(db).exists()
+
+
+def test_a_marker_of_a_commit_that_went_through_is_cleared(
+    settings: Settings, tmp_path: Path
+) -> None:
+    # Killed between its commit and the marker's removal: the run is whole, nothing to undo.
+    db = settings.canonical_path
+    export = write_export(tmp_path / "Acme Slack export.zip", default_members())
+    run_id = import_source(settings, export)["run_id"]
+    torn_commits.mark(db, run_id, export)
+
+    store.open_store(db, settings.import_memory_limit).close()
+
+    assert not torn_commits.marker(db).exists()
+    assert query(db, "select count(*) from import_runs where run_id = ?", [run_id]) == [(1,)]
