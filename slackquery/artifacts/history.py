@@ -198,14 +198,23 @@ def latest_validated(conn: duckdb.DuckDBPyConnection) -> str:
         "order by started_at desc, build_id desc limit 1"
     ).fetchone()
     if row is None:
-        published = conn.execute(
-            "select build_id from search_builds where status = 'published'"
-        ).fetchone()
-        already = f" ({published[0]} is the one published)" if published else ""
-        raise SlackqueryError(
-            f"no validated build waits to be published{already}; `slackquery build` makes one"
-        )
+        raise SlackqueryError(f"no validated build waits to be published; {_what_instead(conn)}")
     return row[0]
+
+
+def _what_instead(conn: duckdb.DuckDBPyConnection) -> str:
+    """What to do when no build waits: publish again a newer one a rollback set aside, or
+    build one (naming the build that is published)."""
+    published, newer = conn.execute(
+        "select max(build_id) filter (where status = 'published'), "
+        "max(build_id) filter (where status = 'superseded' and build_id > ("
+        "select coalesce(max(build_id), '') from search_builds where status = 'published')) "
+        "from search_builds"
+    ).fetchone() or (None, None)
+    if newer:
+        return f"{published} is published, rolled back from {newer}: `slackquery publish {newer}`"
+    already = f" ({published} is the one published)" if published else ""
+    return f"`slackquery build` makes one{already}"
 
 
 def get_build(conn: duckdb.DuckDBPyConnection, build_id: str) -> dict[str, Any] | None:

@@ -102,7 +102,10 @@ def test_build_writes_a_sealed_artifact_and_publish_makes_it_current(
     # Publishing the latest again said to run `build` first, as if none had been built.
     assert main(["publish", "latest"]) == 1
     refusal = capsys.readouterr().err
-    assert f"no validated build waits to be published ({build_id} is the one published)" in refusal
+    assert refusal == (
+        "error: no validated build waits to be published; `slackquery build` makes one "
+        f"({build_id} is the one published)\n"
+    )
 
 
 def test_coverage_gate_refuses_and_names_missing_counts(state_settings: Settings) -> None:
@@ -386,6 +389,9 @@ def test_rollback_retention_and_refusals(
     assert current_artifact(settings) == first_path.resolve()
     statuses = {build_id: row["status"] for build_id, row in _builds(settings).items()}
     assert statuses == {first: "published", second: "superseded"}
+    # `publish latest` said to build one, as if the build rolled back from were not there.
+    with pytest.raises(SlackqueryError, match=f"rolled back from {second}: `slackquery publish"):
+        publish(settings, "latest")
 
     # A third build: retention keeps current, the one published before it (`first`, just
     # rolled back to) and 1 newest other (SLACKQUERY_RETAIN_ARTIFACTS=1).
