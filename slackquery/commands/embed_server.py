@@ -85,12 +85,17 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         raise SlackqueryError(f"refusing to serve on {args.host} without --api-key")
     port = args.port or urlsplit(settings.embedding_url).port or 11435
     sockets = listen_on(args.host, port)
-    app = create_app(
-        model,
-        api_key=api_key,
-        max_batch=args.max_batch or settings.embed_server_max_batch,
-        max_body_bytes=args.max_body_bytes or settings.embed_server_max_body_bytes,
-    )
+    try:
+        app = create_app(
+            model,
+            api_key=api_key,
+            max_batch=args.max_batch or settings.embed_server_max_batch,
+            max_body_bytes=args.max_body_bytes or settings.embed_server_max_body_bytes,
+        )
+    except BaseException:
+        for sock in sockets:
+            sock.close()
+        raise
     print(f"serving {model.name} on http://{args.host}:{port} (Ctrl-C stops)", flush=True)
     uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=sockets)
     return 0

@@ -240,6 +240,19 @@ def require_input(
         args.usage_error("the following arguments are required: QUERIES.yaml (or --compare)")
 
 
+def usable_grid(args: argparse.Namespace) -> list[GridPoint]:
+    """The `--grid` configurations; a mistake in an inline spec is a usage error, one in a
+    grid file the file's (a plain error)."""
+    if args.grid is None:
+        return [DEFAULT_POINT]
+    try:
+        return parse_grid(args.grid)
+    except SlackqueryError as error:
+        if args.grid.strip().endswith((".yaml", ".yml")):
+            raise
+        args.usage_error(str(error))
+
+
 def comparisons_wanted(args: argparse.Namespace, grid: list[GridPoint]) -> list[tuple[Side, Side]]:
     """(A, B) pairs: the --compare pair, or every grid point against --baseline."""
     if args.baseline and not args.grid:
@@ -308,9 +321,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         return run_answers(args, settings, answer_sets(args, sets), progress)
     try:
         modes = parse_modes(args.modes)
-        grid = parse_grid(args.grid) if args.grid is not None else [DEFAULT_POINT]
-    except SlackqueryError as error:  # the argument itself is the mistake
+    except SlackqueryError as error:
         args.usage_error(str(error))
+    grid = usable_grid(args)
     pairs = comparisons_wanted(args, grid)
     for side in (side for pair in pairs for side in pair if side.rows_file is None):
         if side.mode not in modes:

@@ -242,6 +242,9 @@ def test_cli_rejects_bad_modes_and_grids(
         (["--baseline", "lexical"], "--baseline compares a grid: give --grid"),
     ):
         assert refusal in usage_error(["eval", str(queries), *option], capsys)
+    # A grid file's mistakes are the file's: a plain error, no usage.
+    assert main(["eval", str(queries), "--grid", str(tmp_path / "missing.yaml")]) == 1
+    assert capsys.readouterr().err.startswith("error: ")
     assert main(["eval", str(queries), "--split", "test"]) == 1
     assert "no queries in split 'test'" in capsys.readouterr().err
 
