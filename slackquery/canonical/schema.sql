@@ -71,7 +71,7 @@ create table if not exists messages (
     message_key varchar primary key,   -- workspace_id:channel_id:ts
     workspace_id varchar not null,
     channel_id varchar not null,
-    ts varchar not null,               -- Slack ts string, unique per conversation
+    ts varchar not null,               -- Slack ts, canonical form, unique per conversation
     ts_us bigint not null,             -- ts converted exactly (string split) to microseconds
     user_id varchar,                   -- author; bots: bot user id if known
     bot_id varchar,

@@ -199,7 +199,7 @@ class SlackClient:
         try:
             return self._http.post(method, data=data)
         except (httpx.TimeoutException, httpx.TransportError) as error:
-            # Where and why: "ConnectError" alone left a wrong SLACKQUERY_SLACK_API_URL unsaid.
+            # Where and why, so that a wrong SLACKQUERY_SLACK_API_URL shows in the error.
             raise _Retry(f"{type(error).__name__} at {self._http.base_url}: {error}") from error
 
     def _result(
