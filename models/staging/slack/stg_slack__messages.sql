@@ -24,8 +24,9 @@ renamed as (
         edited_ts,
         subtype,
         username as bot_username,
-        -- A NUL ends DuckDB's full-text tokenizer: the words after it went unindexed.
-        replace(text, chr(0), ' ') as text,
+        -- A NUL ends DuckDB's full-text tokenizer: the words after it
+        -- went unindexed. `text` is the source's name for the column.
+        replace(text, chr(0), ' ') as text,  -- noqa: RF04
         replace(search_text, chr(0), ' ') as search_text,
         payload_hash,
         reactions,
