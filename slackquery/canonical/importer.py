@@ -27,9 +27,8 @@ from slackquery.crash import crash_point
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
 
-# A workspace slug, as Slack's own domains are: it names the workspace's address, so
-# permalinks (`https://<slug>.slack.com/...`) are built from it.
-# What a slug may be: a DNS label, as permalinks are https://<slug>.slack.com/….
+# A workspace slug, as Slack's own domains are, a DNS label: it names the workspace's
+# address, so permalinks (`https://<slug>.slack.com/...`) are built from it.
 SLUG = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
 # What a workspace keyed by its slug (an input without a team id) may be keyed by: the slug
 # of a file name (`slug_from_path`) is not held to the label's limits, since it is the id.
