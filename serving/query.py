@@ -64,9 +64,8 @@ STOPWORDS = frozenset(
     """.split()  # noqa: SIM905 (a word list reads better as text)
 )
 # `key:value` operators Slack users type; the value runs to the next whitespace.
-_OPERATOR = re.compile(
-    r'(?<!\S)(in|from|to|before|after|on|during|is|has):("[^"]*"|\S+)', re.IGNORECASE
-)
+_OPERATOR_NAMES = "in|from|to|before|after|on|during|is|has"
+_OPERATOR = re.compile(rf'(?<!\S)({_OPERATOR_NAMES}):("[^"]*"|\S+)', re.IGNORECASE)
 _PHRASE = re.compile(r'"([^"]+)"')
 # An operator, or a quoted phrase, which holds none: `"how to:do it"` is text.
 _OPERATOR_OR_PHRASE = re.compile(rf'{_OPERATOR.pattern}|"[^"]*"', re.IGNORECASE)
@@ -75,9 +74,7 @@ _OPERATOR_OR_PHRASE = re.compile(rf'{_OPERATOR.pattern}|"[^"]*"', re.IGNORECASE)
 # (or a quote) follows it.
 _EXCLUDED = re.compile(r'(?<!\S)-("[^"]*"|[^\W_][^\s"]*)')
 # Slack's `-in:#eng` excludes; searched as text it would rank #eng *up* (the named-scope arm).
-_EXCLUDING_OPERATOR = re.compile(
-    r"(?<!\S)-(?:in|from|to|before|after|on|during|is|has):\S+", re.IGNORECASE
-)
+_EXCLUDING_OPERATOR = re.compile(rf"(?<!\S)-(?:{_OPERATOR_NAMES}):\S+", re.IGNORECASE)
 _MONTHS = {
     name: index
     for index, name in enumerate(
