@@ -4,11 +4,10 @@ import argparse
 import re
 from collections.abc import Callable
 from contextlib import closing
-from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
 from serving.access import Requester
-from serving.engine import SearchEngine
+from serving.engine import SearchEngine, iso_timestamp
 from serving.models import MessageRecord, SearchRequest, SearchResponse
 from serving.query import NEWEST, content_tokens, parse_query
 from slackquery.commands import (
@@ -235,11 +234,8 @@ def period_line(filters: dict[str, object]) -> list[str]:
     if not isinstance(start, int) and not isinstance(end, int):
         return []
 
-    def day(ts_us: int) -> str:
-        return (datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=ts_us)).date().isoformat()
-
-    first = f"from {day(start)}" if isinstance(start, int) else ""
-    last = f"to {day(end)}" if isinstance(end, int) else ""
+    first = f"from {iso_timestamp(start)[:10]}" if isinstance(start, int) else ""
+    last = f"to {iso_timestamp(end)[:10]}" if isinstance(end, int) else ""
     return [f"  posted {' '.join(part for part in (first, last) if part)} (UTC days)"]
 
 
