@@ -74,9 +74,9 @@ def reconcile_lock_path(settings: Settings) -> Path:
 
 
 @task(cache_policy=NO_CACHE, persist_result=False)
-def project_documents(full_refresh: bool) -> dict[str, Any]:
-    """Run the dbt projection (incremental unless `full_refresh`)."""
-    return project(get_settings(), full_refresh=full_refresh)
+def project_documents(full_refresh: bool, progress: bool = False) -> dict[str, Any]:
+    """Run the dbt projection (incremental unless `full_refresh`; `progress`: its bar)."""
+    return project(get_settings(), full_refresh=full_refresh, progress=progress)
 
 
 @dataclass(frozen=True)
@@ -329,7 +329,7 @@ def reconcile_plain(
     the build and the publish on stderr as they start: each takes minutes on a large archive."""
     settings = get_settings()
     bare = ReconcileSteps(
-        lambda refresh: project(settings, full_refresh=refresh, progress=progress),
+        lambda refresh: project_documents.fn(refresh, progress),
         lambda: embed_pending(settings, progress=progress),
         plan_build.fn,
         _announced("building a new artifact", build_candidate.fn, progress),
