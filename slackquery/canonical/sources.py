@@ -55,7 +55,7 @@ class ExportReader:
     folder's walk could not follow, as `(path inside the folder, problem)`, for warnings.
     """
 
-    def __init__(self, path: Path, max_file_bytes: int | None = None) -> None:
+    def __init__(self, path: Path, max_file_bytes: int) -> None:
         """`max_file_bytes`: a larger member is refused before it is read (a ZIP entry of a
         few megabytes can expand to more memory than the machine has)."""
         self.path = path
@@ -210,8 +210,6 @@ class ExportReader:
     def _refuse_oversized(self, full: str, where: str) -> None:
         """Raise when the member is larger than `max_file_bytes`: a ZIP entry's size as its
         header states it, which is all `zipfile` ever expands."""
-        if self.max_file_bytes is None:
-            return
         if self._zip is not None:
             size = self._zip.getinfo(full).file_size
         else:
