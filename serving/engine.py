@@ -9,6 +9,7 @@ closed once its last request ends).
 """
 
 import itertools
+import json
 import math
 import threading
 import time
@@ -33,6 +34,7 @@ from serving.lexical import QueryTerms
 from serving.lookups import Row
 from serving.models import (
     ArmSignal,
+    AttachedFile,
     MessageRecord,
     MessageResponse,
     ScopeRecord,
@@ -133,6 +135,12 @@ class _Entry:
     def __init__(self, artifact: LoadedArtifact):
         self.artifact = artifact
         self.users = 0
+
+
+def _attached_files(row: Row) -> list[AttachedFile]:
+    """A display row's files (its `files` column is their JSON list, null when none)."""
+    listed = row["files"]
+    return [AttachedFile(**file) for file in json.loads(listed)] if listed else []  # type: ignore[arg-type]
 
 
 class SearchEngine:
@@ -595,6 +603,7 @@ class SearchEngine:
             timestamp=iso_timestamp(int(row["ts_us"])),  # type: ignore[arg-type]
             text=text,
             text_truncated=truncated,
+            files=_attached_files(row),
             fused_score=round(hit.fused_score, 8),
             answer_cue=hit.answer_cue,
             **signals,
@@ -609,6 +618,7 @@ class SearchEngine:
             is_thread_reply=row["is_thread_reply"],
             text=text,
             text_truncated=truncated,
+            files=_attached_files(row),
             is_target=is_target,
         )  # type: ignore[arg-type]
 

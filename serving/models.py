@@ -35,6 +35,21 @@ class ArmSignal(BaseModel):
     score: float = Field(description="The arm's raw score (BM25 or cosine); a ranking signal.")
 
 
+class AttachedFile(BaseModel):
+    """A file attached to a message, as Slack names it (the file itself is not archived)."""
+
+    file_id: str
+    name: str | None = Field(description="File name, e.g. `runbook.pdf`.")
+    title: str | None = Field(description="The title shown in Slack.")
+    mimetype: str | None
+
+
+FILES_DESCRIPTION = (
+    "Files attached to the message, in file id order (empty when none); search matches "
+    "their names and titles."
+)
+
+
 class SearchHitBase(BaseModel):
     """One matching Slack message; `hit_model` adds one signal field per retrieval arm."""
 
@@ -54,6 +69,7 @@ class SearchHitBase(BaseModel):
     text: str = Field(description="Message text (cut with a marker when very long).")
     text_truncated: bool
     permalink: str | None = Field(description="Slack link to cite.")
+    files: list[AttachedFile] = Field(default_factory=list, description=FILES_DESCRIPTION)
     fused_score: float = Field(
         description="Weighted RRF score (times 1 + the answer-cue boost when `answer_cue`; "
         "divided by it when a question's hit asks a question itself); relative, not a "
@@ -148,6 +164,7 @@ class MessageRecord(BaseModel):
     text: str
     text_truncated: bool
     permalink: str | None
+    files: list[AttachedFile] = Field(default_factory=list, description=FILES_DESCRIPTION)
     is_target: bool = Field(
         default=False, description="True for the requested message among its neighbours."
     )

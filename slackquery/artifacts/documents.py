@@ -48,6 +48,7 @@ DISPLAY_COLUMNS = (
     "is_thread_reply",
     "text_display",
     "permalink",
+    "files",
 )
 # Filter column -> the name of its codes and its vocabulary.
 CODED_COLUMNS = {
@@ -60,10 +61,11 @@ _SQL_TYPES = {column.name: column.type for column in schema.SEARCH_DOCUMENTS}
 # document_id is `document_ids`; the other display columns are stored in the records.
 _STORED_DISPLAY = DISPLAY_COLUMNS[1:]
 # A record: each stored column's byte length (-1: null), then their bytes in that order:
-# text as UTF-8, a BIGINT in decimal, a BOOLEAN as "1" or "0".
+# text (JSON too) as UTF-8, a BIGINT in decimal, a BOOLEAN as "1" or "0".
 _RECORD_HEADER = struct.Struct(f"<{len(_STORED_DISPLAY)}i")
 _DECODERS: dict[str, Callable[[memoryview], object]] = {
     "VARCHAR": lambda value: str(value, "utf-8"),
+    "JSON": lambda value: str(value, "utf-8"),  # as DuckDB returns JSON: its text
     "BIGINT": lambda value: int(bytes(value)),
     "BOOLEAN": lambda value: value == b"1",
 }
@@ -71,6 +73,7 @@ _DECODERS: dict[str, Callable[[memoryview], object]] = {
 # its decimal), 4x faster than encoding 17 columns of every row in Python.
 _ENCODINGS_SQL: dict[str, str] = {
     "VARCHAR": "encode({})",
+    "JSON": "encode(cast({} as varchar))",
     "BIGINT": "encode(cast({} as varchar))",
     "BOOLEAN": "encode(case when {} then '1' else '0' end)",
 }

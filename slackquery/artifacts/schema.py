@@ -1,4 +1,4 @@
-"""The artifact schema (version 9): one ordered column list per published table.
+"""The artifact schema (version 10): one ordered column list per published table.
 
 Version 3 added the vector arrays beside the DuckDB file (arrays.py); serving maps them
 instead of reading `document_vectors`, so a version 2 artifact (no arrays) is refused
@@ -15,7 +15,9 @@ row's display columns as one record (`documents.DisplayRecords`) instead of thre
 per column; its tables are version 6's. Version 8 adds each reply's root row and each
 root's replies (`documents.DTYPES`), which the lexical arm's root field reads; its tables
 are version 7's. Version 9 adds `limited_accounts`: serving shows an account Slack has
-deactivated nothing, and a guest only the conversations it is a member of.
+deactivated nothing, and a guest only the conversations it is a member of. Version 10
+adds `search_documents.files` (a message's attached files), a display column, so search
+hits and message records name the files a message carries.
 
 This module is the single Python statement of the artifact contract in
 docs/architecture.md. The build creates tables from it and the Great Expectations suites
@@ -28,7 +30,7 @@ import numpy as np
 
 from slackquery.projection import project_vars
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 # The FTS index the dbt macro builds over the artifact's documents.
 FTS_RELATION = "search_documents"
@@ -117,6 +119,7 @@ SEARCH_DOCUMENTS = _columns(
     ("source_message_id", "VARCHAR"),
     ("message_ids", "VARCHAR[]"),
     ("metadata_json", "JSON"),
+    ("files", "JSON"),
 )
 
 WORKSPACES = _columns(

@@ -8,7 +8,7 @@ from typing import TypeVar
 
 from serving.access import Requester
 from serving.engine import SearchEngine, iso_timestamp
-from serving.models import MessageRecord, SearchRequest, SearchResponse
+from serving.models import AttachedFile, MessageRecord, SearchRequest, SearchResponse
 from serving.query import NEWEST, content_tokens, parse_query
 from slackquery.commands import (
     CURSOR_KEY_NAME,
@@ -245,6 +245,18 @@ def byline(channel: str, author_name: str | None, timestamp: str) -> str:
     return terminal_line(f"{channel} · {author_name} · {timestamp[:16].replace('T', ' ')} UTC")
 
 
+def files_line(files: list[AttachedFile]) -> list[str]:
+    """The indented line naming a message's attached files (none when it has none): each
+    file's name, and its title where Slack shows another, escaped for the terminal."""
+    if not files:
+        return []
+    named = [
+        " — ".join(dict.fromkeys(part for part in (file.name, file.title) if part)) or file.file_id
+        for file in files
+    ]
+    return [terminal_line(f"    files: {', '.join(named)}")]
+
+
 def in_reply_to_line(author_name: str | None, text: str, query: str = "") -> str:
     """The indented line that shows, under a reply, the message that started its thread,
     with the query's terms highlighted: a reply's BM25 score counts its root's words too."""
@@ -256,10 +268,11 @@ def render(
     starts: dict[str, MessageRecord] | None = None,
     cursor_lasts: bool = True,
 ) -> str:
-    """Readable results: channel, author, time, highlighted snippet, what a reply answers
-    (`starts`: thread starts by hit id), permalink, then the next page's cursor (unless
-    `cursor_lasts` is False: no other process could use it). Every value from the archive
-    is escaped for the terminal (`byline`, `snippet`, `in_reply_to_line` or here)."""
+    """Readable results: channel, author, time, highlighted snippet, attached files, what a
+    reply answers (`starts`: thread starts by hit id), permalink, then the next page's cursor
+    (unless `cursor_lasts` is False: no other process could use it). Every value from the
+    archive is escaped for the terminal (`byline`, `snippet`, `files_line`,
+    `in_reply_to_line` or here)."""
     coverage = (
         f", vector coverage {response.vector_coverage:.1%}"
         if response.vector_coverage is not None
@@ -277,6 +290,7 @@ def render(
         place = conversation_label(hit.channel_name, hit.conversation_type, hit.channel_id)
         lines.append(f"{number:>2}. {byline(place, hit.author_name, hit.timestamp)}{score}")
         lines.append(f"    {snippet(hit.text, response.query)}")
+        lines.extend(files_line(hit.files))
         start = (starts or {}).get(hit.document_id)
         if start is not None:
             lines.append(in_reply_to_line(start.author_name, start.text, response.query))

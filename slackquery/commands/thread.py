@@ -12,7 +12,13 @@ from slackquery.commands import (
     emit,
     requester_from,
 )
-from slackquery.commands.search import byline, conversation_label, more_line, paged_read
+from slackquery.commands.search import (
+    byline,
+    conversation_label,
+    files_line,
+    more_line,
+    paged_read,
+)
 from slackquery.escaping import terminal_line, terminal_text
 from slackquery.settings import Settings
 
@@ -49,7 +55,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
 def render(response: ThreadResponse, cursor_lasts: bool = True) -> str:
     """Each message's byline, its whole text indented (newlines kept, every value escaped
-    for the terminal) and its permalink; then the next page's cursor."""
+    for the terminal), its files and its permalink; then the next page's cursor."""
     first = response.messages[0]
     place = conversation_label(first.channel_name, first.conversation_type, first.channel_id)
     shown = f"messages {response.offset + 1}-{response.offset + len(response.messages)}"
@@ -61,6 +67,7 @@ def render(response: ThreadResponse, cursor_lasts: bool = True) -> str:
     for message in response.messages:
         lines.append(byline(place, message.author_name, message.timestamp))
         lines.append(textwrap.indent(terminal_text(message.text), "    ", lambda _: True))
+        lines.extend(files_line(message.files))
         if message.permalink:
             lines.append(terminal_line(f"    {message.permalink}"))
     lines.extend(more_line(response.next_cursor, cursor_lasts, "messages"))

@@ -94,7 +94,7 @@ create table search_documents (
     text_display varchar, text_lexical varchar, has_link boolean,
     text_embedding varchar, text_hash varchar,
     permalink varchar, source_message_id varchar, message_ids varchar[], metadata_json json,
-    is_active boolean, payload_hash varchar
+    files json, is_active boolean, payload_hash varchar
 )
 """
 
@@ -162,6 +162,10 @@ select
     key_prefix || ts,
     [key_prefix || ts],
     json_object('subtype', null, 'is_edited', false),
+    case when i % 50 = 7 then json_array(json_object(
+        'file_id', 'F' || i, 'name', 'log-' || i || '.txt', 'title', null,
+        'mimetype', 'text/plain'
+    )) end,
     not is_tombstone,
     md5(i::varchar || ':' || $seed)
 from threaded
@@ -196,6 +200,7 @@ select
     threads.body, threads.body, false, threads.body, sha256(threads.body),
     root.permalink, root.source_message_id, threads.message_ids,
     json_object('message_count', len(threads.message_ids)),
+    null,
     true, threads.payload_hash
 from threads
 inner join members as root on threads.root_id = root.document_id

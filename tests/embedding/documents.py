@@ -40,6 +40,7 @@ create table search_documents (
     source_message_id varchar,
     message_ids varchar[],
     metadata_json json,
+    files json,
     is_active boolean,
     payload_hash varchar
 )

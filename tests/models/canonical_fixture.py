@@ -194,8 +194,9 @@ MESSAGES = [
 ]
 
 FILES = [
-    # file_id, message ts, channel, name, title
-    ("F0LOG", ROOT_TS, "C0INCIDENT", "pg.log", "Postgres log"),
+    # file_id, message ts, channel, name, title, deleted in Slack
+    ("F0LOG", ROOT_TS, "C0INCIDENT", "pg.log", "Postgres log", False),
+    ("F0OLD", ROOT_TS, "C0INCIDENT", "old.log", None, True),
 ]
 
 
@@ -249,11 +250,11 @@ def build_canonical(path: Path, *, schema_version: int = 2) -> Path:
             )
         for row in MESSAGES:
             insert_message(connection, row)
-        for file_id, ts, channel_id, name, title in FILES:
+        for file_id, ts, channel_id, name, title, is_deleted in FILES:
             connection.execute(
                 "insert into files (workspace_id, file_id, message_key, channel_id, message_ts, "
                 "name, title, mimetype, size, is_deleted, payload_hash, latest_run_id, "
-                "last_changed_at) values (?, ?, ?, ?, ?, ?, ?, 'text/plain', 10, false, ?, ?, "
+                "last_changed_at) values (?, ?, ?, ?, ?, ?, ?, 'text/plain', 10, ?, ?, ?, "
                 "?::timestamptz)",
                 [
                     WORKSPACE,
@@ -263,6 +264,7 @@ def build_canonical(path: Path, *, schema_version: int = 2) -> Path:
                     ts,
                     name,
                     title,
+                    is_deleted,
                     hashlib.sha256(file_id.encode()).hexdigest(),
                     RUN,
                     CHANGED_AT,

@@ -120,8 +120,9 @@ def test_threads_and_thread_context(projected: Projected) -> None:
     )  # ... and in its thread context; the deleted reply is not
     assert context["text_hash"] == hashlib.sha256(context["text_display"].encode()).hexdigest()
     assert (context["author_name"], context["ts"]) == ("Bob Stone", ROOT_TS)
-    files = json.loads(docs[THREAD_ID]["metadata_json"])["files"]
-    assert files == [
+    assert "files" not in json.loads(docs[THREAD_ID]["metadata_json"])
+    files = json.loads(docs[THREAD_ID]["files"])
+    assert files == [  # the file deleted in Slack, F0OLD, is not listed
         {"file_id": "F0LOG", "name": "pg.log", "title": "Postgres log", "mimetype": "text/plain"}
     ]
 

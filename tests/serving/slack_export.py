@@ -2,13 +2,13 @@
 
 The corpus exercises retrieval edge cases: identifiers that the FTS config splits
 (`ERR-42`, `v2.3.1`), whole ids (`28P01`, `U024BE7LH`), accents, Cyrillic and CJK text,
-emoji, a mrkdwn link, threads (one long enough for the per-thread cap), two workspaces
-that both have an `#eng`, a DM, an SQL injection string, and a message longer than the
-response cap. A private channel (with a thread), the DM and a group DM each hold a word
-found nowhere else (`RESTRICTED_WORDS`), for the visibility tests: Chen Wei (U3) is a
-member of none of them, Bob Smith (U2) of all three. Message `n` is posted `n` hours
-after BASE_TS with ts `<seconds>.<n:06d>`, so its document id is `<team>:<channel>:<ts>`
-(see `message_id`).
+emoji, a mrkdwn link, an attached file, threads (one long enough for the per-thread cap),
+two workspaces that both have an `#eng`, a DM, an SQL injection string, and a message
+longer than the response cap. A private channel (with a thread), the DM and a group DM
+each hold a word found nowhere else (`RESTRICTED_WORDS`), for the visibility tests: Chen
+Wei (U3) is a member of none of them, Bob Smith (U2) of all three. Message `n` is posted
+`n` hours after BASE_TS with ts `<seconds>.<n:06d>`, so its document id is
+`<team>:<channel>:<ts>` (see `message_id`).
 """
 
 import json
@@ -124,6 +124,19 @@ def corpus() -> list[Message]:
     ]
 
 
+# message index -> the files attached to it, as an export lists them.
+FILES = {
+    27: [
+        {
+            "id": "F0TRAIL",
+            "name": "trail-map.pdf",
+            "title": "Ridge trail map",
+            "mimetype": "application/pdf",
+            "size": 2048,
+        }
+    ]
+}
+
 # Only in the second export of Acme: the message the second artifact adds.
 ZEBRA = Message(40, "C1", "U1", "Fresh news only in artifact b: zebra migration done")
 
@@ -138,6 +151,8 @@ def _message_json(
         "ts": ts(message.index),
         "team": message.workspace,
     }
+    if message.index in FILES:
+        body["files"] = FILES[message.index]
     if message.thread is None:
         return body
     body["thread_ts"] = ts(message.thread)

@@ -24,6 +24,7 @@ from serving.answer_models import (
 )
 from serving.cursor import home_secret
 from serving.models import (
+    AttachedFile,
     MessageRecord,
     ScopeRecord,
     ScopesResponse,
@@ -429,6 +430,30 @@ def test_thread_render_escapes_archive_text_and_keeps_its_lines() -> None:
     # The text's own line break is kept, each line indented; its controls are escaped.
     assert lines[2:4] == ["    hello \\x1b[31mRED\\x1b[0m staging", "    done"]
     assert lines[-1] == "more: --cursor c1"
+
+
+def test_search_and_thread_render_name_attached_files_escaped() -> None:
+    files = [
+        AttachedFile(file_id="F1", name="pg.log", title="Postgres log", mimetype="text/plain"),
+        AttachedFile(file_id="F2", name=HOSTILE_NAME, title=HOSTILE_NAME, mimetype=None),
+        AttachedFile(file_id="F3", name=None, title=None, mimetype=None),
+    ]
+    hit = _hit("T1:C1:1.0", thread_root_id="T1:C1:1.0").model_copy(update={"files": files})
+    message = MessageRecord(**hit.model_dump(), is_thread_parent=True, is_thread_reply=False)
+    page = ThreadResponse(
+        thread_id="T1:C1:1.0",
+        messages=[message],
+        offset=0,
+        truncated=False,
+        next_cursor=None,
+        artifact_id="b1",
+    )
+    # A title the same as the name is shown once; a file Slack names nowhere, by its id.
+    named = f"    files: pg.log — Postgres log, {ESCAPED_NAME}, F3"
+    assert search.render(_response([hit])).splitlines()[3] == named
+    assert named in thread.render(page).splitlines()
+    plain = _hit("T1:C1:2.0", thread_root_id="T1:C1:2.0")
+    assert not any("files:" in line for line in search.render(_response([plain])).splitlines())
 
 
 def test_scopes_and_verify_render_escape_archive_text() -> None:

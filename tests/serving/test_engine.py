@@ -15,7 +15,7 @@ from serving.access import Requester, channel_of
 from serving.cursor import CursorCodec
 from serving.engine import SearchEngine, iso_timestamp
 from serving.fusion import FusionConfig
-from serving.models import SearchRequest
+from serving.models import AttachedFile, SearchRequest
 from serving.query import asks_a_question, fts_tokens
 from slackquery.artifacts.build import build_artifact
 from slackquery.artifacts.publish import publish
@@ -368,6 +368,19 @@ def test_lookups(engine: SearchEngine) -> None:
     ):
         with pytest.raises(SlackqueryError):
             call()
+
+
+def test_hits_and_messages_name_their_attached_files(engine: SearchEngine) -> None:
+    # Found by the file's title alone, which no message text holds.
+    hit = engine.search(SearchRequest(query="ridge", mode="lexical")).results[0]
+    assert hit.document_id == message_id(27, "C3")
+    trail_map = AttachedFile(
+        file_id="F0TRAIL", name="trail-map.pdf", title="Ridge trail map", mimetype="application/pdf"
+    )
+    assert hit.files == [trail_map]
+    assert engine.get_message(hit.document_id).messages[0].files == [trail_map]
+    plain = engine.get_message(message_id(7, "C3"), context_after=1).messages
+    assert [message.files for message in plain] == [[], []]
 
 
 def test_neighbours_are_those_slack_shows_beside_the_message(engine: SearchEngine) -> None:

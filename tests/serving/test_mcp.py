@@ -595,8 +595,10 @@ def test_tool_descriptions_state_the_enforced_limits(published: Settings) -> Non
     assert listed_values["maxItems"] == narrow.search_max_filter_values
     assert listed_values["items"]["maxLength"] == 200
     assert schemas["verify_citations"]["text"]["maxLength"] == 123 * 50
-    # The channel's messages would take more than the response budget.
-    assert len(json.dumps(wide["messages"])) <= 8_000
+    # The channel's messages would take more than the response budget, which counts the
+    # records' compact JSON.
+    compact = json.dumps(wide["messages"], separators=(",", ":"), ensure_ascii=False)
+    assert len(compact) <= 8_000
     assert "SLACKQUERY_SERVE_MAX_RESPONSE_CHARS" in wide["notes"][0]
     capped = TOOLS - {"verify_citations"}
     assert all("8,000 characters" in " ".join(tools[name].split()) for name in capped)

@@ -106,7 +106,8 @@ files as (
         file_title,
         mimetype
     from {{ ref('stg_slack__files') }}
-    where message_id is not null
+    -- A file deleted in Slack is gone from its message: hits do not list it.
+    where message_id is not null and not coalesce(is_deleted, false)
 
 ),
 
@@ -347,9 +348,9 @@ message_documents as (
             'edited_ts', messages_to_project.edited_ts,
             'is_deleted', messages_to_project.is_deleted,
             'reply_count', messages_to_project.reply_count,
-            'reactions', coalesce(messages_to_project.reactions, '[]'::json),
-            'files', coalesce(to_json(files_by_message.files), '[]'::json)
+            'reactions', coalesce(messages_to_project.reactions, '[]'::json)
         ) as metadata_json,
+        to_json(files_by_message.files) as files,
         messages_to_project.is_active,
         messages_to_project.payload_hash
     from messages_to_project
@@ -400,6 +401,7 @@ thread_documents as (
             threads_to_project.count_included_messages,
             'is_truncated', threads_to_project.is_truncated
         ) as metadata_json,
+        null::json as files,
         threads_to_project.is_active,
         threads_to_project.payload_hash
     from threads_to_project
