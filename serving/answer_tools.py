@@ -20,6 +20,7 @@ from serving.answer_models import AnswerResponse, VerificationResponse
 from serving.answers import answer_question, verifiable_chars, verify_citations
 from serving.engine import SearchEngine
 from serving.tools import (
+    ConversationTypes,
     TimestampUs,
     ToolRunner,
     filter_values,
@@ -59,6 +60,7 @@ def register_answer_tools(server: MCPServer, engine: SearchEngine, runner: ToolR
         workspace_ids: values = None,
         channel_ids: values = None,
         author_ids: values = None,
+        conversation_types: ConversationTypes = None,
         start_ts_us: TimestampUs | None = None,
         end_ts_us: TimestampUs | None = None,
         max_evidence: ranged(1, settings.search_max_results) = 12,
@@ -92,6 +94,7 @@ def register_answer_tools(server: MCPServer, engine: SearchEngine, runner: ToolR
             workspace_ids=workspace_ids,
             channel_ids=channel_ids,
             author_ids=author_ids,
+            conversation_types=list(conversation_types) if conversation_types else None,
             start_ts_us=start_ts_us,
             end_ts_us=end_ts_us,
             max_evidence=max_evidence,

@@ -111,7 +111,9 @@ def fold_name(name: object) -> str:
 
 def _close_matches(value: str, choices: Iterable[str]) -> str:
     matches = difflib.get_close_matches(fold_name(value), sorted(set(choices)), n=5, cutoff=0.5)
-    return f"; close matches: {', '.join(matches)}" if matches else ""
+    # Quoted: a group DM's name is its members', `jose, zoe`, commas included.
+    quoted = ", ".join(f'"{match}"' for match in matches)
+    return f"; close matches: {quoted}" if matches else ""
 
 
 def _resolve_names(
@@ -124,7 +126,9 @@ def _resolve_names(
 ) -> tuple[str, ...]:
     """Ids, Slack mentions (`<#C1|eng>`, `<@U1>`) or `sigil`-prefixed names -> sorted ids.
 
-    Names fold case and accents; an unknown one is an error listing close matches.
+    Names fold case and accents; an unknown one is an error listing close matches. An id
+    after the sigil (`#G0123ABCD`, as message text shows a private channel) is that id
+    when no name is written so.
     """
     resolved: set[str] = set()
     for value in values:
@@ -135,7 +139,7 @@ def _resolve_names(
             resolved.add(text)
             continue
         name = text.lstrip(sigil)
-        found = ids_by_name.get(fold_name(name))
+        found = ids_by_name.get(fold_name(name)) or ({name} if name in known_ids else None)
         if not found:
             raise SlackqueryError(
                 f"unknown {kind} {value!r}{_close_matches(name, ids_by_name)}{hint}"

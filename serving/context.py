@@ -90,6 +90,8 @@ class QueryContext:
     # Whether an arm had more matches than its window: the ranking's end is then not the
     # end of what matches, and the last page says so.
     window_filled: bool = False
+    # Matching rows the per-thread cap left out (`fusion.fuse`), in fused order.
+    over_thread_cap: np.ndarray | None = None
     timings: dict[str, float] = field(default_factory=dict)
     _open: list[float] = field(default_factory=list, repr=False)
     _display_texts: dict[int, str] = field(default_factory=dict, repr=False)

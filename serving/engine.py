@@ -501,19 +501,23 @@ class SearchEngine:
     ) -> tuple[list[FusedHit], dict[str, float]]:
         """The arms' rankings fused, then the stages: every hit, and the arms' weights."""
         rankings = self._run_arms(ctx, deadline)
-        # The lexical arm's candidates are the messages holding a query word; the semantic
-        # arm ranks every message, so its full window says nothing about what matched.
-        words = rankings.get("lexical")
-        ctx.window_filled = words is not None and words.rows.size >= ctx.window
+        # The lexical arm's candidates are the messages holding a query word, and in
+        # semantic mode the semantic arm's are all there is to page through.
+        bounding = rankings.get("semantic" if request.mode == "semantic" else "lexical")
+        ctx.window_filled = bounding is not None and bounding.rows.size >= ctx.window
         route_weights = fusion.weights(ctx.route, self.arms)
         weights = {name: route_weights[name] for name in sorted(rankings)}
-        hits = fuse(
+        hits, over_cap = fuse(
             rankings,
             weights,
             rrf_k=fusion.rrf_k,
             thread_keys=ctx.artifact.thread_keys,
             max_per_thread=fusion.max_per_thread,
         )
+        # Matches are what the lexical arm found; the semantic arm ranks every message.
+        words = rankings.get("lexical")
+        if words is not None:
+            ctx.over_thread_cap = over_cap[np.isin(over_cap, words.rows)]
         for stage in self.stages:
             if request.mode in stage.modes:
                 deadline.check(f"the {stage.name} stage")
@@ -557,11 +561,17 @@ class SearchEngine:
         if kept < len(results):
             notes.append(cut_note(f"{kept} of this page's {len(results)} results", max_chars))
         next_offset = offset + kept
+        notes.extend(self._over_thread_cap_note(ctx))
         if next_offset >= len(hits) and ctx.window_filled:
+            handed = (
+                f"semantic search hands its best {ctx.window} messages to ranking"
+                if request.mode == "semantic"
+                else f"lexical search hands its best {ctx.window} of the messages holding the "
+                "query's words to ranking, and more may hold them"
+            )
             notes.append(
-                f"the ranking ends here: lexical search hands its best {ctx.window} of the "
-                "messages holding the query's words to ranking, and more may hold them; "
-                "narrow with filters (in:, from:, dates) to reach others"
+                f"the ranking ends here: {handed}; narrow with filters (in:, from:, dates) "
+                "to reach others"
             )
         return SearchResponse(
             query=ctx.text,
@@ -580,6 +590,22 @@ class SearchEngine:
             vector_coverage=ctx.vector_coverage,
             timings_ms={key: round(value, 3) for key, value in ctx.timings.items()},
         )
+
+    def _over_thread_cap_note(self, ctx: QueryContext) -> list[str]:
+        """Where the per-thread cap left matching messages out: their threads, so a reader
+        knows the results are not all there is and where the rest are."""
+        left_out = ctx.over_thread_cap
+        if left_out is None or not left_out.size:
+            return []
+        threads = dict.fromkeys(
+            str(ctx.artifact.display_row(row)["thread_id"]) for row in left_out.tolist()
+        )
+        named = ", ".join(list(threads)[:3]) + (", …" if len(threads) > 3 else "")
+        return [
+            f"{left_out.size} more message(s) holding the query's words are left out, as "
+            f"results show at most {ctx.fusion.max_per_thread} a thread; they are in {named} "
+            "(get_slack_thread reads a thread whole)"
+        ]
 
     def _truncate(self, text: str | None) -> tuple[str, bool]:
         text = text or ""

@@ -80,15 +80,16 @@ def fuse(
     rrf_k: float,
     thread_keys: np.ndarray,
     max_per_thread: int,
-) -> list[FusedHit]:
+) -> tuple[list[FusedHit], np.ndarray]:
     """Fuse arm rankings; ties break on row index, which is document-id order in the artifact.
 
     `thread_keys[row]` groups rows of one thread (a row's own index when not threaded);
     at most `max_per_thread` hits per group survive, so one busy thread cannot fill a page.
+    Returns the hits and the rows the cap left out, in fused order.
     """
     names = sorted(arms)
     if not any(arms[arm].rows.size for arm in names):
-        return []
+        return [], np.empty(0, dtype=np.int64)
     # Each arm's contribution per candidate, arms in name order; bincount then adds them
     # per row in exactly that order, so fused scores equal a plain running sum.
     rows = np.concatenate([np.asarray(arms[arm].rows, dtype=np.int64) for arm in names])
@@ -111,7 +112,8 @@ def fuse(
     group_start[1:] = sorted_keys[1:] != sorted_keys[:-1]
     rank_in_group = np.empty(keys.size, dtype=np.int64)
     rank_in_group[by_key] = index - np.maximum.accumulate(np.where(group_start, index, 0))
-    kept = order[rank_in_group < max_per_thread]
+    under_cap = rank_in_group < max_per_thread
+    kept = order[under_cap]
     signals = {
         arm: {
             row: (position, score)
@@ -133,4 +135,4 @@ def fuse(
             if found is not None:
                 ranks[arm], arm_scores[arm] = found
         hits.append(FusedHit(row, score, ranks, arm_scores))
-    return hits
+    return hits, candidates[order[~under_cap]]

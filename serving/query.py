@@ -65,7 +65,9 @@ STOPWORDS = frozenset(
 )
 # `key:value` operators Slack users type; the value runs to the next whitespace.
 _OPERATOR_NAMES = "in|from|to|before|after|on|during|is|has"
-_OPERATOR = re.compile(rf'(?<!\S)({_OPERATOR_NAMES}):("[^"]*"|\S+)', re.IGNORECASE)
+# A value is a word or a quoted name, `in:"jose, zoe"`, its sigil before the quote or in it.
+_OPERATOR = re.compile(rf'(?<!\S)({_OPERATOR_NAMES}):([#@]?"[^"]*"|\S+)', re.IGNORECASE)
+_QUOTED_VALUE = re.compile(r'([#@]?)"([^"]*)"')
 _PHRASE = re.compile(r'"([^"]+)"')
 # An operator, or a quoted phrase, which holds none: `"how to:do it"` is text.
 _OPERATOR_OR_PHRASE = re.compile(rf'{_OPERATOR.pattern}|"[^"]*"', re.IGNORECASE)
@@ -248,7 +250,8 @@ def parse_query(raw: str) -> ParsedQuery:
         if match.group(1) is None:  # a quoted phrase: left as it is
             return match.group(0)
         operator = match.group(1).lower()
-        value = match.group(2).strip('"')
+        quoted = _QUOTED_VALUE.fullmatch(match.group(2))
+        value = "".join(quoted.groups()) if quoted else match.group(2).strip('"')
         if operator == "in":
             parsed.channel_names.append(value)
         elif operator == "from":

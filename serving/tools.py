@@ -85,6 +85,8 @@ OptionalText = Annotated[
     WrapValidator(_keep_none),
     WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "null"}], "default": None}),
 ]
+# The kinds of conversation a search may keep (public, private, dm, group_dm).
+ConversationTypes = list[Literal[CONVERSATION_TYPES]] | None
 # Timestamps stay within int64, the artifact's column type.
 TimestampUs = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
 # A count a client sends as a JSON integer: strict, since lax validation reads `true` as 1
@@ -403,7 +405,7 @@ def register_tools(server: MCPServer, engine: SearchEngine, runner: ToolRunner) 
         workspace_ids: values = None,
         channel_ids: values = None,
         author_ids: values = None,
-        conversation_types: list[Literal[CONVERSATION_TYPES]] | None = None,
+        conversation_types: ConversationTypes = None,
         start_ts_us: TimestampUs | None = None,
         end_ts_us: TimestampUs | None = None,
         limit: ranged(1, settings.search_max_results) = 10,
@@ -432,10 +434,11 @@ def register_tools(server: MCPServer, engine: SearchEngine, runner: ToolRunner) 
         pass {max_response_chars:,} characters). cursor: the previous page's next_cursor, with
         the same query, mode and filters.
         Returns hits with ids, channel, author, ISO timestamp, thread id, text, permalink,
-        each arm's rank/score and the fused score (ranking signals, not probabilities),
-        plus next_cursor and vector_coverage: the share of messages semantic ranking reaches
-        (below 1 while embedding runs; lexical search reaches every message). Zero results
-        do not prove something was never said.
+        attached files (name, title), each arm's rank/score and the fused score (ranking
+        signals, not probabilities), plus next_cursor and vector_coverage: the share of
+        messages semantic ranking reaches (below 1 while embedding runs; lexical search
+        reaches every message). Results show at most 3 messages of a thread (a note names
+        the threads with more). Zero results do not prove something was never said.
         A call that takes over {budget_s:g} s ends with an error; errors are one line.
         """
         request = SearchRequest(

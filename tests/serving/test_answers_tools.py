@@ -447,6 +447,10 @@ def test_tools_and_prompt_over_http(engine: SearchEngine, published: Settings) -
             cited_at_artifact=answer["artifact_id"],
         )
         bad = await call(client, "answer_slack_question", question=QUESTION, max_evidence=0)
+        kinds = [
+            await call(client, "answer_slack_question", question=QUESTION, conversation_types=kind)
+            for kind in (["public"], ["dm"], ["channel"])
+        ]
         not_counts = [
             await call(client, "answer_slack_question", question=QUESTION, max_evidence=value)
             for value in (True, "3")
@@ -464,10 +468,12 @@ def test_tools_and_prompt_over_http(engine: SearchEngine, published: Settings) -
             with pytest.raises(MCPError) as error:
                 await client.get_prompt(name, arguments)
             refused.append(error.value)
-        return tools, answer, checked, bad, not_counts, prompt, prompts, refused
+        return tools, answer, checked, bad, kinds, not_counts, prompt, prompts, refused
 
     with http_server(published, engine) as url:
-        tools, answer, checked, bad, not_counts, prompt, prompts, refused = run_client(url, body)
+        tools, answer, checked, bad, kinds, not_counts, prompt, prompts, refused = run_client(
+            url, body
+        )
     assert {"answer_slack_question", "verify_citations"} <= set(tools)
     assert tools["answer_slack_question"].output_schema is not None
     assert tools["answer_slack_question"].input_schema["properties"]["max_evidence"] == {
@@ -480,6 +486,12 @@ def test_tools_and_prompt_over_http(engine: SearchEngine, published: Settings) -
     assert answer["verdict"] == "answered" and answer["citations"]
     assert checked["verdict"] == "verified"
     assert bad.startswith("ERROR") and "max_evidence must be between 1 and" in bad
+    # Kept to the kinds of conversation named, as search_slack's filter keeps them: the
+    # answer sits in a public channel.
+    public_only, dms_only, unknown_kind = kinds
+    assert PASSWORD in {citation["document_id"] for citation in public_only["citations"]}
+    assert dms_only["verdict"] == "insufficient_evidence" and not dms_only["citations"]
+    assert unknown_kind.startswith("ERROR") and "conversation_types" in unknown_kind
     assert all(error.startswith("ERROR") and "max_evidence" in error for error in not_counts)
     text = prompt.messages[0].content.text
     assert "who broke prod?" in text and "verify_citations" in text

@@ -158,7 +158,7 @@ def test_scopes_command_lists_what_the_requester_may_search(
     seen = {scope["channel_id"] for scope in json.loads(capsys.readouterr().out)["scopes"]}
     assert seen == {"C1", "C2", "C3"}  # Chen is in no private channel, DM or group DM
     assert main(["scopes", "--channel", "#engg"]) == 1
-    assert "close matches: eng" in capsys.readouterr().err
+    assert 'close matches: "eng"' in capsys.readouterr().err
     assert main(["scopes", "--limit", "6", "--json"]) == 0
     first = json.loads(capsys.readouterr().out)
     assert first["truncated"] and len(first["scopes"]) == 6

@@ -120,6 +120,13 @@ def test_thread_cap_limits_hits_per_thread(engine: SearchEngine) -> None:
     response = search(engine, "ERR-42 connection rolled back root cause closing incident", limit=50)
     thread_hits = [hit for hit in response.results if hit.thread_id == ERR_THREAD]
     assert len(thread_hits) <= 3
+    # The messages of the thread the cap left out are named by their thread, for a reader.
+    (note,) = [note for note in response.notes if "at most 3 a thread" in note]
+    assert f"are in {ERR_THREAD} (get_slack_thread reads a thread whole)" in note
+    lexical = search(engine, "ERR-42 connection rolled back root cause", limit=50, mode="lexical")
+    semantic = search(engine, "ERR-42 connection rolled back root cause", limit=50, mode="semantic")
+    assert any("at most 3 a thread" in note for note in lexical.notes)
+    assert not any("at most 3 a thread" in note for note in semantic.notes)  # it matches all
     loose = engine.search(
         SearchRequest(query="ERR-42 connection rolled back root cause closing incident", limit=50),
         FusionConfig(max_per_thread=10),
@@ -129,6 +136,12 @@ def test_thread_cap_limits_hits_per_thread(engine: SearchEngine) -> None:
 
 def test_filters_and_slack_syntax(engine: SearchEngine) -> None:
     assert {hit.channel_id for hit in search(engine, "ERR-42 in:#eng").results} == {"C1", "C9"}
+    # An id after the sigil, as message text shows a private channel (`#G1`), is that id.
+    assert {hit.channel_id for hit in search(engine, "ERR-42 in:#C9").results} == {"C9"}
+    by_id = search(engine, "billing", author_ids=["@U1"], channel_ids=["#D1"])
+    assert ids(by_id) == ["T0ACME:D1:1709330400.000014"]
+    by_quoted_name = search(engine, 'billing from:@"Priya Patel"')
+    assert {hit.author_id for hit in by_quoted_name.results} == {"U1"}
     only_acme = search(engine, "ERR-42", workspace_ids=["acme"])
     assert {hit.workspace_id for hit in only_acme.results} == {ACME}
     from_bob = search(engine, "ERR-42 from:@bob.smith")
@@ -287,10 +300,14 @@ def test_the_last_page_says_when_an_arm_had_more_than_its_window(engine: SearchE
     last = search(engine, "ERR-42", narrow, mode="lexical", limit=1, cursor=first.next_cursor)
     assert last.next_cursor is None
     assert "lexical search hands its best 2 of the messages holding" in " ".join(last.notes)
-    # Every match ranked: nothing to say; nor of the semantic arm, which ranks every message.
-    for mode, fusion in (("lexical", None), ("hybrid", None), ("semantic", narrow)):
-        whole = search(engine, "ERR-42", fusion, mode=mode, limit=50)
+    # Every match ranked: nothing to say.
+    for mode in ("lexical", "hybrid"):
+        whole = search(engine, "ERR-42", mode=mode, limit=50)
         assert not any("the ranking ends here" in note for note in whole.notes), mode
+    # Semantic mode pages through the semantic arm's window alone: more messages lie past it.
+    semantic = search(engine, "ERR-42", narrow, mode="semantic", limit=50)
+    assert len(semantic.results) == 2 and semantic.next_cursor is None
+    assert "semantic search hands its best 2 messages to ranking" in " ".join(semantic.notes)
 
 
 def test_cursor_tampering_and_mismatch(engine: SearchEngine) -> None:

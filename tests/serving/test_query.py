@@ -218,6 +218,12 @@ def test_a_quoted_phrase_holds_no_operator() -> None:
     assert parse_query('in:"general chat" "a in:b"').channel_names == ["general chat"]
 
 
+def test_a_quoted_name_may_follow_its_sigil() -> None:
+    parsed = parse_query('cap from:@"Samir Haddad" in:#"jose, zoe"')
+    assert (parsed.user_names, parsed.channel_names) == (["@Samir Haddad"], ["#jose, zoe"])
+    assert parsed.text == "cap" and parsed.phrases == []
+
+
 @pytest.mark.parametrize(
     ("question", "kinds"),
     [

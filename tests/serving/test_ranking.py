@@ -28,8 +28,9 @@ def reference_fuse(
     rrf_k: float,
     thread_keys: np.ndarray,
     max_per_thread: int,
-) -> list[FusedHit]:
-    """The plain-Python weighted RRF with a per-thread cap that `fuse` vectorises."""
+) -> tuple[list[FusedHit], list[int]]:
+    """The plain-Python weighted RRF with a per-thread cap that `fuse` vectorises: the hits
+    and the rows the cap left out."""
     fused: dict[int, float] = {}
     ranks: dict[int, dict[str, int]] = {}
     scores: dict[int, dict[str, float]] = {}
@@ -44,13 +45,15 @@ def reference_fuse(
             scores.setdefault(row, {})[arm] = score
     per_thread: dict[int, int] = {}
     hits: list[FusedHit] = []
+    left_out: list[int] = []
     for row in sorted(fused, key=lambda row: (-fused[row], row)):
         key = int(thread_keys[row])
         if per_thread.get(key, 0) >= max_per_thread:
+            left_out.append(row)
             continue
         per_thread[key] = per_thread.get(key, 0) + 1
         hits.append(FusedHit(row, fused[row], ranks[row], scores[row]))
-    return hits
+    return hits, left_out
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -65,7 +68,8 @@ def test_fuse_equals_reference(seed: int) -> None:
         arms[arm] = ArmRanking(rows, rng.random(size).astype(np.float32))
     weights = {"lexical": 1.8, "semantic": 0.5, "context": 0.65}
     knobs = {"rrf_k": 60.0, "thread_keys": thread_keys, "max_per_thread": int(rng.integers(1, 4))}
-    assert fuse(arms, weights, **knobs) == reference_fuse(arms, weights, **knobs)
+    hits, left_out = fuse(arms, weights, **knobs)
+    assert (hits, left_out.tolist()) == reference_fuse(arms, weights, **knobs)
 
 
 @pytest.mark.parametrize("seed", range(10))
@@ -172,7 +176,7 @@ def test_fuse_with_shared_ranks() -> None:
         ),
         "semantic": ArmRanking(np.array([6, 9]), np.array([0.9, 0.8])),
     }
-    hits = fuse(
+    hits, _ = fuse(
         arms,
         {"context": 0.5, "semantic": 1.5},
         rrf_k=20,
