@@ -66,6 +66,24 @@ def _sample(result: dict[str, Any], id_columns: list[str]) -> list[Any]:
     return []
 
 
+def _signature_difference(found: str, expected: str) -> list[str]:
+    """What sets a table's `name type` columns apart from its contract's (schema.py)."""
+    present, wanted = found.split(", "), expected.split(", ")
+    differences = [f"not in schema.py: {column}" for column in present if column not in wanted]
+    differences += [f"missing: {column}" for column in wanted if column not in present]
+    return differences or [f"in another order: {found}"]
+
+
+def _failure_sample(item: dict[str, Any], frame: pd.DataFrame, id_columns: list[str]) -> list[Any]:
+    """A failed expectation's sample: the columns that differ for a table's signature (every
+    row holds the same one, so row ids say nothing), else offending ids or values."""
+    kwargs = item["expectation_config"]["kwargs"]
+    if kwargs.get("column") == "schema_signature":
+        (expected,) = kwargs["value_set"]  # the contract's, resolved from its parameter
+        return _signature_difference(str(frame["schema_signature"].iloc[0]), expected)
+    return _sample(item, id_columns)
+
+
 def run_suite(
     context: Any,
     suite: gx.ExpectationSuite,
@@ -116,7 +134,7 @@ def run_suite(
                     "description": config.get("description") or "",
                     "column": config["kwargs"].get("column"),
                     "unexpected_count": details.get("unexpected_count"),
-                    "sample": _sample(item, id_columns),
+                    "sample": _failure_sample(item, frame, id_columns),
                 }
             )
         outcome.results.append(

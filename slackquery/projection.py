@@ -403,12 +403,20 @@ def _close_dbt_log() -> None:
         handler.close()
 
 
+def _one_line(said: str) -> str:
+    """A dbt error's lines as one, its reason kept. dbt ends a compilation error with its
+    macro call stack (`> in macro …`, `> called by …`, most of a ~900-character line): the
+    dbt log keeps it, the one line does not."""
+    lines = said.splitlines()
+    return " ".join(" ".join(line for line in lines if not line.lstrip().startswith(">")).split())
+
+
 def _raise_for_failure(result: Any, command: str) -> None:
     """Turn an unsuccessful dbt result into a one-line SlackqueryError naming the node."""
     if result.success:
         return
-    if result.exception is not None:
-        raise SlackqueryError(f"dbt {command} failed: {result.exception}".splitlines()[0])
+    if result.exception is not None:  # e.g. a Jinja error of a macro, found at parse time
+        raise SlackqueryError(f"dbt {command} failed: {_one_line(str(result.exception))}")
     failures = [
         node_result
         for node_result in getattr(result.result, "results", [])
@@ -419,10 +427,7 @@ def _raise_for_failure(result: Any, command: str) -> None:
             f"dbt {command} failed (see the dbt log under SLACKQUERY_HOME/logs/dbt)"
         )
     first = failures[0]
-    # dbt ends a compilation error with its macro call stack (`> in macro …`, `> called by
-    # …`, most of a ~900-character line): the dbt log keeps it, the one line does not.
-    said = str(first.message or first.status).splitlines()
-    message = " ".join(" ".join(line for line in said if not line.lstrip().startswith(">")).split())
+    message = _one_line(str(first.message or first.status))
     more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
     # A run-operation's result names no node (its macro is the command itself).
     node = getattr(getattr(first, "node", None), "unique_id", None)

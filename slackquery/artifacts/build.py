@@ -174,11 +174,33 @@ def write_candidate(
         ):
             conn.execute(schema.create_table_sql("candidate", table, tables[table], key))
         for copy in COPIES:
-            conn.execute(copy.insert_sql())
+            _copy_mart(conn, copy)
         if generation.in_state:
             _insert_vector_sketches(conn, generation)
     finally:
         conn.execute("detach candidate")
+
+
+# What a mart whose columns changed type raises when copied (`check_mart_columns` checks
+# only their names: only search_documents has an enforced dbt contract).
+_MART_MISMATCH = (
+    duckdb.BinderException,
+    duckdb.ConstraintException,
+    duckdb.ConversionException,
+    duckdb.TypeMismatchException,
+)
+
+
+def _copy_mart(conn: duckdb.DuckDBPyConnection, copy: Copy) -> None:
+    """Insert one mart's rows into the candidate, or one line naming the mart that does
+    not fit its artifact table."""
+    try:
+        conn.execute(copy.insert_sql())
+    except _MART_MISMATCH as error:
+        raise SlackqueryError(
+            f"the dbt model {copy.mart} does not fit the artifact table {copy.table} "
+            f"(slackquery/artifacts/schema.py): {str(error).splitlines()[0]}"
+        ) from error
 
 
 def _insert_vector_sketches(conn: duckdb.DuckDBPyConnection, generation: inputs.Generation) -> None:

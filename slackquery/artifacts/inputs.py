@@ -17,7 +17,7 @@ import duckdb
 from slackquery.embedding import GenerationIdentity, configured_identity
 from slackquery.embedding.current import CURRENT_ITEMS, WANTED_DOCUMENTS
 from slackquery.errors import SlackqueryError
-from slackquery.projection import latest_projection
+from slackquery.projection import latest_projection, project_fingerprint
 from slackquery.settings import Settings
 
 # The document counts and the newest payload hash, then per mart an order-independent
@@ -59,13 +59,19 @@ class Generation:
 
 def require_marts(conn: duckdb.DuckDBPyConnection, marts: Iterable[str]) -> None:
     """Fail clearly when the projection has not built these marts in this state database,
-    or its last run did not succeed: a failed dbt test leaves the tables dbt wrote."""
+    its last run did not succeed (a failed dbt test leaves the tables dbt wrote), or the
+    models changed since (dbt run directly builds them untested, and records nothing)."""
     last = latest_projection(conn)
     if last is not None and last[1] != "succeeded":
         _, outcome, failure = last
         what = "did not finish" if outcome == "running" else f"failed ({failure})"
         raise SlackqueryError(
             f"the last `slackquery project` {what}: fix the cause and run it again first"
+        )
+    if last is not None and last[0] != project_fingerprint():
+        raise SlackqueryError(
+            "the dbt models changed since the last `slackquery project` (a state dbt built "
+            "directly is untested): run `slackquery project` first"
         )
     present = {
         name

@@ -90,8 +90,9 @@ ARTIFACT_METADATA = _columns(
     ("built_at", "TIMESTAMP WITH TIME ZONE"),
 )
 
-# Every column of the state mart except text_embedding, text_hash, is_active,
-# payload_hash and workspace_url, in the mart's order.
+# The state mart's columns the artifact keeps, in the mart's order: all but text_embedding,
+# text_hash, is_active, payload_hash and workspace_url. A column added to the mart reaches
+# artifacts only once listed here, with a new SCHEMA_VERSION (tests/artifacts/test_schema.py).
 SEARCH_DOCUMENTS = _columns(
     ("document_id", "VARCHAR"),
     ("document_kind", "VARCHAR"),

@@ -324,6 +324,24 @@ def test_a_mart_column_the_artifact_copies_is_checked_by_name(state_settings: Se
     assert _builds(state_settings) == {}
 
 
+def test_a_mart_column_of_another_type_is_one_line_naming_the_mart(
+    state_settings: Settings,
+) -> None:
+    # Only search_documents has an enforced contract: a mart's column that no longer casts
+    # to its artifact column was a DuckDB conversion traceback naming neither.
+    with duckdb.connect(str(state_settings.state_path)) as state:
+        state.execute(
+            "alter table search_channels alter first_ts_us type timestamp "
+            "using make_timestamp(first_ts_us)"
+        )
+    with pytest.raises(SlackqueryError) as refused:
+        build_artifact(state_settings)
+    assert str(refused.value).startswith(
+        "the dbt model search_channels does not fit the artifact table channels "
+        "(slackquery/artifacts/schema.py): Conversion Error"
+    )
+
+
 def test_failing_suite_marks_build_failed_with_sample_ids(state_settings: Settings) -> None:
     settings = state_settings
     conn = connect(str(settings.state_path))

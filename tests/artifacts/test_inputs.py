@@ -9,18 +9,21 @@ import pytest
 from slackquery.artifacts.build import COPIED_MARTS
 from slackquery.artifacts.inputs import require_marts, source_watermark
 from slackquery.errors import SlackqueryError
-from slackquery.projection import PROJECTION_RUNS_DDL
+from slackquery.projection import PROJECTION_RUNS_DDL, project_fingerprint
 
 
-def _state(path: Path, *outcomes: tuple[str, str | None]) -> duckdb.DuckDBPyConnection:
+def _state(
+    path: Path, *outcomes: tuple[str, str | None], fingerprint: str | None = None
+) -> duckdb.DuckDBPyConnection:
+    """A state whose projections ended so, of these models (or of `fingerprint`'s)."""
     connection = duckdb.connect(str(path))
     connection.execute("create table search_documents (document_id varchar)")
     connection.execute(PROJECTION_RUNS_DDL)
     for minute, (outcome, failure) in enumerate(outcomes):
         connection.execute(
             "insert into projection_runs values "
-            "(timestamptz '2026-12-06 00:00:00+00' + to_minutes(?), 'f', ?, ?)",
-            [minute, outcome, failure],
+            "(timestamptz '2026-12-06 00:00:00+00' + to_minutes(?), ?, ?, ?)",
+            [minute, fingerprint or project_fingerprint(), outcome, failure],
         )
     return connection
 
@@ -46,6 +49,14 @@ def test_a_state_whose_last_projection_succeeded_is_read(tmp_path: Path) -> None
     require_marts(connection, ["search_documents"])
     with pytest.raises(SlackqueryError, match="has no search_users"):
         require_marts(connection, ["search_documents", "search_users"])
+
+
+def test_a_state_projected_from_other_models_is_refused(tmp_path: Path) -> None:
+    # An edited model run with dbt directly: built untested, the last projection's record
+    # still that of the models before the edit.
+    connection = _state(tmp_path / "state.duckdb", ("succeeded", None), fingerprint="before")
+    with pytest.raises(SlackqueryError, match=r"models changed since the last `slackquery pro"):
+        require_marts(connection, ["search_documents"])
 
 
 def test_the_watermark_sees_every_mart_an_artifact_copies(tmp_path: Path) -> None:

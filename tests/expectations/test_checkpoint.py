@@ -182,6 +182,18 @@ def test_damage_is_caught_and_named(artifact: Path, tmp_path: Path, damage: str)
     assert all(failure["sample"] or failure["expectation"] for failure in result["failures"])
 
 
+def test_a_table_of_other_columns_names_them(artifact: Path, tmp_path: Path) -> None:
+    # Every row holds the table's signature: ten sample ids said nothing of what differs.
+    sql = "alter table channels add column extra integer; alter table channels drop last_ts_us"
+    result = validate_artifact(_damaged(artifact, tmp_path, sql))
+    (failure,) = [
+        item
+        for item in result["failures"]
+        if (item["suite"], item["column"]) == ("channels", "schema_signature")
+    ]
+    assert failure["sample"] == ["not in schema.py: extra INTEGER", "missing: last_ts_us BIGINT"]
+
+
 def _rewrite(folder: Path, name: str, change: Callable[[np.ndarray], np.ndarray]) -> None:
     np.save(arrays.array_file(folder, name), change(np.load(arrays.array_file(folder, name))))
 

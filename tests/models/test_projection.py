@@ -107,6 +107,17 @@ def test_a_compilation_error_is_one_line_without_dbts_macro_stack() -> None:
     )
 
 
+def test_an_error_before_any_node_ran_keeps_its_reason() -> None:
+    # A Jinja error in a macro stops dbt while it parses: it said only "Compilation Error".
+    said = "Compilation Error\n  unexpected '}', expected ')'\n    line 3\n  > in macro x"
+    run = SimpleNamespace(success=False, exception=RuntimeError(said), result=None)
+    with pytest.raises(SlackqueryError) as raised:
+        _raise_for_failure(run, "build")
+    assert str(raised.value) == (
+        "dbt build failed: Compilation Error unexpected '}', expected ')' line 3"
+    )
+
+
 def test_state_of_an_older_version_is_rebuilt_once(
     tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
