@@ -8,6 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from serving.models import FILES_DESCRIPTION, AttachedFile
+
 Verdict = Literal["answered", "partial", "insufficient_evidence"]
 CitationVerdict = Literal["verified", "unverified"]
 
@@ -36,6 +38,7 @@ class Evidence(BaseModel):
     timestamp: str = Field(description="Posting time, ISO 8601 UTC.")
     permalink: str | None = Field(description="Slack link to cite.")
     text: str = Field(description="Message text (cut with a marker when very long).")
+    files: list[AttachedFile] = Field(default_factory=list, description=FILES_DESCRIPTION)
     sentence: str = Field(description="The sentence of `text` that answers the part.")
     highlighted: str = Field(description="`text` with the answering sentence in **bold**.")
     coverage: float = Field(

@@ -80,7 +80,7 @@ def register_answer_tools(server: MCPServer, engine: SearchEngine, runner: ToolR
         extractive line per part with [document_id] after every claim; a later dated
         correction wins over what it corrects, and `conflict` says so), `citations`,
         `unsupported_parts`, and per part its evidence (channel, author, timestamp,
-        permalink, text, the answering sentence in **bold**; for a thread reply,
+        permalink, text, attached files, the answering sentence in **bold**; for a thread reply,
         `in_reply_to`: the thread's first message, which it answers) and its evidence
         strength.
         insufficient_evidence means no retrieved message covers the question: say the

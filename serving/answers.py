@@ -208,6 +208,7 @@ def _evidence(hit: SearchHitBase, terms: PartTerms, *, is_correction: bool = Fal
         timestamp=hit.timestamp,
         permalink=hit.permalink,
         text=hit.text,
+        files=hit.files,
         sentence=sentence,
         highlighted=highlight(hit.text, sentence),
         coverage=round(terms.coverage(hit.text), 4),

@@ -111,6 +111,29 @@ def when(ts_us: int) -> str:
         return "after the year 9999" if ts_us > 0 else "before the year 1"
 
 
+def _outside_span_note(filters: Filters, span_us: tuple[int, int]) -> list[str]:
+    """A note when the time filter keeps none of the messages the requester may see: an
+    empty page would read as "never said" (`during:april` is the latest April past, which
+    an archive of older years does not hold)."""
+    first, last = span_us
+    start, end = filters.start_ts_us, filters.end_ts_us
+    overlaps = (start is None or start <= last) and (end is None or end >= first)
+    if overlaps or span_us == (0, 0):  # (0, 0): the requester may see no message
+        return []
+    period = " ".join(
+        part
+        for part in (
+            f"from {when(start)[:10]}" if start is not None else "",
+            f"to {when(end)[:10]}" if end is not None else "",
+        )
+        if part
+    )
+    return [
+        f"the time filter keeps messages posted {period} (UTC days), and the archive you "
+        f"may search runs from {when(first)[:10]} to {when(last)[:10]}"
+    ]
+
+
 def iso_timestamp(ts_us: int) -> str:
     """ISO 8601 UTC with microseconds, for citation. Integer arithmetic: a float of the
     microseconds rounds the last ones of the year 9999 up into a year no datetime holds."""
@@ -393,6 +416,7 @@ class SearchEngine:
                     f"{name}={value} is {when(value)}: it takes microseconds since the epoch "
                     "(seconds x 1,000,000; nanoseconds / 1,000)"
                 )
+        notes.extend(_outside_span_note(filters, artifact.time_span_us(visible)))
         # The share of messages semantic ranking can reach: recorded by the build, or of
         # the messages the requester may see.
         coverage = (

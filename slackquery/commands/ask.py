@@ -19,6 +19,7 @@ from slackquery.commands.search import (
     byline,
     check_max_results,
     conversation_label,
+    files_line,
     filtered_query,
     in_reply_to_line,
 )
@@ -109,6 +110,7 @@ def render(response: AnswerResponse) -> str:
         )
         highlighted = terminal_line(" ".join(item.highlighted.split()))
         lines.append("    " + highlighted.replace("**", bold, 1).replace("**", plain, 1))
+        lines.extend(files_line(item.files))
         if item.in_reply_to is not None:
             lines.append(in_reply_to_line(item.in_reply_to.author_name, item.in_reply_to.text))
         if item.permalink:

@@ -53,6 +53,13 @@ def test_answer_cites_the_evidence_and_verifies(engine: SearchEngine) -> None:
     assert checked.verdict == "verified", checked
 
 
+def test_evidence_names_the_files_its_message_carries(engine: SearchEngine) -> None:
+    answer = answer_question(engine, "Where are the weekend hiking trip photos?")
+    evidence = {item.document_id: item for part in answer.parts for item in part.evidence}
+    photos = evidence[message_id(27, "C3")]
+    assert [(file.file_id, file.name) for file in photos.files] == [("F0TRAIL", "trail-map.pdf")]
+
+
 def test_a_reply_in_the_evidence_carries_the_message_it_answers(engine: SearchEngine) -> None:
     answer = answer_question(engine, "How much space is free after cleaning docker images?")
     evidence = {item.document_id: item for part in answer.parts for item in part.evidence}

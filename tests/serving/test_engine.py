@@ -152,7 +152,12 @@ def test_filters_and_slack_syntax(engine: SearchEngine) -> None:
     assert all(hit.timestamp.startswith("2024-03-01") for hit in dated.results)
     before = search(engine, "ERR-42 before:2024-03-02")
     assert "T0BETA:C9:1709359200.000022" not in ids(before)
-    assert search(engine, "ERR-42 during:2023-05").results == []
+    older = search(engine, "ERR-42 during:2023-05")
+    assert older.results == [] and (
+        "the time filter keeps messages posted from 2023-05-01 to 2023-05-31 (UTC days), and "
+        "the archive you may search runs from 2024-03-01 to 2024-03-0"
+    ) in " ".join(older.notes)
+    assert not any("time filter" in note for note in dated.notes)  # within the archive
     threaded = search(engine, "staging is:thread")
     assert threaded.results and all(hit.thread_id for hit in threaded.results)
     links = search(engine, "docs has:link")
