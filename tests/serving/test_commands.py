@@ -413,17 +413,21 @@ def test_ask_render_escapes_archive_text() -> None:
     assert lines[-2] == "note: terms found in no message: \\x1b[2J"
 
 
-def test_thread_render_escapes_archive_text_and_keeps_its_lines() -> None:
-    hit = _hit("T1:C1:1.0", thread_root_id="T1:C1:1.0")
+def _thread_page(hit: SearchHitBase, next_cursor: str | None = None) -> ThreadResponse:
+    """A thread page of one message, the thread's first: the hit's."""
     message = MessageRecord(**hit.model_dump(), is_thread_parent=True, is_thread_reply=False)
-    page = ThreadResponse(
-        thread_id="T1:C1:1.0",
+    return ThreadResponse(
+        thread_id=hit.document_id,
         messages=[message],
         offset=0,
-        truncated=True,
-        next_cursor="c1",
+        truncated=next_cursor is not None,
+        next_cursor=next_cursor,
         artifact_id="b1",
     )
+
+
+def test_thread_render_escapes_archive_text_and_keeps_its_lines() -> None:
+    page = _thread_page(_hit("T1:C1:1.0", thread_root_id="T1:C1:1.0"), next_cursor="c1")
     lines = thread.render(page).splitlines()
     _assert_escaped("\n".join(lines))
     assert lines[1] == f"#eng\\u202e · {ESCAPED_NAME} · 2023-11-14 22:13 UTC"
@@ -439,19 +443,10 @@ def test_search_and_thread_render_name_attached_files_escaped() -> None:
         AttachedFile(file_id="F3", name=None, title=None, mimetype=None),
     ]
     hit = _hit("T1:C1:1.0", thread_root_id="T1:C1:1.0").model_copy(update={"files": files})
-    message = MessageRecord(**hit.model_dump(), is_thread_parent=True, is_thread_reply=False)
-    page = ThreadResponse(
-        thread_id="T1:C1:1.0",
-        messages=[message],
-        offset=0,
-        truncated=False,
-        next_cursor=None,
-        artifact_id="b1",
-    )
     # A title the same as the name is shown once; a file Slack names nowhere, by its id.
     named = f"    files: pg.log — Postgres log, {ESCAPED_NAME}, F3"
     assert search.render(_response([hit])).splitlines()[3] == named
-    assert named in thread.render(page).splitlines()
+    assert named in thread.render(_thread_page(hit)).splitlines()
     plain = _hit("T1:C1:2.0", thread_root_id="T1:C1:2.0")
     assert not any("files:" in line for line in search.render(_response([plain])).splitlines())
 
