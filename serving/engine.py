@@ -111,12 +111,16 @@ def when(ts_us: int) -> str:
         return "after the year 9999" if ts_us > 0 else "before the year 1"
 
 
-def _outside_span_note(filters: Filters, span_us: tuple[int, int]) -> list[str]:
+def _outside_span_note(
+    filters: Filters, artifact: LoadedArtifact, visible: Visibility | None
+) -> list[str]:
     """A note when the time filter keeps none of the messages the requester may see: an
     empty page would read as "never said" (`during:april` is the latest April past, which
     an archive of older years does not hold)."""
-    first, last = span_us
     start, end = filters.start_ts_us, filters.end_ts_us
+    if start is None and end is None:
+        return []
+    first, last = span_us = artifact.time_span_us(visible)
     overlaps = (start is None or start <= last) and (end is None or end >= first)
     if overlaps or span_us == (0, 0):  # (0, 0): the requester may see no message
         return []
@@ -416,7 +420,7 @@ class SearchEngine:
                     f"{name}={value} is {when(value)}: it takes microseconds since the epoch "
                     "(seconds x 1,000,000; nanoseconds / 1,000)"
                 )
-        notes.extend(_outside_span_note(filters, artifact.time_span_us(visible)))
+        notes.extend(_outside_span_note(filters, artifact, visible))
         # The share of messages semantic ranking can reach: recorded by the build, or of
         # the messages the requester may see.
         coverage = (
