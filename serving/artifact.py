@@ -110,7 +110,12 @@ def fold_name(name: object) -> str:
 
 
 def _close_matches(value: str, choices: Iterable[str]) -> str:
-    matches = difflib.get_close_matches(fold_name(value), sorted(set(choices)), n=5, cutoff=0.5)
+    """Up to five names spelled like `value`, then names holding it (`data` for
+    `data-platform`, which is too long to be spelled like it)."""
+    folded, names = fold_name(value), sorted(set(choices))
+    similar = difflib.get_close_matches(folded, names, n=5, cutoff=0.5)
+    holding = [name for name in names if folded and folded in name]
+    matches = list(dict.fromkeys(similar + holding))[:5]
     # Quoted: a group DM's name is its members', `jose, zoe`, commas included.
     quoted = ", ".join(f'"{match}"' for match in matches)
     return f"; close matches: {quoted}" if matches else ""

@@ -199,6 +199,9 @@ def test_unknown_names_list_close_matches(engine: SearchEngine) -> None:
         search(engine, "deploy", channel_ids=["#engg"])
     with pytest.raises(SlackqueryError, match=r"unknown author.*priya"):
         search(engine, "deploy from:@pria")
+    # A part of a longer name, which no spelling comes close to.
+    with pytest.raises(SlackqueryError, match=r"unknown channel '#sec'.*\"secret-plans\""):
+        search(engine, "deploy in:#sec")
 
 
 def test_a_time_filter_in_seconds_gets_a_note(engine: SearchEngine) -> None:
