@@ -124,18 +124,16 @@ def _outside_span_note(
     overlaps = (start is None or start <= last) and (end is None or end >= first)
     if overlaps or span_us == (0, 0):  # (0, 0): the requester may see no message
         return []
-    period = " ".join(
-        part
-        for part in (
-            f"from {when(start)[:10]}" if start is not None else "",
-            f"to {when(end)[:10]}" if end is not None else "",
-        )
-        if part
-    )
     return [
-        f"the time filter keeps messages posted {period} (UTC days), and the archive you "
-        f"may search runs from {when(first)[:10]} to {when(last)[:10]}"
+        f"the time filter keeps messages posted {period_words(start, end)} (UTC days), and "
+        f"the archive you may search runs {period_words(first, last)}"
     ]
+
+
+def period_words(start_us: int | None, end_us: int | None) -> str:
+    """`from YYYY-MM-DD to YYYY-MM-DD` (UTC days), either end left out when open."""
+    ends = (("from", start_us), ("to", end_us))
+    return " ".join(f"{word} {when(ts_us)[:10]}" for word, ts_us in ends if ts_us is not None)
 
 
 def iso_timestamp(ts_us: int) -> str:

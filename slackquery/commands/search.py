@@ -7,7 +7,7 @@ from contextlib import closing
 from typing import TypeVar
 
 from serving.access import Requester
-from serving.engine import SearchEngine, iso_timestamp
+from serving.engine import SearchEngine, period_words
 from serving.models import AttachedFile, MessageRecord, SearchRequest, SearchResponse
 from serving.query import NEWEST, content_tokens, parse_query
 from slackquery.commands import (
@@ -233,10 +233,9 @@ def period_line(filters: dict[str, object]) -> list[str]:
     start, end = filters.get("start_ts_us"), filters.get("end_ts_us")
     if not isinstance(start, int) and not isinstance(end, int):
         return []
-
-    first = f"from {iso_timestamp(start)[:10]}" if isinstance(start, int) else ""
-    last = f"to {iso_timestamp(end)[:10]}" if isinstance(end, int) else ""
-    return [f"  posted {' '.join(part for part in (first, last) if part)} (UTC days)"]
+    first = start if isinstance(start, int) else None
+    last = end if isinstance(end, int) else None
+    return [f"  posted {period_words(first, last)} (UTC days)"]
 
 
 def byline(channel: str, author_name: str | None, timestamp: str) -> str:
