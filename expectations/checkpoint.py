@@ -17,7 +17,7 @@ import json
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -198,6 +198,16 @@ def parameters_for(
     return parameters
 
 
+def _selected(only: Collection[str] | None) -> tuple[Any, ...]:
+    if only is None:
+        return SUITES
+    unknown = set(only) - {module.TABLE for module in SUITES}
+    if unknown:
+        names = ", ".join(module.TABLE for module in SUITES)
+        raise SlackqueryError(f"no suite named {', '.join(sorted(unknown))}; suites: {names}")
+    return tuple(module for module in SUITES if module.TABLE in only)
+
+
 def validate_artifact(
     path: Path,
     *,
@@ -206,8 +216,14 @@ def validate_artifact(
     count_drift_min_drop: int = DEFAULT_COUNT_DRIFT_MIN_DROP,
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
     memory_limit: str = DEFAULT_MEMORY_LIMIT,
+    only: Collection[str] | None = None,
 ) -> dict[str, Any]:
-    """Run every suite against the artifact at `path`; return the merged result."""
+    """Run every suite against the artifact at `path`; return the merged result.
+
+    Builds, publishes and rollbacks run every suite; `only` (suites' table names) narrows
+    a run to look into one failure.
+    """
+    modules = _selected(only)
     started = datetime.now(UTC)
     result: dict[str, Any] = {
         "artifact": str(path),
@@ -258,7 +274,7 @@ def validate_artifact(
             previous=previous_metadata,
         )
         context = make_context()
-        for module in SUITES:
+        for module in modules:
             suite_started = time.perf_counter()
             outcome = run_suite(
                 context,
@@ -316,6 +332,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--memory-limit", default=DEFAULT_MEMORY_LIMIT, help="DuckDB memory_limit while checking"
     )
+    parser.add_argument(
+        "--suite",
+        action="append",
+        dest="suites",
+        metavar="TABLE",
+        help="run only this suite (repeatable; a build always runs every suite)",
+    )
     parser.add_argument("--output", type=Path, help="write the result JSON here")
     args = parser.parse_args(argv)
     try:
@@ -326,6 +349,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             count_drift_min_drop=args.count_drift_min_drop,
             chunk_rows=args.chunk_rows,
             memory_limit=args.memory_limit,
+            only=args.suites,
         )
     except SlackqueryError as error:
         sys.stdout.flush()

@@ -176,7 +176,8 @@ DAMAGE: dict[str, tuple[str, set[tuple[str, str]]]] = {
 @pytest.mark.parametrize("damage", sorted(DAMAGE))
 def test_damage_is_caught_and_named(artifact: Path, tmp_path: Path, damage: str) -> None:
     sql, expected = DAMAGE[damage]
-    result = validate_artifact(_damaged(artifact, tmp_path, sql))
+    named = {suite for suite, _ in expected}
+    result = validate_artifact(_damaged(artifact, tmp_path, sql), only=named)
     assert not result["success"]
     assert expected <= _failed(result), result["failures"]
     assert all(failure["sample"] or failure["expectation"] for failure in result["failures"])
@@ -185,7 +186,7 @@ def test_damage_is_caught_and_named(artifact: Path, tmp_path: Path, damage: str)
 def test_a_table_of_other_columns_names_them(artifact: Path, tmp_path: Path) -> None:
     # Every row holds the table's signature: ten sample ids said nothing of what differs.
     sql = "alter table channels add column extra integer; alter table channels drop last_ts_us"
-    result = validate_artifact(_damaged(artifact, tmp_path, sql))
+    result = validate_artifact(_damaged(artifact, tmp_path, sql), only={"channels"})
     (failure,) = [
         item
         for item in result["failures"]
@@ -349,6 +350,8 @@ ARRAY_DAMAGE: dict[str, tuple[Callable[[Path], None], set[tuple[str, str]]]] = {
 }
 
 
+# The suites that read the arrays folder; the tables' suites cannot see damage to it.
+ARRAY_SUITES = {"vector_arrays", "document_arrays", "postings_arrays"}
 # Three batches of the fixture's 65 documents: checks still meet batch edges, at a third
 # of the GX runs of `chunk_rows=7` (each run costs ~70 ms per suite).
 DAMAGE_CHUNK_ROWS = 30
@@ -361,7 +364,7 @@ def test_arrays_that_disagree_with_the_tables_fail(
     change, expected = ARRAY_DAMAGE[damage]
     copy = _copied(artifact, tmp_path)
     change(files.arrays_dir_of(copy))
-    result = validate_artifact(copy, chunk_rows=DAMAGE_CHUNK_ROWS)
+    result = validate_artifact(copy, chunk_rows=DAMAGE_CHUNK_ROWS, only=ARRAY_SUITES)
     assert not result["success"]
     assert _failed(result) == expected, result["failures"]
 
@@ -446,3 +449,19 @@ def test_a_candidate_that_does_not_open_is_one_error_line_and_exit_2(
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and "Traceback" not in error
     assert error.startswith(f"error: cannot open artifact {candidate}: Corrupt database file")
+
+
+def test_suite_selection_runs_the_named_suites_and_refuses_unknown_names(
+    artifact: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    damaged = _damaged(artifact, tmp_path, "update search_documents set text_display = ' '")
+    output = tmp_path / "result.json"
+    assert (
+        main([str(damaged), "--suite", "users", "--suite", "channels", "--output", str(output)])
+        == 0
+    )
+    assert set(files.read_json(output)["suites"]) == {"users", "channels"}
+    assert main([str(damaged), "--suite", "search_documents", "--output", str(output)]) == 1
+    assert main([str(damaged), "--suite", "user", "--output", str(output)]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("error: no suite named user; suites: artifact_metadata, ")

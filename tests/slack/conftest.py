@@ -13,7 +13,7 @@ from tests.loopback import serve
 from tests.slack.server import TOKEN, FakeSlack
 
 SAMPLE_MESSAGES = 400
-PAGE_SIZE = 8  # small pages, so every channel pages for real
+PAGE_SIZE = 16  # small pages, so the busy channels take several
 
 
 class FakeClock:

@@ -390,8 +390,11 @@ def _quiet_threads(live: Live, channel: str) -> list[str]:
 def test_the_sweep_finds_a_late_reply_to_a_quiet_thread_in_turn(
     live: Live, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Pages of 8: the history sweep's page of older messages then ends before the parent
+    # of the thread that gets the late reply, which only the thread sweep may find.
+    settings = _with_env(monkeypatch, SLACKQUERY_SLACK_PAGE_SIZE="8")
     request = SyncRequest(channels=(SUPPORT,))
-    sync(live.settings, request, clock=live.clock)
+    sync(settings, request, clock=live.clock)
     settings = _with_env(monkeypatch, SLACKQUERY_SLACK_THREAD_SWEEP_PER_RUN="1")
     live.clock.now += 86_460  # the first sync read every thread: a day later all may be swept
     quiet = _quiet_threads(live, SUPPORT)
