@@ -39,6 +39,7 @@ from mcp.types import (
     JSONRPCError,
     JSONRPCRequest,
     JSONRPCResponse,
+    TextContent,
 )
 from pydantic import Field, Strict, ValidationError, WithJsonSchema, WrapValidator
 
@@ -185,7 +186,8 @@ class ToolServer(MCPServer):
         try:
             if name in parameters:
                 _refuse_arguments(name, arguments, parameters[name].get("properties", {}))
-            return await super().call_tool(name, arguments, context)  # type: ignore[return-value]
+            result = await super().call_tool(name, arguments, context)
+            return _compact_text_copy(result)  # type: ignore[arg-type]
         except UnexpectedToolError:  # not from a tool body (ToolRunner catches those): a bug
             raise _internal_error(name) from None
         except ToolError as error:
@@ -217,6 +219,17 @@ class ToolServer(MCPServer):
         if unknown:
             raise MCPError(INVALID_PARAMS, f"{name} takes no argument {quoted(', '.join(unknown))}")
         return await super().get_prompt(name, arguments, context)
+
+
+def _compact_text_copy(result: CallToolResult) -> CallToolResult:
+    """The result with its text copy (the spec's backwards-compatible one, which many
+    clients hand to the model instead of the structured content) written as compact JSON
+    of the structured content: the SDK indents it, ~20% more characters, more than the
+    response budget (`serve_max_response_chars`, which counts compact JSON) allows for."""
+    if result.structured_content is None or result.is_error:
+        return result
+    text = json.dumps(result.structured_content, ensure_ascii=False, separators=(",", ":"))
+    return result.model_copy(update={"content": [TextContent(type="text", text=text)]})
 
 
 class _StreamWrapper:

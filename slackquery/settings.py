@@ -359,8 +359,9 @@ class Settings(BaseSettings):
         "hits, a thread's messages, channels, a message's neighbours, an answer's evidence): a "
         "page that would pass it ends early, with `next_cursor` (a message's farthest "
         "neighbours and an answer's uncited evidence are left out). "
-        "MCP clients cap what a tool may return (some at 25,000 tokens), and the SDK sends "
-        "each response twice, as structured content and as text. The CLI has no such cap.",
+        "MCP clients cap what a tool may return (some at 25,000 tokens), and each response "
+        "goes out twice, as structured content and as its compact JSON text. The CLI has no "
+        "such cap.",
     )
     serve_max_request_bytes: int = Field(
         default=1_048_576,

@@ -127,6 +127,23 @@ def test_each_tool_over_http(served: str) -> None:
     run_client(served, body)
 
 
+def test_the_text_copy_of_a_result_is_its_structured_content_as_compact_json(
+    served: str,
+) -> None:
+    # Many clients hand the model the text copy: the SDK's indented one was ~20% longer.
+    async def body(client: Client) -> list[Any]:
+        return [
+            await client.call_tool("search_slack", {"query": "deploy", "limit": 5}),
+            await client.call_tool("get_slack_thread", {"thread_id": ERR_ROOT}),
+            await client.call_tool("answer_slack_question", {"question": "what broke ERR-42?"}),
+        ]
+
+    for result in run_client(served, body):
+        (text,) = result.content
+        compact = json.dumps(result.structured_content, separators=(",", ":"), ensure_ascii=False)
+        assert text.text == compact
+
+
 def test_pagination_and_cursor_tampering_over_http(served: str) -> None:
     async def body(client: Client) -> None:
         seen: list[str] = []
