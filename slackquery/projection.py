@@ -289,11 +289,16 @@ def run_dbt(
         str(settings.home / "dbt" / target_subdir),
         "--log-path",
         str(settings.log_path / "dbt"),
-        "--quiet",
+        "--log-level",
+        "none",
+        "--log-level-file",
+        "debug",
         "--no-use-colors",
     ]
     environment = {**environment, "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
-    # dbt prints its errors on stdout, which belongs to the command's result (`--json`).
+    # dbt logs to its file only (`--log-level none` on the console: its error lines and, for
+    # an interrupt, a traceback came before the command's one line); what it still prints
+    # goes to stderr, since stdout belongs to the command's result (`--json`).
     with (
         _environment(environment),
         redirect_stdout(sys.stderr),
@@ -415,6 +420,8 @@ def _raise_for_failure(result: Any, command: str) -> None:
     """Turn an unsuccessful dbt result into a one-line SlackqueryError naming the node."""
     if result.success:
         return
+    if isinstance(result.exception, KeyboardInterrupt):  # Ctrl-C or SIGTERM, which dbt catches
+        raise result.exception
     if result.exception is not None:  # e.g. a Jinja error of a macro, found at parse time
         raise SlackqueryError(f"dbt {command} failed: {_one_line(str(result.exception))}")
     failures = [

@@ -118,6 +118,28 @@ def test_an_error_before_any_node_ran_keeps_its_reason() -> None:
     )
 
 
+def test_ctrl_c_during_dbt_is_an_interrupt_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # dbt catches it: the run was a "dbt build failed: " with an empty reason, exit 1, after
+    # dbt's traceback of it on the console.
+    def ctrl_c_once_parsed(event: object) -> None:
+        if event.info.name == "FoundStats":  # type: ignore[attr-defined]
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr("slackquery.projection._crash_after_a_node", ctrl_c_once_parsed)
+    settings = settings_for(tmp_path)
+    build_canonical(settings.canonical_path)
+    monkeypatch.setenv("SLACKQUERY_HOME", str(settings.home))
+    monkeypatch.setenv("SLACKQUERY_CANONICAL_DB", str(settings.canonical_path))
+    monkeypatch.setenv("SLACKQUERY_STATE_DB", str(settings.state_path))
+    monkeypatch.setenv("SLACKQUERY_LOG_DIR", str(settings.log_path))
+    capfd.readouterr()
+    assert cli.main(["project"]) == 130
+    assert capfd.readouterr() == ("", "error: interrupted\n")
+    assert "KeyboardInterrupt" in (settings.log_path / "dbt" / "dbt.log").read_text("utf-8")
+
+
 def test_state_of_an_older_version_is_rebuilt_once(
     tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
