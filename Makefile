@@ -10,7 +10,9 @@ STAMP := $(VENV)/.installed
 UV_VERSION := 0.13.8
 # The cores this process may use (a container's share, not the host's).
 CORES := $(shell $(PYTHON) -c 'import os; print(len(os.sched_getaffinity(0)))')
-SLACKQUERY_HOME ?= $(CURDIR)/.slackquery/demo
+# The demo's own home, not an exported one (a real store); `make demo SLACKQUERY_HOME=DIR`
+# still picks another.
+SLACKQUERY_HOME := $(CURDIR)/.slackquery/demo
 export SLACKQUERY_HOME
 
 .PHONY: setup demo test lint format clean

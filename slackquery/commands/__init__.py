@@ -219,15 +219,18 @@ def add_engine_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def use_prefect(args: argparse.Namespace) -> bool:
-    """Whether `--engine` asks for the Prefect flow (auto: only when an API is configured).
+def use_prefect(args: argparse.Namespace, *, dask: bool = False) -> bool:
+    """Whether the run is a Prefect flow run: `--engine` asks for one (auto: only when an
+    API is configured), or `dask`, a Dask cluster, which only the flow fans out to.
 
     When it does, the temporary API a run without a server starts sends no usage data
     (Prefect's default at server start): Slackquery reaches nothing outside the machine
     but the services its settings name, and the attempt logged a long traceback whenever
     two temporary APIs shared Prefect's database. An operator's own setting wins."""
-    chosen = args.engine == "prefect" or (
-        args.engine == "auto" and bool(os.environ.get("PREFECT_API_URL"))
+    chosen = (
+        dask
+        or args.engine == "prefect"
+        or (args.engine == "auto" and bool(os.environ.get("PREFECT_API_URL")))
     )
     if chosen:
         os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")

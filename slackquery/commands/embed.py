@@ -139,7 +139,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     """Run the embed flow or loop; exit 1 when it stopped early (the endpoint kept failing)
     or items ended terminal_failed."""
     progress = shows_progress(args)
-    if uses_dask(args) or use_prefect(args):
+    if use_prefect(args, dask=uses_dask(args)):
         from flows.embed import with_dask
 
         # The flow reads the same settings from the environment (keys stay out of Prefect).

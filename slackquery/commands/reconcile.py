@@ -55,7 +55,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     # Prefect's import costs seconds; only this command pays it.
     from flows.reconcile import reconcile, reconcile_plain, summary
 
-    if uses_dask(args) or use_prefect(args):
+    if use_prefect(args, dask=uses_dask(args)):
         result = reconcile(
             full_refresh=args.full_refresh,
             force_build=args.force_build,

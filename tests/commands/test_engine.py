@@ -31,6 +31,16 @@ def test_a_flow_run_sends_no_usage_data(
     assert ("false" if chosen else None) == os.environ.get(ANALYTICS)
 
 
+def test_a_dask_run_is_a_flow_run_that_sends_no_usage_data(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # `--dask-workers` under `--engine auto` without an API: the flow's temporary API sent it.
+    monkeypatch.delenv(ANALYTICS, raising=False)
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    assert use_prefect(argparse.Namespace(engine="auto"), dask=True)
+    assert os.environ[ANALYTICS] == "false"
+
+
 def test_an_operators_own_analytics_setting_wins(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(ANALYTICS, "true")
     assert use_prefect(argparse.Namespace(engine="prefect"))
