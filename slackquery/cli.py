@@ -77,6 +77,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     modules = [COMMAND_MODULES[command]] if command in COMMAND_MODULES else COMMAND_MODULES.values()
     for name in modules:
         importlib.import_module(f"slackquery.commands.{name}").register(subparsers)
+    for command_parser in subparsers.choices.values():
+        command_parser.set_defaults(command_parser=command_parser)
     return parser
 
 
@@ -146,7 +148,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = next((word for word in words if not word.startswith("-")), None)
     parser = build_parser(command)
     words, exclusions = exclusions_apart(parser, command, words)
-    args = parser.parse_args(words)
+    args, unknown = parser.parse_known_args(words)
+    if unknown:  # argparse reports them under the top-level usage, which lists no option
+        args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     with_exclusions(args, exclusions)
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:

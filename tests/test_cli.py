@@ -83,6 +83,18 @@ def test_unknown_subcommand_exits_non_zero() -> None:
     assert exit_info.value.code != 0
 
 
+def test_an_unknown_option_of_a_command_shows_that_commands_usage(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # argparse reported it under the top-level usage, which lists no option of the command.
+    with pytest.raises(SystemExit) as exit_info:
+        main(["search", "--mdoe", "lexical", "deploy"])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err
+    assert error.startswith("usage: slackquery search [-h] [--mode {hybrid,lexical,semantic}]")
+    assert error.endswith("slackquery search: error: unrecognized arguments: --mdoe\n")
+
+
 def test_malformed_setting_is_one_line_naming_the_variable(
     home: object, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
