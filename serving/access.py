@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import duckdb
 import numpy as np
 
-from slackquery.artifacts.pointer import current_artifact
+from slackquery.artifacts.pointer import PUBLISH_FIRST, current_artifact
 from slackquery.artifacts.schema import vector_coverage
 from slackquery.duckdb_setup import connect, open_database
 from slackquery.errors import SlackqueryError
@@ -276,8 +276,7 @@ def published_requester(
     path = current_artifact(settings)
     if path is None:
         raise SlackqueryError(
-            "no published search artifact to resolve users against; "
-            "run `slackquery build` then `slackquery publish`"
+            f"no published search artifact to resolve users against; {PUBLISH_FIRST}"
         )
     conn = connect(str(path), read_only=True)
     try:

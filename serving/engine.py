@@ -60,7 +60,7 @@ from serving.ranking import ArmRanking, FusedHit, top_candidates
 from serving.semantic import SEARCHES, QueryEmbedder
 from serving.stages import STAGES, Stage
 from slackquery.artifacts import files
-from slackquery.artifacts.pointer import current_target
+from slackquery.artifacts.pointer import PUBLISH_FIRST, current_target
 from slackquery.embedding.base import Embedder, ensure_same_generation
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
@@ -206,8 +206,7 @@ class SearchEngine:
         target = current_target(self._artifacts)
         if target is None:
             raise SlackqueryError(
-                f"no published search artifact at {self.pointer}; "
-                "run `slackquery build` then `slackquery publish`"
+                f"no published search artifact at {self.pointer}; {PUBLISH_FIRST}"
             )
         return self._artifacts / target
 

@@ -14,6 +14,10 @@ from slackquery.crash import crash_point
 from slackquery.settings import Settings
 
 TEMP_LINK_PREFIX = ".current.duckdb."
+# What to do where nothing is published: `build` alone fails before `project` and `embed`.
+PUBLISH_FIRST = (
+    "run `slackquery reconcile` (after `slackquery import` or `sync`) to build and publish one"
+)
 
 
 def current_target(artifact_dir: Path) -> str | None:

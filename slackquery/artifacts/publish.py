@@ -60,7 +60,10 @@ def record_pointer(settings: Settings) -> list[str]:
 
 def _open_state(settings: Settings) -> duckdb.DuckDBPyConnection:
     if not settings.state_path.exists():
-        raise SlackqueryError(f"no state database at {settings.state_path}")
+        raise SlackqueryError(
+            f"no state database at {settings.state_path}, so no build to publish: "
+            "run `slackquery reconcile` (after `slackquery import` or `sync`)"
+        )
     conn = connect(str(settings.state_path), what="state database")
     history.ensure_table(conn)
     return conn

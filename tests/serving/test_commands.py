@@ -274,7 +274,7 @@ def test_serve_says_where_it_listens_and_logs_one_line_per_record(home: Path) ->
         "error: terminated",
     ]
     assert server.returncode == 128 + signal.SIGTERM
-    assert "run `slackquery build` then `slackquery publish`" in logged
+    assert "run `slackquery reconcile` (after `slackquery import` or `sync`)" in logged
 
 
 # Archive text as an export can hold it: an ESC sequence that would recolour (or clear)
