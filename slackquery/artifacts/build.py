@@ -24,6 +24,7 @@ import json
 import os
 import subprocess
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -368,8 +369,13 @@ def manifest_for(
     }
 
 
-def build_artifact(settings: Settings) -> str:
-    """Build, validate and seal a new artifact from state; return its build id.
+def _no_step(step: str) -> None:
+    """What a caller that shows no progress passes for `step`."""
+
+
+def build_artifact(settings: Settings, step: Callable[[str], None] = _no_step) -> str:
+    """Build, validate and seal a new artifact from state; return its build id. `step` is
+    told each step's name as it starts (`slackquery build` shows it on a terminal).
 
     Raises SlackqueryError (and records a failed build) when fewer messages than
     `artifact_min_vector_coverage` have a vector, or validation fails. The published
@@ -390,6 +396,7 @@ def build_artifact(settings: Settings) -> str:
             conn.execute("set enable_progress_bar = false")
             history.ensure_table(conn)
             history.mark_interrupted(conn)
+            step("checking its inputs")
             retention.remove_leftovers(conn, artifact_dir)
             watermark = inputs.source_watermark(conn, COPIED_MARTS)
             check_mart_columns(conn)
@@ -414,8 +421,11 @@ def build_artifact(settings: Settings) -> str:
                 code_version=version,
             )
             try:
+                step("copying the search tables")
                 write_candidate(conn, temp, generation)
+                step("building the full-text index (dbt)")
                 fts.build_index(settings, temp)
+                step("sealing the tables")
                 sealed = seal_candidate(
                     temp,
                     build_id=build_id,
@@ -423,6 +433,7 @@ def build_artifact(settings: Settings) -> str:
                     watermark=watermark,
                     version=version,
                 )
+                step("writing the arrays")
                 arrays.write_arrays(
                     temp,
                     files.arrays_dir_of(temp),
@@ -431,6 +442,7 @@ def build_artifact(settings: Settings) -> str:
                     lambda: current_vectors(conn, generation),
                 )
                 crash_point("after_tmp_write")
+                step("validating (Great Expectations)")
                 result = validate.run_checkpoint(settings, temp, result_path)
                 if not result["success"]:
                     message = validate.failure_summary(result)
@@ -438,6 +450,7 @@ def build_artifact(settings: Settings) -> str:
                     raise validate.ValidationFailed(
                         f"build {build_id} {message} (details: {result_path})"
                     )
+                step("checksumming")
                 checksum = finalize(temp, final)
                 manifest = manifest_for(
                     build_id, final, checksum, sealed, generation, watermark, version

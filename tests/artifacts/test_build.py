@@ -50,8 +50,18 @@ def test_build_writes_a_sealed_artifact_and_publish_makes_it_current(
     state_settings: Settings, capsys: pytest.CaptureFixture[str]
 ) -> None:
     settings = state_settings
-    build_id = build_artifact(settings)
+    steps: list[str] = []
+    build_id = build_artifact(settings, steps.append)
     assert files.is_build_id(build_id)
+    assert steps == [  # what `slackquery build` shows on a terminal as it goes
+        "checking its inputs",
+        "copying the search tables",
+        "building the full-text index (dbt)",
+        "sealing the tables",
+        "writing the arrays",
+        "validating (Great Expectations)",
+        "checksumming",
+    ]
     path = files.artifact_file(settings.artifact_path, build_id)
     assert stat.S_IMODE(path.stat().st_mode) == 0o444
     assert not list(settings.artifact_path.glob("*.tmp"))
