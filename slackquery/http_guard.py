@@ -3,7 +3,8 @@
 ASGI middleware, so it holds for every route, the MCP SDK's included:
 - Bearer auth on every path but `public_paths`: the header is compared as bytes with
   `hmac.compare_digest` (constant time wherever the first difference is); the scheme is
-  case-insensitive, as RFC 6750 says.
+  case-insensitive, as RFC 6750 says. An authorizer that cannot decide (the grants file
+  is unreadable) refuses with 503 and logs why, one line a request.
 - A body cap on the bytes actually received: a declared `Content-Length` over the cap is
   refused before reading, and a chunked body is read up to the cap and refused (413) the
   moment it passes it. The app then gets the whole body in one message, so nothing behind
@@ -15,12 +16,17 @@ ASGI middleware, so it holds for every route, the MCP SDK's included:
 
 import hmac
 import json
+import logging
 from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any
 
 import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from slackquery.errors import SlackqueryError
+
+logger = logging.getLogger(__name__)
 
 # The JSON body of an error reply: (request path, HTTP status, message) -> object.
 ErrorBody = Callable[[str, int, str], dict[str, object]]
@@ -77,7 +83,14 @@ class HttpGuard:
         path = scope.get("path", "")
         allowed, who = True, None
         if path not in self.public_paths:
-            allowed, who = (self.authorizer or self._authorized)(headers.get(b"authorization", b""))
+            try:
+                allowed, who = (self.authorizer or self._authorized)(
+                    headers.get(b"authorization", b"")
+                )
+            except SlackqueryError as error:
+                logger.error("refused %s: access cannot be checked: %s", path, error)
+                await self._reply(send, path, 503, "access cannot be checked now; see the log")
+                return
         if not allowed:
             await self._reply(send, path, 401, "missing or wrong bearer key")
             return

@@ -151,8 +151,10 @@ class GrantStore:
             return list(self._grants)
 
     def any_grants(self) -> bool:
-        """Whether any grant was ever made: from then on the server requires tokens."""
-        return bool(self.grants())
+        """Whether any grant was ever made: from then on the server requires tokens. The
+        folder the first grant made counts as one, so a grants file lost from it (or not
+        yet restored) leaves the admin token alone working, not the server open to all."""
+        return self.path.parent.is_dir() or bool(self.grants())
 
     def authenticate(self, token: str, now: datetime) -> Grant | None:
         """The active grant this token belongs to, or None (unknown, revoked or expired)."""

@@ -28,7 +28,7 @@ from serving.access import Requester, rows_with_codes
 from serving.answers import answer_question
 from serving.engine import SearchEngine
 from serving.models import SearchRequest
-from serving.server import PublishedLimits, build_http_app
+from serving.server import PublishedLimits, build_http_app, grant_authorizer
 from slackquery.access.grants import GrantStore, grants_path
 from slackquery.artifacts.build import build_artifact
 from slackquery.artifacts.publish import publish
@@ -299,6 +299,30 @@ def test_expired_tokens_are_refused_from_the_day_after(
         headers = {"Authorization": f"Bearer {tokens['expiring']}"}
         assert httpx.post(f"{url}/mcp", json={}, headers=headers).status_code == 401
         assert run_client(url, scopes, tokens["bob"])["scopes"]
+
+
+def test_a_lost_grants_file_opens_nothing_and_an_unreadable_one_locks_out_only_requesters(
+    tmp_path: Path,
+) -> None:
+    # With per-person tokens and no admin token, deleting access/grants.json (a restore
+    # that missed it) served every private channel to anyone.
+    store = GrantStore(tmp_path / "access" / "grants.json")
+    now = datetime(2031, 1, 1, tzinfo=UTC)
+    made = {"user_id": "U3", "workspace_id": ACME, "no_dms": False, "expires": None, "now": now}
+    _, token = store.add(label="chen", **made)
+    bearer = f"Bearer {token}".encode()
+    open_to_requesters = grant_authorizer(None, store, lambda: now)
+    assert open_to_requesters(bearer) == (True, Requester("U3", ACME, False))
+    store.path.unlink()
+    assert open_to_requesters(b"") == open_to_requesters(bearer) == (False, None)
+    assert grant_authorizer(None, GrantStore(tmp_path / "fresh" / "grants.json"), lambda: now)(
+        b""
+    ) == (True, None)  # a home that never granted stays the operator's own
+    store.path.write_text("{garbage", encoding="utf-8")
+    with_admin = grant_authorizer(ADMIN, store, lambda: now)
+    assert with_admin(f"Bearer {ADMIN}".encode()) == (True, None)
+    with pytest.raises(SlackqueryError, match="is unreadable"):  # 503 from the guard
+        with_admin(bearer)
 
 
 def test_an_expiry_already_past_is_refused(
