@@ -7,7 +7,9 @@ probes stay public; everything else can require a bearer token.
 
 import asyncio
 import hmac
+import ipaddress
 import logging
+import socket
 import sys
 import threading
 import time
@@ -365,10 +367,32 @@ def run_http(settings: Settings, host: str | None = None, port: int | None = Non
     host = host or settings.serve_host
     port = settings.serve_port if port is None else port
     sockets = listen_on(host, port)
+    warn_if_open_to_the_network(settings, sockets)
     app = build_http_app(settings.model_copy(update={"serve_host": host}))
     where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     logger.info("serving MCP at http://%s/mcp (probes /healthz, /readyz; Ctrl-C stops)", where)
     uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=sockets)
+
+
+def warn_if_open_to_the_network(settings: Settings, sockets: list[socket.socket]) -> None:
+    """Log a warning where anyone on the network may read every conversation: no admin
+    token, no grant, and an address other than loopback (`--host 0.0.0.0`)."""
+    if settings.serve_token is not None or GrantStore(grants_path(settings)).any_grants():
+        return
+    exposed = sorted(
+        {
+            address
+            for address in (sock.getsockname()[0] for sock in sockets)
+            if not ipaddress.ip_address(address.split("%")[0]).is_loopback
+        }
+    )
+    if exposed:
+        logger.warning(
+            "listening on %s without any token: anyone who reaches it reads every "
+            "conversation; set SLACKQUERY_SERVE_TOKEN or grant tokens (`slackquery access "
+            "grant`)",
+            ", ".join(exposed),
+        )
 
 
 def run_stdio(settings: Settings, requester: Requester | None = None) -> None:

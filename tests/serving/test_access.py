@@ -28,13 +28,19 @@ from serving.access import Requester, rows_with_codes
 from serving.answers import answer_question
 from serving.engine import SearchEngine
 from serving.models import SearchRequest
-from serving.server import PublishedLimits, build_http_app, grant_authorizer
+from serving.server import (
+    PublishedLimits,
+    build_http_app,
+    grant_authorizer,
+    warn_if_open_to_the_network,
+)
 from slackquery.access.grants import GrantStore, grants_path
 from slackquery.artifacts.build import build_artifact
 from slackquery.artifacts.publish import publish
 from slackquery.cli import main
 from slackquery.duckdb_setup import connect
 from slackquery.errors import SlackqueryError
+from slackquery.listening import listen_on
 from slackquery.settings import Settings
 from tests.artifacts.conftest import apply_env, identity_for
 from tests.artifacts.synthetic import synthesize_state
@@ -323,6 +329,32 @@ def test_a_lost_grants_file_opens_nothing_and_an_unreadable_one_locks_out_only_r
     assert with_admin(f"Bearer {ADMIN}".encode()) == (True, None)
     with pytest.raises(SlackqueryError, match="is unreadable"):  # 503 from the guard
         with_admin(bearer)
+
+
+def test_listening_beyond_loopback_without_any_token_is_warned(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # `serve --host 0.0.0.0` with no token and no grant served everything without a word.
+    settings = Settings(home=tmp_path / "home")
+    for host, warned in (("127.0.0.1", False), ("0.0.0.0", True)):
+        caplog.clear()
+        sockets = listen_on(host, 0)
+        try:
+            warn_if_open_to_the_network(settings, sockets)
+            with_token = settings.model_copy(update={"serve_token": ADMIN})
+            warn_if_open_to_the_network(with_token, sockets)
+        finally:
+            for sock in sockets:
+                sock.close()
+        assert caplog.messages == (
+            [
+                "listening on 0.0.0.0 without any token: anyone who reaches it reads every "
+                "conversation; set SLACKQUERY_SERVE_TOKEN or grant tokens (`slackquery access "
+                "grant`)"
+            ]
+            if warned
+            else []
+        )
 
 
 def test_an_expiry_already_past_is_refused(
