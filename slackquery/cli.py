@@ -27,7 +27,8 @@ from slackquery.settings import Settings, get_settings
 # The OS errors by which storage, not the code, refuses a command; the first three only
 # ever come from writing.
 WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
-STORAGE_ERRNOS = (*WRITE_ERRNOS, errno.EACCES)
+# EPERM: what an immutable folder (`chattr +i`) answers a new file in it.
+STORAGE_ERRNOS = (*WRITE_ERRNOS, errno.EACCES, errno.EPERM)
 # How DuckDB's I/O errors name the file: `Could not write file "<path>": <strerror>`.
 _DUCKDB_FILE = re.compile(r'file "([^"]*)"')
 # DuckDB's IOException wordings for a read or write that the storage refused.

@@ -180,6 +180,13 @@ def test_memory_sizes_duckdb_parses_and_http_urls_are_accepted() -> None:
         (OSError(errno.EDQUOT, "Disk quota exceeded"), "disk quota exceeded"),
         (PermissionError(errno.EACCES, "Permission denied", "/data"), "permission denied: /data"),
         (
+            duckdb.IOException(
+                'IO Error: Cannot open file "/h/artifacts/search-1.duckdb.tmp": Operation not '
+                "permitted"
+            ),
+            "operation not permitted: /h/artifacts/search-1.duckdb.tmp",
+        ),
+        (
             duckdb.TransactionException(
                 'TransactionContext Error: Failed to commit: Could not write file "/data/a '
                 'b.wal": No space left on device'
