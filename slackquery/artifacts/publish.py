@@ -18,7 +18,12 @@ from typing import Any
 import duckdb
 
 from slackquery.artifacts import files, history, validate
-from slackquery.artifacts.pointer import current_artifact, current_target, swap_current
+from slackquery.artifacts.pointer import (
+    PUBLISH_FIRST,
+    current_artifact,
+    current_target,
+    swap_current,
+)
 from slackquery.artifacts.retention import apply_retention, remove_leftovers
 from slackquery.crash import crash_point
 from slackquery.duckdb_setup import connect
@@ -61,8 +66,7 @@ def record_pointer(settings: Settings) -> list[str]:
 def _open_state(settings: Settings) -> duckdb.DuckDBPyConnection:
     if not settings.state_path.exists():
         raise SlackqueryError(
-            f"no state database at {settings.state_path}, so no build to publish: "
-            "run `slackquery reconcile` (after `slackquery import` or `sync`)"
+            f"no state database at {settings.state_path}, so no build to publish: {PUBLISH_FIRST}"
         )
     conn = connect(str(settings.state_path), what="state database")
     history.ensure_table(conn)
