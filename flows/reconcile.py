@@ -9,9 +9,10 @@ Reads the canonical store (through dbt, attached read-only). Writes the state da
   work items);
 - the build is skipped when the source watermark and embedding generation equal those of
   the published artifact and embedding has not moved on since it was built (see
-  `COVERAGE_STEP`); a build that was validated but never published (a run killed between
-  the two) is published instead of rebuilt; a build of another artifact schema version
-  counts for neither, so an upgrade that changes the schema rebuilds on its own;
+  `COVERAGE_STEP`) and the published artifact still matches its seal (a damaged one is
+  rebuilt); a build that was validated but never published (a run killed between the two)
+  is published instead of rebuilt; a build of another artifact schema version counts for
+  neither, so an upgrade that changes the schema rebuilds on its own;
 - an operator's rollback sticks: while the inputs are those of a newer build that was
   published and then rolled back from, nothing is built or published (a build that was
   published once is a rollback target the operator publishes by hand, never reconcile);
@@ -43,7 +44,7 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from flows.embed import with_dask
-from slackquery.artifacts import files, history, inputs, schema
+from slackquery.artifacts import files, history, inputs, schema, validate
 from slackquery.artifacts.build import COPIED_MARTS, build_artifact
 from slackquery.artifacts.pointer import current_artifact
 from slackquery.artifacts.publish import publish, record_pointer
@@ -163,6 +164,9 @@ def plan_build(force: bool) -> dict[str, Any]:
     if force:
         return plan
     if published_id and any(build["build_id"] == published_id for build in servable):
+        damage = _broken_seal(settings, published_id, published)
+        if damage is not None:
+            return {**plan, "published_damaged": damage}
         return {**plan, "action": "skip", "build_id": published_id}
     rolled_back_from = _rolled_back_from(settings, builds, published_id, same_inputs)
     if rolled_back_from:
@@ -201,6 +205,17 @@ def plan_build(force: bool) -> dict[str, Any]:
             "coverage_step": COVERAGE_STEP,
         }
     return plan
+
+
+def _broken_seal(settings: Settings, build_id: str, path: Path) -> str | None:
+    """Why the published artifact no longer matches its seal (checksums, manifest), or
+    None. A damaged one fails every process that opens it anew, while a running server
+    answers from what it loaded before: it was kept as "nothing changed" until a restart."""
+    try:
+        validate.verify_sealed(settings.artifact_path.resolve(), build_id, path)
+    except SlackqueryError as error:
+        return str(error)
+    return None
 
 
 def _rolled_back_from(
@@ -372,6 +387,11 @@ def summary(result: dict[str, Any]) -> str:
         return f"reconcile: nothing changed; {result['build_id']} stays published"
     if plan["action"] == "publish":
         return f"reconcile: published {result['build_id']}, already built from the current inputs"
+    if plan.get("published_damaged"):
+        return (
+            f"reconcile: built and published {result['build_id']} in place of the published "
+            f"artifact, which is damaged ({plan['published_damaged']})"
+        )
     behind = plan.get("coverage_behind")
     if behind:
         wanted, embedded = plan["wanted_documents"], plan["embedded_documents"]

@@ -93,6 +93,27 @@ def test_reconcile_publishes_then_skips_when_unchanged(
         assert reconcile()["status"] == "skipped"
 
 
+def test_a_damaged_published_artifact_is_rebuilt(pipeline: Settings) -> None:
+    # It stayed published as "nothing changed", served from a running server's cache, and
+    # failed every new reader.
+    first = reconcile_plain()
+    damaged = files.artifact_file(pipeline.artifact_path, first["build_id"])
+    damaged.chmod(0o644)
+    with damaged.open("r+b") as file:
+        file.seek(5 * 4096)
+        file.write(bytes(4096))
+    plan = plan_build.fn(False)
+    assert plan["action"] == "build"
+    assert plan["published_damaged"].startswith(f"checksum mismatch for {damaged.name}")
+    rebuilt = reconcile_plain()
+    assert rebuilt["status"] == "published" and rebuilt["build_id"] != first["build_id"]
+    assert reconcile_summary(rebuilt).startswith(
+        f"reconcile: built and published {rebuilt['build_id']} in place of the published "
+        "artifact, which is damaged (checksum mismatch"
+    )
+    assert plan_build.fn(False)["action"] == "skip"
+
+
 def test_a_build_of_another_schema_version_is_rebuilt(pipeline: Settings) -> None:
     first = reconcile_plain()
     manifest_path = files.manifest_file(pipeline.artifact_path, first["build_id"])
