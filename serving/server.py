@@ -38,6 +38,7 @@ from slackquery.access.grants import GrantStore, grants_path
 from slackquery.embedding.base import GenerationMismatchError
 from slackquery.embedding.errors import EndpointValidationError
 from slackquery.errors import SlackqueryError
+from slackquery.folders import readable_by_other_accounts
 from slackquery.http_guard import HttpGuard
 from slackquery.listening import listen_on
 from slackquery.settings import Settings
@@ -368,6 +369,7 @@ def run_http(settings: Settings, host: str | None = None, port: int | None = Non
     port = settings.serve_port if port is None else port
     sockets = listen_on(host, port)
     warn_if_open_to_the_network(settings, sockets)
+    warn_if_readable_by_other_accounts(settings)
     app = build_http_app(settings.model_copy(update={"serve_host": host}))
     where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     logger.info("serving MCP at http://%s/mcp (probes /healthz, /readyz; Ctrl-C stops)", where)
@@ -392,6 +394,18 @@ def warn_if_open_to_the_network(settings: Settings, sockets: list[socket.socket]
             "conversation; set SLACKQUERY_SERVE_TOKEN or grant tokens (`slackquery access "
             "grant`)",
             ", ".join(exposed),
+        )
+
+
+def warn_if_readable_by_other_accounts(settings: Settings) -> None:
+    """Log a warning where any account on this machine may read the published artifacts,
+    private conversations included: a home made before Slackquery made its folders private
+    (0700), or opened since."""
+    if readable_by_other_accounts(settings.artifact_path):
+        logger.warning(
+            "every account on this machine can read the conversations in %s; `chmod 700` "
+            "it (or a folder above it) unless they all should",
+            settings.artifact_path,
         )
 
 

@@ -33,6 +33,7 @@ from slackquery.canonical import torn_commits
 from slackquery.crash import crash_point
 from slackquery.duckdb_setup import open_database
 from slackquery.errors import SlackqueryError
+from slackquery.folders import make_folder
 from slackquery.settings import Settings
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
@@ -77,7 +78,7 @@ def project(
     canonical = settings.canonical_path
     check_canonical(canonical)
     state = settings.state_path
-    state.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(state.parent)
     fingerprint = project_fingerprint()
     refresh_reason = "requested" if full_refresh else _refresh_reason(state, fingerprint)
     if refresh_reason != "requested" and refresh_reason is not None:

@@ -37,7 +37,9 @@ class Settings(BaseSettings):
     # --- paths ---------------------------------------------------------------------------
     home: Path = Field(
         default=Path(".slackquery"),
-        description="Root folder; every other path defaults to a place under it.",
+        description="Root folder; every other path defaults to a place under it. The folders "
+        "Slackquery creates are private to its account (0700): they hold private channels "
+        "and DMs; a folder that exists keeps its mode.",
     )
     canonical_db: Path | None = Field(
         default=None,

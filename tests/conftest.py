@@ -118,6 +118,14 @@ def cold_dbt_parse(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
+def open_umask() -> Iterator[None]:
+    """The common umask, under which a plain mkdir makes rwxr-xr-x folders."""
+    previous = os.umask(0o022)
+    yield
+    os.umask(previous)
+
+
+@pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fresh SLACKQUERY_HOME for one test; every derived path lives under it."""
     root = tmp_path / "home"

@@ -26,6 +26,7 @@ from pathlib import Path
 from slackquery.artifacts.files import write_json_atomic
 from slackquery.errors import SlackqueryError
 from slackquery.escaping import quoted
+from slackquery.folders import make_folder
 from slackquery.settings import Settings
 
 TOKEN_PREFIX = "sqr_"
@@ -166,7 +167,7 @@ class GrantStore:
         return found if found is not None and found.is_active(now) else None
 
     def _write(self, grants: list[Grant]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        make_folder(self.path.parent)
         write_json_atomic(self.path, {"grants": [asdict(grant) for grant in grants]}, mode=0o600)
 
     def add(

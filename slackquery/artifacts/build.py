@@ -47,6 +47,7 @@ from slackquery.crash import crash_point
 from slackquery.duckdb_setup import connect
 from slackquery.embedding import current
 from slackquery.errors import SlackqueryError
+from slackquery.folders import make_folder
 from slackquery.settings import Settings
 
 
@@ -385,13 +386,13 @@ def build_artifact(settings: Settings, step: Callable[[str], None] = _no_step) -
     if not state_path.exists():
         raise SlackqueryError(f"no state database at {state_path}: run `slackquery project` first")
     artifact_dir = settings.artifact_path
-    artifact_dir.mkdir(parents=True, exist_ok=True)
+    make_folder(artifact_dir)
     with files.artifact_lock(artifact_dir):
         conn = connect(str(state_path), what="state database")
         try:
             conn.execute("set memory_limit = ?", [settings.artifact_build_memory_limit])
             spill = settings.home / "tmp" / "duckdb"
-            spill.mkdir(parents=True, exist_ok=True)  # DuckDB creates the last level only
+            make_folder(spill)  # DuckDB creates the last level only
             conn.execute("set temp_directory = ?", [str(spill)])
             conn.execute("set enable_progress_bar = false")
             history.ensure_table(conn)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from slackquery.errors import SlackqueryError
+from slackquery.folders import make_folder
 
 ARTIFACT_PREFIX = "search-"
 ARTIFACT_SUFFIX = ".duckdb"
@@ -153,7 +154,7 @@ def exclusive_lock(path: Path, what: str) -> Iterator[None]:
 
     The kernel drops a flock when its process dies, so a crashed run never blocks the next.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(path.parent)
     handle = path.open("a+", encoding="utf-8")
     try:
         try:

@@ -28,6 +28,7 @@ from slackquery.artifacts.retention import apply_retention, remove_leftovers
 from slackquery.crash import crash_point
 from slackquery.duckdb_setup import connect
 from slackquery.errors import SlackqueryError
+from slackquery.folders import make_folder
 from slackquery.settings import Settings
 
 __all__ = ["current_artifact", "publish", "record_pointer", "rollback", "sync_history"]
@@ -130,7 +131,7 @@ def _validation(
 
 def _publish(settings: Settings, reference: str, *, is_rollback: bool) -> dict[str, Any]:
     artifact_dir = settings.artifact_path.resolve()
-    artifact_dir.mkdir(parents=True, exist_ok=True)
+    make_folder(artifact_dir)
     with files.artifact_lock(artifact_dir):
         conn = _open_state(settings)
         try:

@@ -28,6 +28,7 @@ from slackquery.canonical.rows import (
 )
 from slackquery.duckdb_setup import open_database
 from slackquery.errors import SlackqueryError
+from slackquery.folders import make_folder
 from slackquery.projection import CANONICAL_SCHEMA_VERSION
 from slackquery.settings import Settings
 
@@ -121,7 +122,7 @@ def open_store(path: Path, memory_limit: str) -> duckdb.DuckDBPyConnection:
     A store holding part of a cut-off commit (`torn_commits`) is refused: only an import
     (`torn_commits.undo`) may build on it.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(path.parent)
     connection = open_database(str(path), what="canonical store")
     try:
         connection.execute("set preserve_insertion_order = false")

@@ -28,6 +28,8 @@ import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from slackquery.folders import make_folder
+
 # A file changed less than this long before its digest was taken could change again within
 # the same timestamp tick unseen, so its digest is not remembered.
 SETTLED_NS = 1_000_000_000
@@ -161,7 +163,7 @@ def _store(path: Path, content: bytes) -> None:
 
 
 def _write_by_rename(target: Path, content: bytes) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(target.parent)
     temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}")
     try:
         temp.write_bytes(content)

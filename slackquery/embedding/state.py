@@ -42,6 +42,7 @@ from slackquery.duckdb_setup import open_database
 from slackquery.embedding.base import GenerationIdentity
 from slackquery.embedding.current import CURRENT_ITEMS, CURRENT_VECTORS, WANTED_DOCUMENTS
 from slackquery.errors import SlackqueryError
+from slackquery.folders import make_folder
 
 STATES = ("pending", "in_progress", "succeeded", "retryable_failed", "terminal_failed")
 
@@ -109,7 +110,7 @@ def connect(state_path: Path, *, read_only: bool = False) -> duckdb.DuckDBPyConn
     if read_only and not state_path.exists():
         raise SlackqueryError(f"state database {state_path} does not exist; run the projection")
     if not read_only:
-        state_path.parent.mkdir(parents=True, exist_ok=True)
+        make_folder(state_path.parent)
     return open_database(str(state_path), read_only=read_only, what="state database")
 
 

@@ -2,6 +2,7 @@
 
 import datetime as dt
 import json
+import stat
 from pathlib import Path
 
 import pytest
@@ -113,6 +114,14 @@ def test_export_import_fills_every_table(settings: Settings, export_zip: Path) -
     ]
     runs = query(db, "select run_id, status, counts_json->>'$.messages.inserted' from import_runs")
     assert runs == [(report["run_id"], "succeeded", "10")]
+
+
+@pytest.mark.usefixtures("open_umask")
+def test_a_new_home_is_private_to_its_account(settings: Settings, export_zip: Path) -> None:
+    """Every DM and private channel lands there: other local accounts must not read it."""
+    import_source(settings, export_zip)
+
+    assert stat.S_IMODE(settings.home.stat().st_mode) == 0o700
 
 
 def test_folder_and_zip_give_the_same_rows(settings: Settings, tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ import dataclasses
 import json
 import os
 import sys
+import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
@@ -33,6 +34,7 @@ from serving.server import (
     build_http_app,
     grant_authorizer,
     warn_if_open_to_the_network,
+    warn_if_readable_by_other_accounts,
 )
 from slackquery.access.grants import GrantStore, grants_path
 from slackquery.artifacts.build import build_artifact
@@ -355,6 +357,27 @@ def test_listening_beyond_loopback_without_any_token_is_warned(
             if warned
             else []
         )
+
+
+def test_artifacts_other_accounts_can_read_are_warned_about(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A home from before its folders were made private: 0755 all the way down from /tmp.
+    with tempfile.TemporaryDirectory(dir="/tmp") as folder:
+        for home, mode, warned in ((Path(folder), 0o755, True), (tmp_path, 0o700, False)):
+            home.chmod(mode)
+            (home / "artifacts").mkdir(mode=0o755)
+            caplog.clear()
+            warn_if_readable_by_other_accounts(Settings(home=home))
+            assert caplog.messages == (
+                [
+                    f"every account on this machine can read the conversations in "
+                    f"{home / 'artifacts'}; `chmod 700` it (or a folder above it) unless "
+                    "they all should"
+                ]
+                if warned
+                else []
+            )
 
 
 def test_an_expiry_already_past_is_refused(
