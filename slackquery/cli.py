@@ -49,6 +49,7 @@ COMMAND_MODULES = {
     "artifacts": "artifacts",
     "rollback": "rollback",
     "reconcile": "reconcile",
+    "backup": "backup",
     "scopes": "scopes",
     "search": "search",
     "thread": "thread",

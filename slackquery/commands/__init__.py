@@ -6,7 +6,8 @@ import math
 import os
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import date
 from typing import Any
 
@@ -146,6 +147,18 @@ def shows_progress(args: argparse.Namespace) -> bool:
     """Whether a long command draws a progress bar: on a terminal, never into a log or
     under `--json`."""
     return not getattr(args, "json", False) and sys.stderr.isatty()
+
+
+@contextmanager
+def step_status(shown: bool, command: str) -> Iterator[Callable[[str], None]]:
+    """A spinner on stderr naming the command's current step, where `shown`."""
+    if not shown:
+        yield lambda _step: None
+        return
+    from rich.console import Console
+
+    with Console(stderr=True).status(f"{command}: starting") as status:
+        yield lambda step: status.update(f"{command}: {step}")
 
 
 def reader_gone() -> None:

@@ -1,13 +1,11 @@
 """`slackquery build`: write and validate a new immutable search artifact (not published)."""
 
 import argparse
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 
 from slackquery.artifacts.build import build_artifact
 from slackquery.artifacts.files import artifact_file, manifest_file
 from slackquery.artifacts.files import read_json as read_manifest
-from slackquery.commands import add_json_flag, emit, shows_progress
+from slackquery.commands import add_json_flag, emit, shows_progress, step_status
 from slackquery.settings import Settings
 
 
@@ -28,21 +26,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
-@contextmanager
-def step_status(shown: bool) -> Iterator[Callable[[str], None]]:
-    """A spinner on stderr naming the build's current step, where `shown`."""
-    if not shown:
-        yield lambda _step: None
-        return
-    from rich.console import Console
-
-    with Console(stderr=True).status("build: starting") as status:
-        yield lambda step: status.update(f"build: {step}")
-
-
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Build one artifact and report its id, counts and checksum."""
-    with step_status(shows_progress(args)) as step:
+    with step_status(shows_progress(args), "build") as step:
         build_id = build_artifact(settings, step)
     manifest = read_manifest(manifest_file(settings.artifact_path, build_id))
     counts = manifest["counts"]

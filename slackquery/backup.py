@@ -1,0 +1,140 @@
+"""`slackquery backup`: a consistent copy of a home, which is itself a home.
+
+Copied is what cannot be made again without Slack or hours of embedding: the canonical
+store, the state database (projection, vectors, build history), the grants and the cursor
+key, and the published artifact with its seal, so the copy serves as it is
+(`SLACKQUERY_HOME=COPY slackquery serve`). Derived folders (dbt, logs, model cache,
+spill) and retained artifacts are left out: `reconcile` makes them again.
+
+Consistency comes from the writers' own locks: while the copy is taken, the canonical
+store's writer lock keeps `import` and `sync` out, the artifact lock keeps `build`,
+`publish` and `rollback` out, and each database is held open read-only, which DuckDB's file
+lock refuses to any writer (`project`, `embed`, `reconcile`). A writer already running
+makes the backup fail at once, naming it. The copy is made beside its destination and
+renamed into place when complete and checked, so a killed backup never leaves a partial
+copy under the name asked for.
+"""
+
+import os
+import shutil
+import uuid
+from collections.abc import Callable
+from contextlib import ExitStack
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from slackquery import __version__
+from slackquery.access.grants import grants_path
+from slackquery.artifacts import files, validate
+from slackquery.artifacts.pointer import current_artifact
+from slackquery.canonical.store import writer_lock
+from slackquery.commands import CURSOR_KEY_NAME
+from slackquery.duckdb_setup import open_database
+from slackquery.errors import SlackqueryError
+from slackquery.folders import make_folder
+from slackquery.settings import Settings
+
+RECORD_NAME = "backup.json"
+# A database's write-ahead log: part of its content until the next checkpoint.
+WAL_SUFFIX = ".wal"
+
+
+def back_up(
+    settings: Settings, destination: Path, step: Callable[[str], None] = lambda _step: None
+) -> dict[str, Any]:
+    """Copy the home's irreplaceable parts into `destination` (a new folder); return the
+    record written there as `backup.json`."""
+    if destination.exists() or destination.is_symlink():
+        raise SlackqueryError(f"{destination} exists; name a folder that does not")
+    make_folder(destination.parent)
+    staging = destination.with_name(f".{destination.name}.{uuid.uuid4().hex}.tmp")
+    with ExitStack() as held:
+        _hold_writers_off(settings, held)
+        try:
+            record = _copy_home(settings, make_folder(staging), step)
+            os.rename(staging, destination)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+    files.fsync_dir(destination.parent)
+    return record
+
+
+def _hold_writers_off(settings: Settings, held: ExitStack) -> None:
+    """Take every writer's lock, or fail at once naming the writer that runs."""
+    if not (settings.canonical_path.is_file() or settings.state_path.is_file()):
+        raise SlackqueryError(
+            f"nothing to back up: no canonical store or state database in {settings.home}"
+        )
+    held.enter_context(writer_lock(settings))
+    if settings.artifact_path.is_dir():
+        held.enter_context(files.artifact_lock(settings.artifact_path))
+    for path, _name, what in _databases(settings):
+        held.callback(open_database(str(path), read_only=True, what=what).close)
+
+
+def _databases(settings: Settings) -> list[tuple[Path, str, str]]:
+    """(file, its name in a home, what it is) of each database this home has."""
+    databases = [
+        (settings.canonical_path, "canonical.duckdb", "canonical store"),
+        (settings.state_path, "state.duckdb", "state database"),
+    ]
+    return [database for database in databases if database[0].is_file()]
+
+
+def _copy_home(settings: Settings, staging: Path, step: Callable[[str], None]) -> dict[str, Any]:
+    """Copy each part into `staging`, check the artifact's seal there, write the record."""
+    for source, name, what in _databases(settings):
+        step(f"copying the {what}")
+        _copy_if_present(source, staging / name)
+        _copy_if_present(source.with_name(source.name + WAL_SUFFIX), staging / (name + WAL_SUFFIX))
+    _copy_if_present(grants_path(settings), staging / "access" / "grants.json")
+    _copy_if_present(settings.home / CURSOR_KEY_NAME, staging / CURSOR_KEY_NAME)
+    build_id = _copy_published(settings, staging / "artifacts", step)
+    record = {
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "slackquery_version": __version__,
+        "source_home": str(settings.home.resolve()),
+        "published_build": build_id,
+        "files": sorted(str(path.relative_to(staging)) for path in staging.rglob("*")),
+    }
+    files.write_json_atomic(staging / RECORD_NAME, record)
+    return record
+
+
+def _copy_published(settings: Settings, folder: Path, step: Callable[[str], None]) -> str | None:
+    """Copy the published artifact, its arrays and seal, and the pointer to it; check the
+    copy against its seal. None where nothing is published."""
+    artifact = current_artifact(settings)
+    build_id = None if artifact is None else files.build_id_of(artifact)
+    if artifact is None or build_id is None:
+        return None
+    step(f"copying the published artifact {build_id}")
+    make_folder(folder)
+    for part in (
+        artifact,
+        files.manifest_file(artifact.parent, build_id),
+        files.validation_file(artifact.parent, build_id),
+    ):
+        _copy_if_present(part, folder / part.name)
+    arrays = files.arrays_dir_of(artifact)
+    shutil.copytree(arrays, folder / arrays.name, copy_function=_copy_file)
+    os.symlink(artifact.name, folder / files.CURRENT_NAME)
+    step("checking the copy against its seal")
+    validate.verify_sealed(folder, build_id, folder / artifact.name)
+    return build_id
+
+
+def _copy_if_present(source: Path, target: Path) -> None:
+    if source.is_file():
+        make_folder(target.parent)
+        _copy_file(source, target)
+
+
+def _copy_file(source: Path | str, target: Path | str) -> None:
+    """Copy bytes and mode, then fsync: the record is written only over durable copies."""
+    shutil.copyfile(source, target)
+    shutil.copymode(source, target)
+    with open(target, "rb") as handle:
+        os.fsync(handle.fileno())

@@ -1,0 +1,46 @@
+"""`slackquery backup DEST`: copy what a home cannot make again into a new folder."""
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from slackquery.backup import back_up
+from slackquery.commands import add_json_flag, emit, shows_progress, step_status
+from slackquery.settings import Settings
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the `backup` subcommand."""
+    parser = subparsers.add_parser(
+        "backup",
+        help="copy the canonical store, state, grants and published artifact to a new folder",
+        description="Copy what this home cannot make again (the canonical store, the state "
+        "database with its vectors and build history, the access grants, the cursor key, "
+        "and the published artifact with its seal) into DEST, a folder that must not exist. "
+        "DEST is itself a home: `SLACKQUERY_HOME=DEST slackquery serve` serves it, and "
+        "`reconcile` there goes on from it. Import, sync, reconcile, build and publish are "
+        "kept out while the copy is taken (one already running makes the backup fail at "
+        "once); search and serve go on. The copy of the artifact is checked against its "
+        "seal, and DEST appears only once complete.",
+    )
+    parser.add_argument("destination", metavar="DEST", type=Path, help="a new folder")
+    add_json_flag(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    """Take one backup and say what it holds."""
+    with step_status(shows_progress(args), "backup") as step:
+        record = back_up(settings, args.destination, step)
+    emit(args, record, render(args.destination, record))
+    return 0
+
+
+def render(destination: Path, record: dict[str, Any]) -> str:
+    """Where the copy is, what it holds, and how to use it."""
+    published = record["published_build"] or "none (nothing was published)"
+    return (
+        f"backed up {record['source_home']} to {destination}: {len(record['files'])} files, "
+        f"published artifact {published}\n"
+        f"  use it: SLACKQUERY_HOME={destination} slackquery serve (or copy it back as the home)"
+    )

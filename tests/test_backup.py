@@ -1,0 +1,133 @@
+"""`slackquery backup`: a consistent copy that is itself a home, taken or not at all."""
+
+import json
+import shutil
+import stat
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from serving.cursor import home_secret
+from slackquery.access.grants import GrantStore, grants_path
+from slackquery.artifacts import validate
+from slackquery.artifacts.build import build_artifact
+from slackquery.artifacts.publish import current_artifact, publish
+from slackquery.backup import back_up
+from slackquery.canonical.importer import import_source
+from slackquery.canonical.store import writer_lock
+from slackquery.cli import main
+from slackquery.commands import CURSOR_KEY_NAME
+from slackquery.errors import SlackqueryError
+from slackquery.settings import Settings
+from tests.artifacts.conftest import apply_env, identity_for
+from tests.artifacts.synthetic import synthesize_state
+from tests.canonical.conftest import default_members, snapshot, write_export
+from tests.crashing import held_open
+
+
+@pytest.fixture(scope="module")
+def source_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A home with a canonical store, a state database, a grant and a published artifact."""
+    root = tmp_path_factory.mktemp("source")
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        settings = apply_env(monkeypatch, root / "home")
+        import_source(settings, write_export(root / "acme.zip", default_members()))
+        synthesize_state(settings.state_path, identity_for(settings), messages=30)
+        publish(settings, build_artifact(settings))
+        GrantStore(grants_path(settings)).add(
+            user_id="U01",
+            workspace_id="T0TEST",
+            label="alice",
+            no_dms=False,
+            expires=None,
+            now=datetime(2026, 12, 7, tzinfo=UTC),
+        )
+        home_secret(settings.home / CURSOR_KEY_NAME)
+    return settings.home
+
+
+@pytest.fixture
+def settings(source_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """This test's own copy of the source home."""
+    home = tmp_path / "home"
+    shutil.copytree(source_home, home, symlinks=True)
+    return apply_env(monkeypatch, home)
+
+
+def leftovers(folder: Path) -> list[str]:
+    return sorted(path.name for path in folder.iterdir() if path.name.endswith(".tmp"))
+
+
+def test_a_backup_is_a_home_that_serves(settings: Settings, tmp_path: Path) -> None:
+    destination = tmp_path / "backups" / "monday"
+
+    record = back_up(settings, destination)
+
+    copy = Settings(home=destination)
+    for source, copied in (
+        (settings.canonical_path, copy.canonical_path),
+        (settings.state_path, copy.state_path),
+    ):
+        assert snapshot(copied) == snapshot(source)
+    published = current_artifact(settings)
+    assert published is not None and current_artifact(copy) == copy.artifact_path / published.name
+    assert GrantStore(grants_path(copy)).grants() == GrantStore(grants_path(settings)).grants()
+    assert home_secret(copy.home / CURSOR_KEY_NAME) == home_secret(settings.home / CURSOR_KEY_NAME)
+    assert record["published_build"] in published.name
+    assert json.loads((destination / "backup.json").read_text()) == record
+    assert stat.S_IMODE(destination.stat().st_mode) == 0o700
+    assert leftovers(destination.parent) == []
+
+
+def test_a_running_import_makes_it_fail_at_once(settings: Settings, tmp_path: Path) -> None:
+    with writer_lock(settings), pytest.raises(SlackqueryError, match="another import or sync"):
+        back_up(settings, tmp_path / "copy")
+
+    assert leftovers(tmp_path) == [] and not (tmp_path / "copy").exists()
+
+
+def test_a_database_another_process_writes_is_named(settings: Settings, tmp_path: Path) -> None:
+    with held_open(settings.state_path), pytest.raises(SlackqueryError, match="state database"):
+        back_up(settings, tmp_path / "copy")
+
+    assert leftovers(tmp_path) == [] and not (tmp_path / "copy").exists()
+
+
+def test_a_copy_that_fails_its_check_leaves_nothing(
+    settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def damaged(*_args: object) -> None:
+        raise SlackqueryError("checksum mismatch")
+
+    monkeypatch.setattr(validate, "verify_sealed", damaged)
+    with pytest.raises(SlackqueryError, match="checksum mismatch"):
+        back_up(settings, tmp_path / "copy")
+
+    assert leftovers(tmp_path) == [] and not (tmp_path / "copy").exists()
+
+
+def test_an_existing_destination_or_an_empty_home_is_refused(
+    settings: Settings, tmp_path: Path
+) -> None:
+    (tmp_path / "taken").mkdir()
+    with pytest.raises(SlackqueryError, match="taken exists; name a folder that does not"):
+        back_up(settings, tmp_path / "taken")
+
+    empty = Settings(home=tmp_path / "empty")
+    with pytest.raises(SlackqueryError, match="nothing to back up"):
+        back_up(empty, tmp_path / "copy")
+
+
+def test_the_command_says_where_the_copy_is(
+    settings: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    destination = tmp_path / "copy"
+
+    assert main(["backup", str(destination)]) == 0
+
+    first, second = capsys.readouterr().out.splitlines()
+    assert first.startswith(f"backed up {settings.home.resolve()} to {destination}: ")
+    assert second == (
+        f"  use it: SLACKQUERY_HOME={destination} slackquery serve (or copy it back as the home)"
+    )
