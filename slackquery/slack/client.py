@@ -23,6 +23,7 @@ The token travels only in the Authorization header: it is never part of a URL, a
 line, an error message or anything written to disk.
 """
 
+import logging
 import random
 from collections import Counter
 from collections.abc import Iterator
@@ -70,6 +71,8 @@ RETRY_AFTER_DEFAULT_S = 1.0
 # worth holding the run and the store's writer lock for (every page is committed with its
 # checkpoint, so the next scheduled run resumes and loses nothing).
 RETRY_AFTER_MAX_S = 900.0
+
+log = logging.getLogger(__name__)
 
 
 class SlackApiError(SlackqueryError):
@@ -184,7 +187,7 @@ class SlackClient:
             except _Retry as retry:
                 last = retry.reason
                 if retry.hold_s is None:
-                    self._backoff(method, attempt)
+                    self._backoff(method, attempt, retry.reason)
                     continue
                 if held_s + retry.hold_s > RETRY_AFTER_MAX_S:
                     detail = _too_long(retry.reason, retry.hold_s, held_s)
@@ -239,12 +242,23 @@ class SlackClient:
     def _retry_after_s(self, response: httpx.Response) -> float:
         return retry_after_s(response.headers.get("Retry-After"), now=self.clock.time())
 
-    def _backoff(self, method: str, attempt: int) -> None:
-        """Full jitter: a random wait up to base x 2^(attempt-1), capped."""
+    def _backoff(self, method: str, attempt: int, reason: str) -> None:
+        """Full jitter: a random wait up to base x 2^(attempt-1), capped. Said in a warning:
+        an API that cannot be reached otherwise costs a minute of silence before the error."""
         self.retries[method] += 1
-        if attempt < self.settings.slack_max_attempts:
+        attempts = self.settings.slack_max_attempts
+        if attempt < attempts:
             cap = min(self.settings.slack_backoff_max_s, BACKOFF_BASE_S * 2 ** (attempt - 1))
-            self.clock.sleep(self.rng.uniform(0, cap))
+            wait_s = self.rng.uniform(0, cap)
+            log.warning(
+                "%s failed (%s); attempt %d of %d in %.1f s",
+                method,
+                reason,
+                attempt + 1,
+                attempts,
+                wait_s,
+            )
+            self.clock.sleep(wait_s)
 
     def items(self, method: str, key: str, **params: Any) -> Iterator[Any]:
         """Every entry of `key` (`members`, `channels`) on every page of a cursor-paged

@@ -96,7 +96,7 @@ def test_too_many_failures_stop_the_run(live: Live, monkeypatch: pytest.MonkeyPa
 
 
 def test_an_endpoint_that_cannot_be_reached_is_named(
-    live: Live, monkeypatch: pytest.MonkeyPatch
+    live: Live, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
@@ -104,6 +104,13 @@ def test_an_endpoint_that_cannot_be_reached_is_named(
     settings = _with(monkeypatch, slack_api_url=url, slack_max_attempts="2")
     with pytest.raises(SlackTransientError, match=rf"last: ConnectError at {re.escape(url)}: "):
         sync(settings, clock=live.clock)
+    # Each wait is said as it starts: the default attempts took ~50 s of silence.
+    (warning,) = caplog.messages
+    assert re.fullmatch(
+        rf"[a-z.]+ failed \(ConnectError at {re.escape(url)}: .*\); attempt 2 of 2 in "
+        r"[0-9.]+ s",
+        warning,
+    ), warning
 
 
 def test_a_slow_response_times_out_and_is_retried(
