@@ -17,6 +17,11 @@ Reads the canonical store (through dbt, attached read-only). Writes the state da
   published and then rolled back from, nothing is built or published (a build that was
   published once is a rollback target the operator publishes by hand, never reconcile);
   new inputs give a new build, published as usual;
+- a refusal sticks too: while the inputs are those of the newest build of them that
+  validation refused, and what it was checked against (the published artifact, drift
+  settings, checks) is unchanged, nothing is built and the run fails naming that build, as
+  the refusal itself did, instead of spending a build on the same refusal every run;
+  new inputs build as usual, and `force_build` retries the same ones;
 - build and publish only ever add files and swap the pointer atomically; a run with
   nothing to publish still brings the build history in line with the pointer (a publish
   killed right after its swap left it behind) and removes what killed builds left.
@@ -127,8 +132,9 @@ def _embedding_progress(
 
 @task(cache_policy=NO_CACHE, persist_result=False)
 def plan_build(force: bool) -> dict[str, Any]:
-    """Decide: `build`, `publish` an already validated build, or `skip` (nothing changed,
-    or the operator rolled back from the build of these inputs).
+    """Decide: `build`, `publish` an already validated build, `skip` (nothing changed,
+    or the operator rolled back from the build of these inputs), or `refuse` (validation
+    refused a build of these inputs and would refuse it again: `refusal` says why).
 
     A build counts as one of the current inputs when its source watermark and generation
     are the state's and embedding has not left it behind (`EmbeddingProgress`); when the
@@ -185,6 +191,14 @@ def plan_build(force: bool) -> dict[str, Any]:
         # `validated` is never published; one that was stays for an operator to publish.
         if build["status"] == "validated" and path.is_file():
             return {**plan, "action": "publish", "build_id": build["build_id"]}
+    refused = _standing_refusal(settings, same_inputs)
+    if refused:
+        return {
+            **plan,
+            "action": "refuse",
+            "build_id": refused["build_id"],
+            "refusal": refused["error_message"],
+        }
     behind = [
         build
         for build in same_source
@@ -211,10 +225,19 @@ def _broken_seal(settings: Settings, build_id: str, path: Path) -> str | None:
     """Why the published artifact no longer matches its seal (checksums, manifest), or
     None. A damaged one fails every process that opens it anew, while a running server
     answers from what it loaded before: it was kept as "nothing changed" until a restart."""
-    try:
-        validate.verify_sealed(settings.artifact_path.resolve(), build_id, path)
-    except SlackqueryError as error:
-        return str(error)
+    return validate.seal_damage(settings.artifact_path.resolve(), build_id, path)
+
+
+def _standing_refusal(
+    settings: Settings, same_inputs: list[dict[str, Any]]
+) -> dict[str, Any] | None:
+    """The newest build of these inputs that validation refused, when a new build's
+    validation would run as its did (`validate.same_checkpoint_inputs`), or None: it
+    would only be refused again, after a full build (minutes at 1M messages)."""
+    # Only a build that validation refused is recorded failed with a checkpoint result.
+    refusals = [b for b in same_inputs if b["status"] == "failed" and b["validation_json"]]
+    if refusals and validate.same_checkpoint_inputs(settings, refusals[0]["validation_json"]):
+        return refusals[0]  # newest first
     return None
 
 
@@ -303,6 +326,9 @@ def _run(
                 status="unchanged", build_id=plan["build_id"], removed=steps.record_published()
             )
             return result
+        if plan["action"] == "refuse":
+            steps.record_published()
+            raise validate.ValidationFailed(_refused_again(plan))
         build_id = plan["build_id"] if plan["action"] == "publish" else steps.build_candidate()
         result["publish"] = steps.publish_candidate(build_id)
         result.update(status="published", build_id=build_id)
@@ -364,6 +390,16 @@ def _announced(what: str, step: Callable[..., Any], shown: bool) -> Callable[...
         return step(*args)
 
     return announced
+
+
+def _refused_again(plan: dict[str, Any]) -> str:
+    """The one line a run fails with when it builds nothing for a standing refusal."""
+    return (
+        f"not building again: build {plan['build_id']}, of these same inputs, was refused "
+        f"({plan['refusal']}) and nothing it was checked against has changed; new input "
+        "builds again, and `slackquery reconcile --force-build` retries these inputs (once "
+        "the cause is fixed, or if it was transient)"
+    )
 
 
 def summary(result: dict[str, Any]) -> str:

@@ -13,7 +13,9 @@ row index doubles as the stable document-id tie-break.
 
 import difflib
 import json
+import logging
 import re
+import struct
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
@@ -35,12 +37,14 @@ from serving.lexical import BM25Index
 from serving.query import STOPWORDS, fts_tokens, normalize
 from serving.semantic import Int8Scan
 from serving.time_runs import TimeRuns
-from slackquery.artifacts import arrays, files, schema
+from slackquery.artifacts import arrays, files, schema, validate
 from slackquery.artifacts.documents import DocumentArrays
 from slackquery.artifacts.packed import SortedKeys
 from slackquery.artifacts.schema import CONVERSATION_TYPES as CONVERSATION_TYPES
 from slackquery.duckdb_setup import DamagedDatabase, damage_of, open_database
 from slackquery.errors import SlackqueryError
+
+logger = logging.getLogger(__name__)
 
 EXPECTED_FTS_CONFIG = {
     "stemmer": "none",
@@ -161,13 +165,34 @@ MOVE_OFF_DAMAGED = (
 )
 
 
-def damaged_artifact(path: Path, detail: object) -> SlackqueryError:
+class DamagedArtifact(SlackqueryError):
+    """The published artifact's files are damaged: nothing more is served from it, and the
+    server is not ready, until a publish moves off it."""
+
+
+def damaged_artifact(path: Path, detail: object) -> DamagedArtifact:
     """The one-line error for a published artifact whose file is damaged; it names the
     file, not the folder it is in, and fits in an MCP tool error
     (`serving.tools.MAX_ERROR_CHARS`), since MCP clients read it too."""
-    return SlackqueryError(
+    return DamagedArtifact(
         f"published artifact {path.name} is damaged ({detail}); {MOVE_OFF_DAMAGED}"
     )
+
+
+# What every request gets once a loaded artifact is found damaged. Requesters are not
+# trusted, so it names no file: the server log does (`LoadedArtifact.check_damage`).
+DAMAGED_WHILE_SERVED = (
+    "the published search artifact is damaged on disk, so nothing is served from it; the "
+    "operator should run `slackquery reconcile`, which publishes a sound one (no restart "
+    "needed)"
+)
+# What reading damaged bytes raises where a sealed artifact's never do: a display record
+# or packed string that does not decode (ValueError, UnicodeDecodeError among them), a
+# record header past the end of its array (struct.error), offsets or codes that point past
+# an array or a key that is not there (IndexError, KeyError), a number beyond any date
+# (OverflowError), a DuckDB block that fails its checksum or cannot be read
+# (duckdb.IOException). Bugs raise most of them too, so the seal decides (`check_damage`).
+READ_ERRORS = (ValueError, LookupError, struct.error, OverflowError, duckdb.IOException)
 
 
 # Requesters whose visibility an artifact keeps: each costs a flag per row and a position
@@ -191,6 +216,10 @@ class LoadedArtifact:
             raise SlackqueryError(f"cannot read search artifact {path}: {error}") from error
         self._lock = threading.Lock()
         self._visibility: OrderedDict[str, Visibility] = OrderedDict()
+        # Why its files no longer match the seal, once a request's error led to a check.
+        self.damage: str | None = None
+        self._seal_checked = False
+        self._damage_lock = threading.Lock()
         try:
             self._load()
         except BaseException as error:
@@ -211,6 +240,45 @@ class LoadedArtifact:
     def close(self) -> None:
         """Release the file handle; called once no request uses this artifact any more."""
         self._connection.close()
+
+    # -- damage ----------------------------------------------------------------------
+    def refuse_if_damaged(self) -> None:
+        """Raise `DamagedArtifact` once a request has found this artifact damaged."""
+        if self.damage is not None:
+            raise DamagedArtifact(DAMAGED_WHILE_SERVED)
+
+    def check_damage(self, error: Exception) -> None:
+        """Raise `DamagedArtifact` from `error` (one of `READ_ERRORS`, raised by a request on
+        this artifact) when its files are damaged; return when they are sound: a bug.
+
+        DuckDB checksums its blocks, so its damage error is proof. Anything else is checked
+        against the seal (`verify_sealed`, ~1 s per GiB), once per loaded artifact: a sound
+        verdict stands, so a bug a requester can trigger at will costs one check, not one
+        per request (damage that comes later is found by `reconcile`, which checks the seal
+        on every run, and publishes a sound artifact in its place)."""
+        with self._damage_lock:
+            if self.damage is None:
+                self.damage = damage_of(error) or self._broken_seal()
+                if self.damage is not None:
+                    logger.error(
+                        "published artifact %s is damaged (%s); serving nothing from it "
+                        "until a sound one is published: run `slackquery reconcile`",
+                        self.path.name,
+                        self.damage,
+                    )
+        if self.damage is not None:
+            raise DamagedArtifact(DAMAGED_WHILE_SERVED) from error
+
+    def _broken_seal(self) -> str | None:
+        """How the files differ from the seal; None when they match or were checked once."""
+        if self._seal_checked:
+            return None
+        self._seal_checked = True
+        try:
+            validate.verify_sealed(self.path.parent, self.build_id, self.path)
+        except SlackqueryError as error:
+            return str(error)
+        return None
 
     # -- loading ---------------------------------------------------------------------
     def _load(self) -> None:

@@ -25,7 +25,7 @@ from pydantic import BaseModel
 from serving import lookups
 from serving.access import Requester, Visibility, channel_of
 from serving.arms import ARMS, Arm
-from serving.artifact import CONVERSATION_TYPES, Filters, LoadedArtifact
+from serving.artifact import CONVERSATION_TYPES, READ_ERRORS, Filters, LoadedArtifact
 from serving.budget import Deadline
 from serving.context import QueryContext
 from serving.cursor import CursorCodec, fingerprint
@@ -212,11 +212,19 @@ class SearchEngine:
 
     @contextmanager
     def artifact(self) -> Iterator[LoadedArtifact]:
-        """The current artifact, held for the duration of one request."""
+        """The current artifact, held for the duration of one request.
+
+        A request's read error that damaged files explain (`LoadedArtifact.check_damage`)
+        is raised as `DamagedArtifact`, and so is every later request on that artifact:
+        `status` too, so the server is not ready until a publish moves the pointer off it."""
         path = self.resolve()
         entry = self._entry(path)
         try:
+            entry.artifact.refuse_if_damaged()
             yield entry.artifact
+        except READ_ERRORS as error:
+            entry.artifact.check_damage(error)
+            raise
         finally:
             with self._lock:
                 entry.users -= 1

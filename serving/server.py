@@ -30,6 +30,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from serving.access import Requester, account_limits_at, current_requester
 from serving.answer_tools import register_answer_tools
+from serving.artifact import DamagedArtifact
 from serving.engine import SearchEngine
 from serving.metrics import Metrics
 from serving.tools import ToolRunner, ToolServer, register_tools
@@ -180,6 +181,8 @@ def unready_reason(error: SlackqueryError) -> str:
         )
     if isinstance(error, EndpointValidationError):
         return "the embedding endpoint failed validation, so hybrid and semantic search fail"
+    if isinstance(error, DamagedArtifact):
+        return "the published search artifact is damaged (`slackquery reconcile` replaces it)"
     return "no servable artifact"
 
 

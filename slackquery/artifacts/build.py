@@ -447,7 +447,9 @@ def build_artifact(settings: Settings, step: Callable[[str], None] = _no_step) -
                 result = validate.run_checkpoint(settings, temp, result_path)
                 if not result["success"]:
                     message = validate.failure_summary(result)
-                    history.mark_failed(conn, build_id, message, validation=result)
+                    history.mark_failed(
+                        conn, build_id, message, validation=result, counts=sealed["counts"]
+                    )
                     raise validate.ValidationFailed(
                         f"build {build_id} {message} (details: {result_path})"
                     )

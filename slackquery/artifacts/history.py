@@ -123,14 +123,18 @@ def mark_failed(
     error: str,
     *,
     validation: dict[str, Any] | None = None,
+    counts: dict[str, int] | None = None,
 ) -> None:
-    """A build that will never be published, with why (trimmed to a readable size)."""
+    """A build that will never be published, with why (trimmed to a readable size); one
+    that validation refused also with its result and the counts it was refused with."""
     conn.execute(
         "update search_builds set status = 'failed', error_message = ?, "
-        "validation_json = coalesce(?, validation_json), completed_at = ? where build_id = ?",
+        "validation_json = coalesce(?, validation_json), "
+        "counts_json = coalesce(?, counts_json), completed_at = ? where build_id = ?",
         [
             error[:MAX_ERROR_CHARS],
             json.dumps(validation) if validation is not None else None,
+            json.dumps(counts) if counts is not None else None,
             now(),
             build_id,
         ],

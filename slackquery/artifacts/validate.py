@@ -101,6 +101,15 @@ def standing_refusal(settings: Settings, path: Path, refused_path: Path) -> dict
     return _repeated(settings, path, refused_path, False)
 
 
+def same_checkpoint_inputs(settings: Settings, result: dict[str, Any]) -> bool:
+    """Whether the checkpoint `result` of a build ran with the inputs a new build's
+    checkpoint would run with now (the same published artifact to compare with, drift
+    settings and checks): a new build of the same state would get the same result, so
+    reconcile does not build the inputs of a refused build again and again.
+    """
+    return result.get("inputs") == checkpoint_inputs(settings, current_artifact(settings))
+
+
 def run_checkpoint(
     settings: Settings, path: Path, result_path: Path, *, compare_with_current: bool = True
 ) -> dict[str, Any]:

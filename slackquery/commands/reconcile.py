@@ -29,7 +29,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "since the published artifact and embedding has not moved on (a partly embedded "
         "artifact is built again once embedding has finished, or has gained 10% of the "
         "messages), and while they are those of a build an operator rolled back from (a "
-        "rollback holds until new input gives a new build). Only one "
+        "rollback holds until new input gives a new build). Nor is it built while they are "
+        "those of a build validation refused and nothing that build was checked against has "
+        "changed (the published artifact, the count-drift settings, the checks): the run "
+        "then fails, as the refusal did, naming that build and why. Only one "
         "reconcile runs at a time. prefect.yaml "
         "schedules the same flow hourly; without PREFECT_API_URL (and without --dask-workers "
         "or --dask-address, which need the flow) the command runs the same steps as plain "
@@ -42,7 +45,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--force-build",
         action="store_true",
         help="build a new artifact even when nothing changed (or embedding has moved on less "
-        "than reconcile rebuilds for)",
+        "than reconcile rebuilds for), or when validation refused a build of the same inputs "
+        "(say, for a cause that has passed)",
     )
     add_dask_flags(parser)
     add_engine_flag(parser)

@@ -26,6 +26,7 @@ from slackquery.artifacts import files, history
 from slackquery.artifacts.build import build_artifact
 from slackquery.artifacts.pointer import swap_current
 from slackquery.artifacts.publish import current_artifact, publish, rollback
+from slackquery.artifacts.validate import ValidationFailed
 from slackquery.cli import main
 from slackquery.duckdb_setup import connect
 from slackquery.embedding.base import GenerationIdentity
@@ -222,6 +223,45 @@ def test_a_rollback_holds_until_new_input_gives_a_new_build(
     assert result["status"] == "published" and result["build_id"] not in (older, newer)
 
 
+def _shrunk_project(settings: Settings, **_options: bool) -> dict[str, Any]:
+    """A projection down to 10 of the 40 messages: count drift, past any floor of 0."""
+    return synthesize_state(settings.state_path, identity_for(settings), messages=10)
+
+
+def test_a_refusal_holds_until_the_inputs_or_what_they_are_checked_against_change(
+    pipeline: Settings, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Every scheduled run built and validated the refused inputs again, only to be refused
+    # again, and recorded one more failed build.
+    monkeypatch.setenv("SLACKQUERY_COUNT_DRIFT_MIN_DROP", "0")
+    published = reconcile_plain()["build_id"]
+    monkeypatch.setattr(reconcile_module, "project", _shrunk_project)
+    assert main(["reconcile", "--engine", "plain"]) == 1
+    assert "validation failed" in capsys.readouterr().err
+    (refused,) = set(_statuses(pipeline)) - {published}
+
+    plan = plan_build.fn(False)
+    assert plan["action"] == "refuse" and plan["build_id"] == refused
+    assert plan["refusal"].startswith("validation failed: ")
+    assert main(["reconcile", "--engine", "plain"]) == 1
+    assert capsys.readouterr().err == (
+        f"error: not building again: build {refused}, of these same inputs, was refused "
+        f"({plan['refusal']}) and nothing it was checked against has changed; new input "
+        "builds again, and `slackquery reconcile --force-build` retries these inputs (once "
+        "the cause is fixed, or if it was transient)\n"
+    )
+    with pytest.raises(ValidationFailed, match=f"not building again: build {refused}"):
+        reconcile()  # a deployment's run fails too, as the refusal itself did
+    assert _statuses(pipeline) == {published: "published", refused: "failed"}
+    assert plan_build.fn(True)["action"] == "build"  # --force-build retries them
+
+    synthesize_state(pipeline.state_path, identity_for(pipeline), messages=11)
+    assert plan_build.fn(False)["action"] == "build"  # new input
+    monkeypatch.setenv("SLACKQUERY_MAX_COUNT_DRIFT", "1")  # the operator accepts the drop
+    result = reconcile_plain()  # the refused inputs again, checked against another setting
+    assert result["status"] == "published" and result["build_id"] not in (published, refused)
+
+
 def test_a_run_with_nothing_to_publish_records_the_pointers_build(pipeline: Settings) -> None:
     first = reconcile_plain()["build_id"]
     second = build_artifact(pipeline)  # the same inputs, as `--force-build` builds them
@@ -348,6 +388,22 @@ def test_plan_rebuilds_for_a_coverage_step_or_once_nothing_is_left_to_embed(
     assert plan["coverage_behind"]["build_id"] == result["build_id"]
     assert plan["coverage_behind"]["vector_count"] == 12
     assert _statuses(settings)[validated] == "validated"
+
+
+def test_a_refusal_of_a_partly_embedded_build_holds_until_embedding_moves_on(
+    partly_embedded: PartialEmbedding, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLACKQUERY_COUNT_DRIFT_MIN_DROP", "0")
+    settings = partly_embedded.settings
+    reconcile_plain()  # 8 of 40 messages embedded
+    _shrunk_project(settings)
+    partly_embedded.count = 2
+    with pytest.raises(ValidationFailed):
+        reconcile_plain()
+    assert plan_build.fn(False)["action"] == "refuse"
+    partly_embedded.count = 10  # embedding has finished: the refused build lags behind
+    partly_embedded.embed()
+    assert plan_build.fn(False)["action"] == "build"
 
 
 def test_a_terminal_run_says_which_step_it_is_in(

@@ -1,7 +1,10 @@
 """A published artifact damaged after its seal: every reader says so in one line, naming the
 file and how to move off it, instead of a traceback."""
 
+import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,7 +20,8 @@ from slackquery.settings import Settings, get_settings
 from tests.artifacts.conftest import apply_env, identity_for
 from tests.artifacts.synthetic import synthesize_state
 
-from .test_mcp import call, http_server, run_client
+from .test_damage_while_served import DAMAGED, UNREADY_DAMAGED, zero_records
+from .test_mcp import ROOT, call, http_server, run_client
 
 MOVE_OFF = "roll back (`slackquery rollback <build id>`, see `slackquery artifacts`)"
 # A word of every synthetic message's vocabulary (tests/artifacts/synthetic.py).
@@ -98,11 +102,7 @@ def test_a_damaged_published_file_is_not_ready_and_one_line_over_mcp(home: Setti
     path = _damage_file(home, "garbled")
     with http_server(get_settings()) as url:
         unready = httpx.get(f"{url}/readyz")
-        assert unready.status_code == 503
-        assert unready.json() == {
-            "ready": False,
-            "error": "no servable artifact; see the server log",
-        }
+        assert (unready.status_code, unready.json()) == (503, UNREADY_DAMAGED)
 
         async def body(client: object) -> str:
             return await call(client, "search_slack", query=QUERY, mode="lexical")
@@ -110,3 +110,19 @@ def test_a_damaged_published_file_is_not_ready_and_one_line_over_mcp(home: Setti
         error = run_client(url, body)
     assert error.startswith(f"ERROR: published artifact {path.name} is damaged (Corrupt database")
     assert "\n" not in error and "characters cut" not in error and MOVE_OFF in error
+
+
+def test_an_array_damaged_is_one_line_for_a_search_in_its_own_process(home: Settings) -> None:
+    # A process of its own: under pytest a logged record never reaches Python's stderr
+    # fallback, which printed the server's log line above the CLI's own.
+    zero_records(home)
+    searched = subprocess.run(
+        [sys.executable, "-m", "slackquery.cli", "search", QUERY, "--mode", "lexical"],
+        cwd=ROOT,
+        env=dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert (searched.returncode, searched.stderr) == (1, f"error: {DAMAGED}\n")
