@@ -13,7 +13,6 @@ row index doubles as the stable document-id tie-break.
 
 import difflib
 import json
-import logging
 import re
 import struct
 import threading
@@ -43,8 +42,6 @@ from slackquery.artifacts.packed import SortedKeys
 from slackquery.artifacts.schema import CONVERSATION_TYPES as CONVERSATION_TYPES
 from slackquery.duckdb_setup import DamagedDatabase, damage_of, open_database
 from slackquery.errors import SlackqueryError
-
-logger = logging.getLogger(__name__)
 
 EXPECTED_FTS_CONFIG = {
     "stemmer": "none",
@@ -165,27 +162,25 @@ MOVE_OFF_DAMAGED = (
 )
 
 
-class DamagedArtifact(SlackqueryError):
+class ArtifactUnavailable(SlackqueryError):
+    """Nothing can be served from the published artifact: none is published, or its file is
+    missing, unreadable, damaged or of another schema. The message is the operator's (it
+    names files and commands); requesters read `serving.faults.public_reason` instead."""
+
+
+class DamagedArtifact(ArtifactUnavailable):
     """The published artifact's files are damaged: nothing more is served from it, and the
     server is not ready, until a publish moves off it."""
 
 
 def damaged_artifact(path: Path, detail: object) -> DamagedArtifact:
     """The one-line error for a published artifact whose file is damaged; it names the
-    file, not the folder it is in, and fits in an MCP tool error
-    (`serving.tools.MAX_ERROR_CHARS`), since MCP clients read it too."""
+    file, not the folder it is in."""
     return DamagedArtifact(
         f"published artifact {path.name} is damaged ({detail}); {MOVE_OFF_DAMAGED}"
     )
 
 
-# What every request gets once a loaded artifact is found damaged. Requesters are not
-# trusted, so it names no file: the server log does (`LoadedArtifact.check_damage`).
-DAMAGED_WHILE_SERVED = (
-    "the published search artifact is damaged on disk, so nothing is served from it; the "
-    "operator should run `slackquery reconcile`, which publishes a sound one (no restart "
-    "needed)"
-)
 # What reading damaged bytes raises where a sealed artifact's never do: a display record
 # or packed string that does not decode (ValueError, UnicodeDecodeError among them), a
 # record header past the end of its array (struct.error), offsets or codes that point past
@@ -193,6 +188,21 @@ DAMAGED_WHILE_SERVED = (
 # (OverflowError), a DuckDB block that fails its checksum or cannot be read
 # (duckdb.IOException). Bugs raise most of them too, so the seal decides (`check_damage`).
 READ_ERRORS = (ValueError, LookupError, struct.error, OverflowError, duckdb.IOException)
+
+
+def _load_failure(path: Path, error: BaseException) -> BaseException:
+    """What loading an artifact that raised `error` raises: its damage, or its being
+    unavailable (a schema, metadata or arrays it cannot serve from); anything else is a bug
+    and stays itself."""
+    if isinstance(error, duckdb.Error):
+        # A damaged block shows when a query first reads it, not on open.
+        damage = damage_of(error)
+        if damage is not None:
+            return damaged_artifact(path, damage)
+        return ArtifactUnavailable(f"cannot read search artifact {path}: {error}")
+    if isinstance(error, SlackqueryError) and not isinstance(error, ArtifactUnavailable):
+        return ArtifactUnavailable(str(error))
+    return error
 
 
 # Requesters whose visibility an artifact keeps: each costs a flag per row and a position
@@ -212,8 +222,10 @@ class LoadedArtifact:
             self._connection = open_database(str(path), read_only=True, what="search artifact")
         except DamagedDatabase as error:
             raise damaged_artifact(path, error.detail) from error
+        except SlackqueryError as error:
+            raise ArtifactUnavailable(str(error)) from error
         except duckdb.Error as error:
-            raise SlackqueryError(f"cannot read search artifact {path}: {error}") from error
+            raise ArtifactUnavailable(f"cannot read search artifact {path}: {error}") from error
         self._lock = threading.Lock()
         self._visibility: OrderedDict[str, Visibility] = OrderedDict()
         # Why its files no longer match the seal, once a request's error led to a check.
@@ -224,13 +236,10 @@ class LoadedArtifact:
             self._load()
         except BaseException as error:
             self._connection.close()
-            if isinstance(error, duckdb.Error):
-                # A damaged block shows when a query first reads it, not on open.
-                damage = damage_of(error)
-                if damage is not None:
-                    raise damaged_artifact(path, damage) from error
-                raise SlackqueryError(f"cannot read search artifact {path}: {error}") from error
-            raise
+            failure = _load_failure(path, error)
+            if failure is error:
+                raise
+            raise failure from error
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         """A connection for one request (DuckDB connections are not shared across threads)."""
@@ -245,7 +254,7 @@ class LoadedArtifact:
     def refuse_if_damaged(self) -> None:
         """Raise `DamagedArtifact` once a request has found this artifact damaged."""
         if self.damage is not None:
-            raise DamagedArtifact(DAMAGED_WHILE_SERVED)
+            raise damaged_artifact(self.path, self.damage)
 
     def check_damage(self, error: Exception) -> None:
         """Raise `DamagedArtifact` from `error` (one of `READ_ERRORS`, raised by a request on
@@ -259,26 +268,15 @@ class LoadedArtifact:
         with self._damage_lock:
             if self.damage is None:
                 self.damage = damage_of(error) or self._broken_seal()
-                if self.damage is not None:
-                    logger.error(
-                        "published artifact %s is damaged (%s); serving nothing from it "
-                        "until a sound one is published: run `slackquery reconcile`",
-                        self.path.name,
-                        self.damage,
-                    )
         if self.damage is not None:
-            raise DamagedArtifact(DAMAGED_WHILE_SERVED) from error
+            raise damaged_artifact(self.path, self.damage) from error
 
     def _broken_seal(self) -> str | None:
         """How the files differ from the seal; None when they match or were checked once."""
         if self._seal_checked:
             return None
         self._seal_checked = True
-        try:
-            validate.verify_sealed(self.path.parent, self.build_id, self.path)
-        except SlackqueryError as error:
-            return str(error)
-        return None
+        return validate.seal_damage(self.path.parent, self.build_id, self.path)
 
     # -- loading ---------------------------------------------------------------------
     def _load(self) -> None:

@@ -25,7 +25,13 @@ from pydantic import BaseModel
 from serving import lookups
 from serving.access import Requester, Visibility, channel_of
 from serving.arms import ARMS, Arm
-from serving.artifact import CONVERSATION_TYPES, READ_ERRORS, Filters, LoadedArtifact
+from serving.artifact import (
+    CONVERSATION_TYPES,
+    READ_ERRORS,
+    ArtifactUnavailable,
+    Filters,
+    LoadedArtifact,
+)
 from serving.budget import Deadline
 from serving.context import QueryContext
 from serving.cursor import CursorCodec, fingerprint
@@ -205,7 +211,7 @@ class SearchEngine:
         pointer names a file of the artifact folder, which is resolved once)."""
         target = current_target(self._artifacts)
         if target is None:
-            raise SlackqueryError(
+            raise ArtifactUnavailable(
                 f"no published search artifact at {self.pointer}; {PUBLISH_FIRST}"
             )
         return self._artifacts / target
@@ -243,7 +249,7 @@ class SearchEngine:
                 entry = self._entries.get(path)
             if entry is None:
                 if not path.exists():
-                    raise SlackqueryError(f"published artifact {path} is missing")
+                    raise ArtifactUnavailable(f"published artifact {path} is missing")
                 entry = _Entry(LoadedArtifact(path))
             with self._lock:
                 self._entries.setdefault(path, entry)

@@ -1,19 +1,28 @@
-"""Prometheus text metrics for `/metrics`: request and error counts, latency histograms.
+"""Prometheus text metrics for `/metrics`: request and error counts, latency histograms,
+the artifact served and when it was built.
 
 Hand-written exposition format (a dozen lines) instead of a client library dependency;
-labels are tool names and modes from a fixed set, never user input.
+labels are tool names, modes and failure kinds from fixed sets, never user input.
 """
 
 import threading
+from collections import Counter
 from dataclasses import dataclass, field
 
+from slackquery.artifacts.files import build_time
+
 BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+# Why a call failed, the `kind` of `slackquery_errors_total`: the request's own fault
+# (`refused`: bad arguments or input, nothing found; `timeout`: its time budget spent) or
+# the server's (`busy`: the in-flight cap; `unavailable`: no servable artifact or embedder;
+# `internal`: a bug). Alert on the server's.
+FAILURE_KINDS = ("refused", "timeout", "busy", "unavailable", "internal")
 
 
 @dataclass
 class _Series:
     count: int = 0
-    errors: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
     total_s: float = 0.0
     buckets: list[int] = field(default_factory=lambda: [0] * len(BUCKETS_S))
 
@@ -26,12 +35,14 @@ class Metrics:
         self._lock = threading.Lock()
         self.artifact_id: str | None = None
 
-    def observe(self, tool: str, mode: str, seconds: float, *, error: bool) -> None:
-        """Record one finished call."""
+    def observe(self, tool: str, mode: str, seconds: float, *, failure: str | None) -> None:
+        """Record one finished call; `failure`: None, or one of `FAILURE_KINDS`."""
+        assert failure is None or failure in FAILURE_KINDS, failure
         with self._lock:
             series = self._series.setdefault((tool, mode), _Series())
             series.count += 1
-            series.errors += int(error)
+            if failure is not None:
+                series.errors[failure] += 1
             series.total_s += seconds
             for index, bound in enumerate(BUCKETS_S):
                 if seconds <= bound:
@@ -50,13 +61,15 @@ class Metrics:
                     f'slackquery_requests_total{{tool="{tool}",mode="{mode}"}} {series.count}'
                 )
             lines += [
-                "# HELP slackquery_errors_total Tool calls that returned an error.",
+                "# HELP slackquery_errors_total Tool calls that returned an error, by kind: "
+                "refused, timeout (the request's fault); busy, unavailable, internal (the "
+                "server's).",
                 "# TYPE slackquery_errors_total counter",
             ]
             for (tool, mode), series in items:
-                lines.append(
-                    f'slackquery_errors_total{{tool="{tool}",mode="{mode}"}} {series.errors}'
-                )
+                for kind, count in sorted(series.errors.items()):
+                    labels = f'tool="{tool}",mode="{mode}",kind="{kind}"'
+                    lines.append(f"slackquery_errors_total{{{labels}}} {count}")
             lines += [
                 "# HELP slackquery_request_seconds Tool call latency.",
                 "# TYPE slackquery_request_seconds histogram",
@@ -80,4 +93,13 @@ class Metrics:
         if artifact:
             escaped = artifact.replace("\\", "\\\\").replace('"', '\\"')
             lines.append(f'slackquery_artifact_info{{artifact_id="{escaped}"}} 1')
+        built = build_time(artifact) if artifact else None
+        lines += [
+            "# HELP slackquery_artifact_built_timestamp_seconds When the build of the artifact "
+            "the last successful call used started; a build follows new input, so its age is "
+            "how long nothing new was published (a quiet workspace ages it too).",
+            "# TYPE slackquery_artifact_built_timestamp_seconds gauge",
+        ]
+        if built is not None:
+            lines.append(f"slackquery_artifact_built_timestamp_seconds {built.timestamp():.0f}")
         return "\n".join(lines) + "\n"

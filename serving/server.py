@@ -30,14 +30,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from serving.access import Requester, account_limits_at, current_requester
 from serving.answer_tools import register_answer_tools
-from serving.artifact import DamagedArtifact
 from serving.engine import SearchEngine
+from serving.faults import public_reason
 from serving.metrics import Metrics
 from serving.tools import ToolRunner, ToolServer, register_tools
 from slackquery import __version__
 from slackquery.access.grants import GrantStore, grants_path
-from slackquery.embedding.base import GenerationMismatchError
-from slackquery.embedding.errors import EndpointValidationError
 from slackquery.errors import SlackqueryError
 from slackquery.folders import readable_by_other_accounts
 from slackquery.http_guard import HttpGuard
@@ -160,7 +158,7 @@ def build_server(engine: SearchEngine, metrics: Metrics) -> MCPServer:
         except SlackqueryError as error:
             # Public and unauthenticated: the details (a path, a build id) go to the log.
             logger.warning("not ready: %s", error)
-            unready = {"ready": False, "error": f"{unready_reason(error)}; see the server log"}
+            unready = {"ready": False, "error": f"{public_reason(error)}; see the server log"}
             return JSONResponse(unready, status_code=503)
         # Public and unauthenticated: no counts, which would include private conversations.
         return JSONResponse({key: status[key] for key in READY_FIELDS})
@@ -170,20 +168,6 @@ def build_server(engine: SearchEngine, metrics: Metrics) -> MCPServer:
         return PlainTextResponse(metrics.render(), media_type="text/plain; version=0.0.4")
 
     return server
-
-
-def unready_reason(error: SlackqueryError) -> str:
-    """What `/readyz` may say publicly about why the server is not ready."""
-    if isinstance(error, GenerationMismatchError):
-        return (
-            "embedding generation mismatch between the configured model and the artifact, "
-            "so hybrid and semantic search fail"
-        )
-    if isinstance(error, EndpointValidationError):
-        return "the embedding endpoint failed validation, so hybrid and semantic search fail"
-    if isinstance(error, DamagedArtifact):
-        return "the published search artifact is damaged (`slackquery reconcile` replaces it)"
-    return "no servable artifact"
 
 
 def _mcp_edges(app: ASGIApp) -> ASGIApp:

@@ -5,7 +5,10 @@ The boundary (`ToolServer.call_tool` and `ToolRunner.run`) makes every failure o
 line an agent can act on:
 - argument validation: one line naming each bad field and what was expected, never
   pydantic's multi-line dump with its class names and links;
-- `SlackqueryError` (bad input, spent budget, busy): its own message;
+- `SlackqueryError` (bad input, spent budget, busy): its own message, except the server's
+  own faults (no servable artifact, an embedder of another generation): the operator's
+  reason, which names files and URLs, goes to the log once, requesters get a fixed line
+  (`serving.faults`);
 - anything else is a bug: the traceback is logged here with a request id, and the client
   gets only that id, never "Error executing tool" with nothing to go on.
 Every message is capped (`MAX_ERROR_CHARS`) with control characters escaped, since most
@@ -44,7 +47,7 @@ from mcp.types import (
 from pydantic import Field, Strict, ValidationError, WithJsonSchema, WrapValidator
 
 from serving.access import current_requester
-from serving.budget import Deadline
+from serving.budget import BudgetExceeded, Deadline
 from serving.engine import (
     MAX_CONTEXT_MESSAGES,
     MAX_FILTER_VALUE_CHARS,
@@ -52,6 +55,7 @@ from serving.engine import (
     MAX_THREAD_LIMIT,
     SearchEngine,
 )
+from serving.faults import SERVER_FAULTS, public_reason
 from serving.metrics import Metrics
 from serving.models import (
     MessageResponse,
@@ -68,6 +72,8 @@ from slackquery.settings import Settings
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
+# One line per tool call; its own name, so that an operator can route or silence it.
+access_log = logging.getLogger("serving.access_log")
 
 MAX_ERROR_CHARS = 300
 # Where a long message is cut: its start says what failed, its end what to do about it.
@@ -194,9 +200,8 @@ class ToolServer(MCPServer):
             cause = error.__cause__
             refused = isinstance(error, _Refused) or isinstance(cause, ValidationError)
             if self.metrics is not None and (refused or name not in parameters):
-                self.metrics.observe(
-                    name if name in parameters else "unknown", "invalid", 0.0, error=True
-                )
+                tool = name if name in parameters else "unknown"
+                record_call(self.metrics, tool, "invalid", 0.0, "refused")
             if isinstance(cause, ValidationError):
                 raise ToolError(one_line(validation_message(name, cause))) from None
             raise ToolError(one_line(str(cause or error))) from None
@@ -362,8 +367,13 @@ def _refuse_arguments(name: str, arguments: dict[str, Any], known: dict[str, Any
         )
 
 
+class ServerBusy(SlackqueryError):
+    """As many calls as `serve_max_in_flight` allows are running already."""
+
+
 class ToolRunner:
-    """Runs engine calls on worker threads within the in-flight cap and the time budget."""
+    """Runs engine calls on worker threads within the in-flight cap and the time budget;
+    records each (`record_call`)."""
 
     def __init__(
         self, settings: Settings, metrics: Metrics, clock: Callable[[], float] = time.monotonic
@@ -373,37 +383,74 @@ class ToolRunner:
         self.max_in_flight = settings.serve_max_in_flight
         self.metrics = metrics
         self.in_flight = 0
+        self._last_fault: str | None = None
 
     async def run(self, tool: str, mode: str, call: Callable[[Deadline], T]) -> T:
         """`call(deadline)` on a worker thread; every failure becomes a one-line ToolError."""
         started = time.perf_counter()
-        if self.in_flight >= self.max_in_flight:
-            self.metrics.observe(tool, mode, 0.0, error=True)
-            raise ToolError(
-                f"server busy: {self.max_in_flight} call(s) running already; retry shortly"
-            )
-        self.in_flight += 1
-        deadline = Deadline(self.budget_s, self.clock)
         try:
-            result = await anyio.to_thread.run_sync(partial(self._started, call, deadline))
-        except SlackqueryError as error:
-            self.metrics.observe(tool, mode, time.perf_counter() - started, error=True)
-            raise ToolError(one_line(str(error))) from None
-        except Exception:
-            self.metrics.observe(tool, mode, time.perf_counter() - started, error=True)
-            raise _internal_error(tool) from None
-        finally:
-            self.in_flight -= 1
-        self.metrics.observe(tool, mode, time.perf_counter() - started, error=False)
+            result = await self._call(call)
+        except Exception as error:
+            failure, message = self._failure(tool, error)
+            self._finished(tool, mode, started, failure)
+            raise ToolError(message) from None
+        self._finished(tool, mode, started, None)
         artifact_id = getattr(result, "artifact_id", None)
         if artifact_id:
             self.metrics.artifact_id = artifact_id
         return result
 
+    async def _call(self, call: Callable[[Deadline], T]) -> T:
+        if self.in_flight >= self.max_in_flight:
+            raise ServerBusy(
+                f"server busy: {self.max_in_flight} call(s) running already; retry shortly"
+            )
+        self.in_flight += 1
+        deadline = Deadline(self.budget_s, self.clock)
+        try:
+            return await anyio.to_thread.run_sync(partial(self._started, call, deadline))
+        finally:
+            self.in_flight -= 1
+
     @staticmethod
     def _started(call: Callable[[Deadline], T], deadline: Deadline) -> T:
         deadline.check("it started (it waited for a worker thread)")
         return call(deadline)
+
+    def _failure(self, tool: str, error: Exception) -> tuple[str, str]:
+        """The failure kind (`metrics.FAILURE_KINDS`) and the requester's one line. Called
+        while `error` is handled, so a bug's traceback is logged (`_internal_error`)."""
+        if isinstance(error, ServerBusy):
+            return "busy", str(error)
+        if isinstance(error, SERVER_FAULTS):
+            self._log_fault(tool, error)
+            return "unavailable", one_line(f"{public_reason(error)}; see the server log")
+        if isinstance(error, BudgetExceeded):
+            return "timeout", one_line(str(error))
+        if isinstance(error, SlackqueryError):
+            return "refused", one_line(str(error))
+        return "internal", str(_internal_error(tool))
+
+    def _log_fault(self, tool: str, error: Exception) -> None:
+        """The operator's reason for a server fault, once while it lasts: every call meets
+        it until the operator acts, and one line per call would bury everything else."""
+        if str(error) != self._last_fault:
+            self._last_fault = str(error)
+            logger.warning("%s cannot answer: %s", tool, error)
+
+    def _finished(self, tool: str, mode: str, started: float, failure: str | None) -> None:
+        record_call(self.metrics, tool, mode, time.perf_counter() - started, failure)
+
+
+def record_call(
+    metrics: Metrics, tool: str, mode: str, seconds: float, failure: str | None
+) -> None:
+    """Count one finished call and log its access line: who, which tool, the outcome and the
+    time, never the arguments (they hold what requesters asked)."""
+    metrics.observe(tool, mode, seconds, failure=failure)
+    requester = current_requester.get()
+    who = "operator" if requester is None else f"{requester.workspace_id}:{requester.user_id}"
+    access_log.info("%s %s mode=%s %s %.1f ms", who, tool, mode, failure or "ok", seconds * 1e3)
 
 
 def register_tools(server: MCPServer, engine: SearchEngine, runner: ToolRunner) -> None:

@@ -1,7 +1,6 @@
 """`slackquery backup`: a consistent copy that is itself a home, taken or not at all."""
 
 import json
-import shutil
 import stat
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,7 +19,7 @@ from slackquery.cli import main
 from slackquery.commands import CURSOR_KEY_NAME
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
-from tests.artifacts.conftest import apply_env, identity_for
+from tests.artifacts.conftest import apply_env, copy_of_home, identity_for
 from tests.artifacts.synthetic import synthesize_state
 from tests.canonical.conftest import default_members, snapshot, write_export
 from tests.crashing import held_open
@@ -50,9 +49,7 @@ def source_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def settings(source_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
     """This test's own copy of the source home."""
-    home = tmp_path / "home"
-    shutil.copytree(source_home, home, symlinks=True)
-    return apply_env(monkeypatch, home)
+    return copy_of_home(source_home, tmp_path, monkeypatch)
 
 
 def leftovers(folder: Path) -> list[str]:

@@ -13,6 +13,7 @@ import re
 import stat
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,13 @@ READ_ONLY = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
 def is_build_id(value: str) -> bool:
     """Whether `value` has the build id shape `YYYYmmddTHHMMSSZ-<hex8>-<hex8>`."""
     return bool(BUILD_ID_PATTERN.fullmatch(value))
+
+
+def build_time(build_id: str) -> datetime | None:
+    """When the build `build_id` started (its leading UTC time), or None for another shape."""
+    if not is_build_id(build_id):
+        return None
+    return datetime.strptime(build_id[:16], "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
 
 
 def artifact_file(artifact_dir: Path, build_id: str) -> Path:

@@ -279,6 +279,15 @@ def resolve_artifact(settings: Settings, reference: str) -> tuple[str, Path]:
     return build_id, path
 
 
+def seal_damage(artifact_dir: Path, build_id: str, path: Path) -> str | None:
+    """How a sealed artifact's files differ from its seal (`verify_sealed`), or None."""
+    try:
+        verify_sealed(artifact_dir, build_id, path)
+    except SlackqueryError as error:
+        return str(error)
+    return None
+
+
 def verify_sealed(artifact_dir: Path, build_id: str, path: Path) -> dict[str, Any]:
     """Check the manifest, checksums and metadata of a sealed artifact and its arrays;
     return the manifest."""

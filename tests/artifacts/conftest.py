@@ -1,6 +1,7 @@
 """Fixtures for artifact tests: settings with a pinned tiny embedding generation and a
 synthetic state database (no canonical store, dbt projection or embedder involved)."""
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -32,6 +33,14 @@ def apply_env(monkeypatch: pytest.MonkeyPatch, home: Path) -> Settings:
     for name, value in pipeline_env(home).items():
         monkeypatch.setenv(name, value)
     return get_settings()
+
+
+def copy_of_home(source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """Settings of a copy of the home `source` (built once per module), for one test to
+    change."""
+    copy = tmp_path / "home"
+    shutil.copytree(source, copy, symlinks=True)
+    return apply_env(monkeypatch, copy)
 
 
 def identity_for(settings: Settings) -> GenerationIdentity:

@@ -266,11 +266,14 @@ def test_serve_says_where_it_listens_and_logs_one_line_per_record(home: Path) ->
     finally:
         server.terminate()
         _, logged = server.communicate(timeout=30)
-    # The unready probe is one record on one line, however long; the SDK's INFO lines for
-    # each request (a refused tool call, a stateless session ending) are not logged. SIGTERM
-    # ends it as it ends any command, after uvicorn's graceful shutdown.
-    assert logged.splitlines() == [
-        next(line for line in logged.splitlines() if "WARNING serving.server: not ready:" in line),
+    # The unready probe is one record on one line, however long, and the call one access
+    # line; the SDK's INFO lines for each request (a refused tool call, a stateless session
+    # ending) are not logged. SIGTERM ends it as it ends any command, after uvicorn's
+    # graceful shutdown.
+    lines = logged.splitlines()
+    assert lines == [
+        next(line for line in lines if "WARNING serving.server: not ready:" in line),
+        next(line for line in lines if "INFO serving.access_log: operator search_slack " in line),
         "error: terminated",
     ]
     assert server.returncode == 128 + signal.SIGTERM

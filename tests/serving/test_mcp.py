@@ -1,6 +1,7 @@
 """The MCP server through the official client, over real Streamable HTTP and stdio."""
 
 import json
+import logging
 import os
 import select
 import socket
@@ -29,6 +30,7 @@ from serving.metrics import Metrics
 from serving.models import SearchRequest
 from serving.server import build_http_app
 from serving.tools import ToolRunner
+from slackquery.artifacts.files import build_time
 from slackquery.artifacts.publish import publish
 from slackquery.settings import Settings
 from tests.loopback import serve
@@ -238,8 +240,43 @@ def test_determinism_and_metrics(served: str, pipeline: Pipeline) -> None:
     assert 'slackquery_requests_total{tool="search_slack",mode="hybrid"} 2' in metrics
     assert 'slackquery_requests_total{tool="search_slack",mode="invalid"} 2' in metrics
     assert 'slackquery_requests_total{tool="unknown",mode="invalid"} 1' in metrics
+    assert 'slackquery_errors_total{tool="search_slack",mode="invalid",kind="refused"} 2' in (
+        metrics
+    )
     assert f'slackquery_artifact_info{{artifact_id="{pipeline.first_build}"}} 1' in metrics
     assert "slackquery_request_seconds_bucket" in metrics
+
+
+def test_a_server_fault_is_one_fixed_line_for_requesters_and_logged_once(
+    settings: Settings, pipeline: Pipeline, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The operator's reason names the artifact folder; requesters are not trusted with it.
+    caplog.set_level(logging.INFO, logger="serving.access_log")
+    with http_server(settings) as url:
+
+        async def searches(client: Client) -> list[Any]:
+            return [await call(client, "search_slack", query="deploy") for _ in range(2)]
+
+        assert run_client(url, searches) == ["ERROR: no servable artifact; see the server log"] * 2
+        install(settings, pipeline)
+        assert run_client(url, searches)[0]["results"]
+        metrics = httpx.get(f"{url}/metrics").text
+    (fault,) = [record.getMessage() for record in caplog.records if record.name == "serving.tools"]
+    assert fault.startswith("search_slack cannot answer: no published search artifact at ")
+    assert str(settings.artifact_path) in fault
+    accessed = [record.getMessage() for record in caplog.records if "access_log" in record.name]
+    assert [line.rsplit(" ", 2)[0] for line in accessed] == [
+        "operator search_slack mode=hybrid unavailable",
+        "operator search_slack mode=hybrid unavailable",
+        "operator search_slack mode=hybrid ok",
+        "operator search_slack mode=hybrid ok",
+    ]
+    assert 'slackquery_errors_total{tool="search_slack",mode="hybrid",kind="unavailable"} 2' in (
+        metrics
+    )
+    built = build_time(pipeline.first_build)
+    assert built is not None
+    assert f"slackquery_artifact_built_timestamp_seconds {built.timestamp():.0f}\n" in metrics
 
 
 def test_publish_during_queries(served: str, publishable: Settings, pipeline: Pipeline) -> None:
