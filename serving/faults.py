@@ -6,6 +6,7 @@ server log the operator's.
 """
 
 from serving.artifact import ArtifactUnavailable, DamagedArtifact
+from slackquery.access.grants import GrantsUnreadable
 from slackquery.embedding.base import GenerationMismatchError
 from slackquery.embedding.errors import EndpointValidationError
 
@@ -22,6 +23,8 @@ def public_reason(error: Exception) -> str:
         )
     if isinstance(error, EndpointValidationError):
         return "the embedding endpoint failed validation, so hybrid and semantic search fail"
+    if isinstance(error, GrantsUnreadable):
+        return "the access grants cannot be read, so granted tokens are refused"
     if isinstance(error, DamagedArtifact):
         return "the published search artifact is damaged (`slackquery reconcile` replaces it)"
     return "no servable artifact"

@@ -113,8 +113,11 @@ class ReadinessCheck:
         return await asyncio.wait_for(asyncio.shield(check), READY_TIMEOUT_S)
 
 
-def build_server(engine: SearchEngine, metrics: Metrics) -> MCPServer:
-    """The MCP server with its tools, prompt and the `slackquery://guide` resource."""
+def build_server(
+    engine: SearchEngine, metrics: Metrics, grants: GrantStore | None = None
+) -> MCPServer:
+    """The MCP server with its tools, prompt and the `slackquery://guide` resource; over
+    HTTP, `grants` (which the guard checks tokens against) must be readable to be ready."""
     server = ToolServer(
         "slackquery",
         title="Slack history search",
@@ -147,6 +150,8 @@ def build_server(engine: SearchEngine, metrics: Metrics) -> MCPServer:
     async def readyz(request: Request) -> Response:
         try:
             status = await readiness.status()
+            if grants is not None:
+                grants.grants()  # a stat, and a read when it changed
         except TimeoutError:
             logger.warning(
                 "not ready: the readiness check has not finished after %s s (an embedding "
@@ -311,7 +316,8 @@ def build_http_app(
     """The Streamable HTTP ASGI app (MCP at `/mcp`, probes, metrics) behind the guard;
     `clock` decides grant expiry (tests pass a fake one)."""
     engine = engine or SearchEngine(settings)
-    server = build_server(engine, Metrics())
+    grants = GrantStore(grants_path(settings))
+    server = build_server(engine, Metrics(), grants)
     app = server.streamable_http_app(
         stateless_http=True,
         json_response=True,
@@ -324,12 +330,7 @@ def build_http_app(
         max_body_bytes=settings.serve_max_request_bytes,
         public_paths=PUBLIC_PATHS,
         realm="slackquery",
-        authorizer=grant_authorizer(
-            settings.serve_token,
-            GrantStore(grants_path(settings)),
-            clock,
-            PublishedLimits(engine),
-        ),
+        authorizer=grant_authorizer(settings.serve_token, grants, clock, PublishedLimits(engine)),
         identity=current_requester,
     )
 

@@ -113,6 +113,10 @@ class Grant:
         return shown
 
 
+class GrantsUnreadable(SlackqueryError):
+    """The grants file exists but cannot be read: no granted token can be checked."""
+
+
 def grants_path(settings: Settings) -> Path:
     """Where the grants of this home live."""
     return settings.home / "access" / "grants.json"
@@ -145,7 +149,7 @@ class GrantStore:
                     rows = json.loads(self.path.read_text(encoding="utf-8"))["grants"]
                     self._grants = [Grant(**row) for row in rows]
                 except (OSError, ValueError, KeyError, TypeError) as error:
-                    raise SlackqueryError(
+                    raise GrantsUnreadable(
                         f"grants file {self.path} is unreadable: {error}"
                     ) from None
                 self._seen = key

@@ -291,6 +291,16 @@ def test_a_non_member_sees_nothing_restricted_over_http(
         assert main(["access", "revoke", "chen"]) == 0
         revoked = {"Authorization": f"Bearer {tokens['chen']}"}
         assert httpx.post(f"{url}/mcp", json={}, headers=revoked).status_code == 401
+        # A grants file that cannot be read refuses every granted token: not ready either.
+        kept = grants_path(settings).read_bytes()
+        grants_path(settings).write_text("{garbage", encoding="utf-8")
+        unready = httpx.get(f"{url}/readyz")
+        assert (unready.status_code, unready.json()["error"]) == (
+            503,
+            "the access grants cannot be read, so granted tokens are refused; see the server log",
+        )
+        grants_path(settings).write_bytes(kept)
+        assert httpx.get(f"{url}/readyz").status_code == 200
 
 
 def test_expired_tokens_are_refused_from_the_day_after(
