@@ -61,8 +61,6 @@ from slackquery.errors import SlackqueryError
 from slackquery.projection import project
 from slackquery.settings import Settings, get_settings
 
-LOCK_NAME = "reconcile.lock"
-
 # A build made while embedding was still going on (SLACKQUERY_ARTIFACT_MIN_VECTOR_COVERAGE
 # below 1) lags behind once more messages have their vector. Reconcile builds again when
 # embedding has finished (every active message without a vector is terminal_failed, so
@@ -75,8 +73,8 @@ COVERAGE_STEP = 0.1
 
 
 def reconcile_lock_path(settings: Settings) -> Path:
-    """The lock file that serialises reconcile runs."""
-    return settings.home / LOCK_NAME
+    """The lock file that serialises reconcile runs (`files.reconcile_lock`)."""
+    return settings.home / files.RECONCILE_LOCK_NAME
 
 
 @task(cache_policy=NO_CACHE, persist_result=False)
@@ -310,9 +308,7 @@ def _run(
     settings = get_settings()
     with contextlib.ExitStack() as stack:
         try:
-            stack.enter_context(
-                files.exclusive_lock(reconcile_lock_path(settings), "another reconcile")
-            )
+            stack.enter_context(files.reconcile_lock(settings.home))
         except SlackqueryError as error:
             logger.warning("%s; skipping this run", error)
             return {"status": "skipped", "reason": str(error)}

@@ -8,10 +8,15 @@ server log the operator's.
 from serving.artifact import ArtifactUnavailable, DamagedArtifact
 from slackquery.access.grants import GrantsUnreadable
 from slackquery.embedding.base import GenerationMismatchError
-from slackquery.embedding.errors import EndpointValidationError
+from slackquery.embedding.errors import EmbedderMisconfigured, EndpointValidationError
 
 # The server's own faults, not the request's: whatever the request, it gets the same error.
-SERVER_FAULTS = (ArtifactUnavailable, GenerationMismatchError, EndpointValidationError)
+SERVER_FAULTS = (
+    ArtifactUnavailable,
+    GenerationMismatchError,
+    EndpointValidationError,
+    EmbedderMisconfigured,
+)
 
 
 def public_reason(error: Exception) -> str:
@@ -23,6 +28,8 @@ def public_reason(error: Exception) -> str:
         )
     if isinstance(error, EndpointValidationError):
         return "the embedding endpoint failed validation, so hybrid and semantic search fail"
+    if isinstance(error, EmbedderMisconfigured):
+        return "the embedding model is misconfigured, so hybrid and semantic search fail"
     if isinstance(error, GrantsUnreadable):
         return "the access grants cannot be read, so granted tokens are refused"
     if isinstance(error, DamagedArtifact):

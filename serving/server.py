@@ -357,6 +357,7 @@ def run_http(settings: Settings, host: str | None = None, port: int | None = Non
     port = settings.serve_port if port is None else port
     sockets = listen_on(host, port)
     warn_if_open_to_the_network(settings, sockets)
+    warn_if_no_one_can_get_in(settings, datetime.now(UTC))
     warn_if_readable_by_other_accounts(settings)
     app = build_http_app(settings.model_copy(update={"serve_host": host}))
     where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
@@ -385,15 +386,33 @@ def warn_if_open_to_the_network(settings: Settings, sockets: list[socket.socket]
         )
 
 
+def warn_if_no_one_can_get_in(settings: Settings, now: datetime) -> None:
+    """Log a warning where every request will be refused (401): grants were made, every
+    one is revoked or expired, and there is no admin token."""
+    grants = GrantStore(grants_path(settings))
+    if settings.serve_token is not None or not grants.any_grants():
+        return
+    if not any(grant.is_active(now) for grant in grants.grants()):
+        logger.warning(
+            "every grant is revoked or expired and SLACKQUERY_SERVE_TOKEN is not set: every "
+            "request will be refused; grant a token (`slackquery access grant`) or set one"
+        )
+
+
 def warn_if_readable_by_other_accounts(settings: Settings) -> None:
-    """Log a warning where any account on this machine may read the published artifacts,
-    private conversations included: a home made before Slackquery made its folders private
-    (0700), or opened since."""
-    if readable_by_other_accounts(settings.artifact_path):
+    """Log a warning where any account on this machine may read the conversations (the
+    canonical store, the state database, the published artifacts): a home made before
+    Slackquery made its folders private (0700), or opened since."""
+    readable = [
+        str(path)
+        for path in (settings.canonical_path, settings.state_path, settings.artifact_path)
+        if readable_by_other_accounts(path)
+    ]
+    if readable:
         logger.warning(
             "every account on this machine can read the conversations in %s; `chmod 700` "
-            "it (or a folder above it) unless they all should",
-            settings.artifact_path,
+            "the home (or a folder above) unless they all should",
+            ", ".join(readable),
         )
 
 
@@ -401,6 +420,7 @@ def run_stdio(settings: Settings, requester: Requester | None = None) -> None:
     """Serve MCP over stdin/stdout (desktop clients launch this as a subprocess), as the
     local operator or as `requester` (`serve --stdio --as`)."""
     configure_logging()
+    warn_if_readable_by_other_accounts(settings)
     server = build_server(SearchEngine(settings), Metrics())
     current_requester.set(requester)
     server.run("stdio")

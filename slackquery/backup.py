@@ -7,9 +7,10 @@ key, and the published artifact with its seal, so the copy serves as it is
 spill) and retained artifacts are left out: `reconcile` makes them again.
 
 Consistency comes from the writers' own locks: while the copy is taken, the canonical
-store's writer lock keeps `import` and `sync` out, the artifact lock keeps `build`,
-`publish` and `rollback` out, and each database is held open read-only, which DuckDB's file
-lock refuses to any writer (`project`, `embed`, `reconcile`). A writer already running
+store's writer lock keeps `import` and `sync` out, the reconcile lock `reconcile` (which
+leaves the state database closed between its steps), the artifact lock `build`, `publish`
+and `rollback`, and each database is held open read-only, which DuckDB's file lock refuses
+to any other writer (`project`, `embed`). A writer already running
 makes the backup fail at once, naming it. The copy is made beside its destination and
 renamed into place when complete and checked, so a killed backup never leaves a partial
 copy under the name asked for.
@@ -47,10 +48,15 @@ def back_up(
     record written there as `backup.json`."""
     if destination.exists() or destination.is_symlink():
         raise SlackqueryError(f"{destination} exists; name a folder that does not")
-    make_folder(destination.parent)
     staging = destination.with_name(f".{destination.name}.{uuid.uuid4().hex}.tmp")
     with ExitStack() as held:
         _hold_writers_off(settings, held)
+        try:
+            make_folder(destination.parent)
+        except OSError as error:  # a file or a dangling link in the way, a missing mount
+            raise SlackqueryError(
+                f"cannot make the folder {destination.parent}: {error.strerror}"
+            ) from None
         try:
             record = _copy_home(settings, make_folder(staging), step)
             os.rename(staging, destination)
@@ -68,6 +74,8 @@ def _hold_writers_off(settings: Settings, held: ExitStack) -> None:
             f"nothing to back up: no canonical store or state database in {settings.home}"
         )
     held.enter_context(writer_lock(settings))
+    if settings.home.is_dir():
+        held.enter_context(files.reconcile_lock(settings.home))
     if settings.artifact_path.is_dir():
         held.enter_context(files.artifact_lock(settings.artifact_path))
     for path, _name, what in _databases(settings):
@@ -91,25 +99,32 @@ def _copy_home(settings: Settings, staging: Path, step: Callable[[str], None]) -
         _copy_if_present(source.with_name(source.name + WAL_SUFFIX), staging / (name + WAL_SUFFIX))
     _copy_if_present(grants_path(settings), staging / "access" / "grants.json")
     _copy_if_present(settings.home / CURSOR_KEY_NAME, staging / CURSOR_KEY_NAME)
-    build_id = _copy_published(settings, staging / "artifacts", step)
+    build_id, left_out = _copy_published(settings, staging / "artifacts", step)
     record = {
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "slackquery_version": __version__,
         "source_home": str(settings.home.resolve()),
         "published_build": build_id,
-        "files": sorted(str(path.relative_to(staging)) for path in staging.rglob("*")),
+        "left_out": left_out,
+        "files": sorted(
+            str(path.relative_to(staging)) for path in staging.rglob("*") if not path.is_dir()
+        ),
     }
     files.write_json_atomic(staging / RECORD_NAME, record)
     return record
 
 
-def _copy_published(settings: Settings, folder: Path, step: Callable[[str], None]) -> str | None:
+def _copy_published(
+    settings: Settings, folder: Path, step: Callable[[str], None]
+) -> tuple[str | None, str | None]:
     """Copy the published artifact, its arrays and seal, and the pointer to it; check the
-    copy against its seal. None where nothing is published."""
+    copy against its seal. Returns (its build id, None); (None, None) where nothing is
+    published; (None, why) where the copy does not match its seal (the home's artifact is
+    damaged): it is left out, so that what cannot be made again is still backed up."""
     artifact = current_artifact(settings)
     build_id = None if artifact is None else files.build_id_of(artifact)
     if artifact is None or build_id is None:
-        return None
+        return None, None
     step(f"copying the published artifact {build_id}")
     make_folder(folder)
     for part in (
@@ -122,8 +137,14 @@ def _copy_published(settings: Settings, folder: Path, step: Callable[[str], None
     shutil.copytree(arrays, folder / arrays.name, copy_function=_copy_file)
     os.symlink(artifact.name, folder / files.CURRENT_NAME)
     step("checking the copy against its seal")
-    validate.verify_sealed(folder, build_id, folder / artifact.name)
-    return build_id
+    damage = validate.seal_damage(folder, build_id, folder / artifact.name)
+    if damage is None:
+        return build_id, None
+    shutil.rmtree(folder)
+    return None, (
+        f"the published artifact, {damage}; `slackquery reconcile` in the home (or in the "
+        "backup) builds and publishes a sound one"
+    )
 
 
 def _copy_if_present(source: Path, target: Path) -> None:

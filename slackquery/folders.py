@@ -29,10 +29,13 @@ def make_folder(folder: Path) -> Path:
     return folder
 
 
-def readable_by_other_accounts(folder: Path) -> bool:
-    """Whether every local account may read the files in `folder`: it and each folder above
-    it let others through (o+x), and the files are written world-readable (the umask's)."""
-    folder = folder.resolve()
-    return folder.is_dir() and all(
-        path.stat().st_mode & stat.S_IXOTH for path in (folder, *folder.parents)
-    )
+def readable_by_other_accounts(path: Path) -> bool:
+    """Whether every local account may read the file `path`, or the files in the folder
+    `path` (written world-readable, as the umask leaves them): the file lets others read
+    it, and each folder above lets others through (o+x)."""
+    path = path.resolve()
+    if not path.exists():
+        return False
+    file_readable = path.is_dir() or path.stat().st_mode & stat.S_IROTH
+    folders = (path, *path.parents) if path.is_dir() else path.parents
+    return bool(file_readable) and all(folder.stat().st_mode & stat.S_IXOTH for folder in folders)

@@ -1,6 +1,8 @@
 """`slackquery backup`: a consistent copy that is itself a home, taken or not at all."""
 
+import errno
 import json
+import shutil
 import stat
 from datetime import UTC, datetime
 from pathlib import Path
@@ -9,7 +11,7 @@ import pytest
 
 from serving.cursor import home_secret
 from slackquery.access.grants import GrantStore, grants_path
-from slackquery.artifacts import validate
+from slackquery.artifacts import files
 from slackquery.artifacts.build import build_artifact
 from slackquery.artifacts.publish import current_artifact, publish
 from slackquery.backup import back_up
@@ -77,8 +79,22 @@ def test_a_backup_is_a_home_that_serves(settings: Settings, tmp_path: Path) -> N
     assert leftovers(destination.parent) == []
 
 
-def test_a_running_import_makes_it_fail_at_once(settings: Settings, tmp_path: Path) -> None:
-    with writer_lock(settings), pytest.raises(SlackqueryError, match="another import or sync"):
+WRITERS = {
+    "another import or sync": lambda settings: writer_lock(settings),
+    # Reconcile leaves the state database closed between its steps: its own lock, not the
+    # database's, keeps a backup from slipping in (and failing the run).
+    "another reconcile": lambda settings: files.reconcile_lock(settings.home),
+    "another artifact build or publish": lambda settings: files.artifact_lock(
+        settings.artifact_path
+    ),
+}
+
+
+@pytest.mark.parametrize("writer", sorted(WRITERS))
+def test_a_running_writer_makes_it_fail_at_once(
+    settings: Settings, tmp_path: Path, writer: str
+) -> None:
+    with WRITERS[writer](settings), pytest.raises(SlackqueryError, match=writer):
         back_up(settings, tmp_path / "copy")
 
     assert leftovers(tmp_path) == [] and not (tmp_path / "copy").exists()
@@ -91,17 +107,45 @@ def test_a_database_another_process_writes_is_named(settings: Settings, tmp_path
     assert leftovers(tmp_path) == [] and not (tmp_path / "copy").exists()
 
 
-def test_a_copy_that_fails_its_check_leaves_nothing(
+def test_a_damaged_published_artifact_is_left_out_and_the_rest_kept(
+    settings: Settings, tmp_path: Path
+) -> None:
+    # When something is going wrong is when a backup of the stores is needed most.
+    published = current_artifact(settings)
+    assert published is not None
+    published.chmod(0o644)
+    with published.open("r+b") as file:
+        file.seek(published.stat().st_size // 2)
+        file.write(b"damaged")
+
+    record = back_up(settings, tmp_path / "copy")
+
+    copy = Settings(home=tmp_path / "copy")
+    assert record["published_build"] is None and current_artifact(copy) is None
+    assert record["left_out"].startswith("the published artifact, ")
+    assert "checksum mismatch" in record["left_out"]
+    assert snapshot(copy.state_path) == snapshot(settings.state_path)
+    assert not copy.artifact_path.exists() and leftovers(tmp_path) == []
+
+
+def test_a_copy_that_fails_leaves_nothing(
     settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def damaged(*_args: object) -> None:
-        raise SlackqueryError("checksum mismatch")
+    def full_disk(*_args: object, **_options: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(validate, "verify_sealed", damaged)
-    with pytest.raises(SlackqueryError, match="checksum mismatch"):
+    monkeypatch.setattr(shutil, "copytree", full_disk)
+    with pytest.raises(OSError, match="No space left"):
         back_up(settings, tmp_path / "copy")
 
     assert leftovers(tmp_path) == [] and not (tmp_path / "copy").exists()
+
+
+def test_a_file_in_the_way_of_its_folder_is_one_line(settings: Settings, tmp_path: Path) -> None:
+    (tmp_path / "mount").write_text("not a folder")
+
+    with pytest.raises(SlackqueryError, match=r"cannot make the folder .*mount: File exists"):
+        back_up(settings, tmp_path / "mount" / "copy")
 
 
 def test_an_existing_destination_or_an_empty_home_is_refused(

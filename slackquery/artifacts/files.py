@@ -33,6 +33,8 @@ VALIDATION_SUFFIX = ".validation.json"
 REFUSED_VALIDATION_SUFFIX = ".refused" + VALIDATION_SUFFIX
 CURRENT_NAME = "current.duckdb"
 LOCK_NAME = ".artifacts.lock"
+# In the home: held by each reconcile run, and by a backup to keep reconcile out.
+RECONCILE_LOCK_NAME = "reconcile.lock"
 # Matched whole (`fullmatch`): `$` would also accept a trailing newline. ASCII digits only.
 BUILD_ID_PATTERN = re.compile(r"[0-9]{8}T[0-9]{6}Z-[0-9a-f]{8}-[0-9a-f]{8}")
 # A sealed artifact's file, arrays, manifest and validation result: r--r--r--.
@@ -172,6 +174,11 @@ def exclusive_lock(path: Path, what: str) -> Iterator[None]:
         yield
     finally:
         handle.close()
+
+
+def reconcile_lock(home: Path) -> contextlib.AbstractContextManager[None]:
+    """The lock that serialises reconcile runs."""
+    return exclusive_lock(home / RECONCILE_LOCK_NAME, "another reconcile")
 
 
 def artifact_lock(artifact_dir: Path) -> contextlib.AbstractContextManager[None]:

@@ -18,10 +18,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "database with its vectors and build history, the access grants, the cursor key, "
         "and the published artifact with its seal) into DEST, a folder that must not exist. "
         "DEST is itself a home: `SLACKQUERY_HOME=DEST slackquery serve` serves it, and "
-        "`reconcile` there goes on from it. Import, sync, reconcile, build and publish are "
-        "kept out while the copy is taken (one already running makes the backup fail at "
-        "once); search and serve go on. The copy of the artifact is checked against its "
-        "seal, and DEST appears only once complete.",
+        "`reconcile` there goes on from it. Import, sync, reconcile, build, publish and "
+        "rollback are kept out while the copy is taken (one already running makes the "
+        "backup fail at once); search and serve go on. The copy of the artifact is checked "
+        "against its seal (a published artifact that does not match it, damaged, is left "
+        "out, and the line says so), and DEST appears only once complete.",
     )
     parser.add_argument("destination", metavar="DEST", type=Path, help="a new folder")
     add_json_flag(parser)
@@ -30,17 +31,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Take one backup and say what it holds."""
+    destination = args.destination.absolute()  # the hint works from any folder
     with step_status(shows_progress(args), "backup") as step:
-        record = back_up(settings, args.destination, step)
-    emit(args, record, render(args.destination, record))
+        record = back_up(settings, destination, step)
+    emit(args, {**record, "destination": str(destination)}, render(destination, record))
     return 0
 
 
 def render(destination: Path, record: dict[str, Any]) -> str:
-    """Where the copy is, what it holds, and how to use it."""
-    published = record["published_build"] or "none (nothing was published)"
-    return (
-        f"backed up {record['source_home']} to {destination}: {len(record['files'])} files, "
-        f"published artifact {published}\n"
+    """Where the copy is, what it holds (or left out), and how to use it."""
+    head = f"backed up {record['source_home']} to {destination}: {len(record['files'])} files"
+    if record["left_out"]:
+        lines = [head, f"  left out {record['left_out']}"]
+    else:
+        published = record["published_build"] or "none (nothing was published)"
+        lines = [f"{head}, published artifact {published}"]
+    lines.append(
         f"  use it: SLACKQUERY_HOME={destination} slackquery serve (or copy it back as the home)"
     )
+    return "\n".join(lines)

@@ -17,13 +17,13 @@ from slackquery.embedding.base import (
     ensure_same_generation,
     finalize_vectors,
 )
+from slackquery.embedding.errors import EmbedderMisconfigured
 from slackquery.embedding.packaged import (
     PACKAGED_MODELS,
     in_process_embedder,
     packaged_identity,
     packaged_revision,
 )
-from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
 
 __all__ = [
@@ -65,7 +65,7 @@ def _recipe(settings: Settings) -> tuple[int, str, str, str | None]:
         }
         for name, (given, fixed) in overrides.items():
             if given is not None and given != fixed:
-                raise SlackqueryError(
+                raise EmbedderMisconfigured(
                     f"{name}={given!r} does not fit the packaged model "
                     f"{packaged.name!r}, which uses {fixed!r}; unset it"
                 )
@@ -77,7 +77,7 @@ def _recipe(settings: Settings) -> tuple[int, str, str, str | None]:
             or packaged_revision(packaged.name, settings.model_cache_path),
         )
     if settings.embedding_dimension is None:
-        raise SlackqueryError(
+        raise EmbedderMisconfigured(
             f"SLACKQUERY_EMBEDDING_DIMENSION is required for model {settings.embedding_model!r} "
             f"(only packaged models know theirs: {', '.join(sorted(PACKAGED_MODELS))})"
         )
@@ -94,14 +94,14 @@ def _create(settings: Settings) -> Embedder:
     if settings.embedding_transport == "inprocess":
         packaged = PACKAGED_MODELS.get(settings.embedding_model)
         if packaged is None:
-            raise SlackqueryError(
+            raise EmbedderMisconfigured(
                 f"model {settings.embedding_model!r} is not packaged, so it cannot run "
                 f"in-process; use SLACKQUERY_EMBEDDING_TRANSPORT=ollama or openai, or one of: "
                 f"{', '.join(sorted(PACKAGED_MODELS))}"
             )
         identity = packaged_identity(packaged, settings.model_cache_path)
         if settings.embedding_model_revision not in (None, identity.model_revision):
-            raise SlackqueryError(
+            raise EmbedderMisconfigured(
                 f"SLACKQUERY_EMBEDDING_MODEL_REVISION={settings.embedding_model_revision!r} "
                 f"but the installed {packaged.name!r} is {identity.model_revision!r}"
             )

@@ -9,6 +9,11 @@ documents, so only they are charged an attempt that can end in `terminal_failed`
 from slackquery.errors import SlackqueryError
 
 
+class EmbedderMisconfigured(SlackqueryError):
+    """The embedding settings name no model that can run as configured (a revision, prefix
+    or dimension the packaged model does not have, a model that is not packaged)."""
+
+
 class EndpointValidationError(SlackqueryError):
     """The configured embedding endpoint is not the model this generation needs."""
 

@@ -31,6 +31,7 @@ import orjson
 import yaml
 
 from slackquery.errors import SlackqueryError
+from slackquery.folders import make_folder
 from slackquery.sample import judged, planted, vocab
 from slackquery.sample.judged import build_judged_set
 from slackquery.sample.text import TextGenerator, weighted_table, zipf_table
@@ -603,7 +604,7 @@ def generate_sample(out: Path, *, messages: int, seed: int = 7, judged_set: bool
         raise SlackqueryError(f"--out must name a .zip file, got {out}")
     if out.is_dir():
         raise SlackqueryError(f"--out {out} is a directory")
-    out.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(out.parent)  # often a home's own folder
     queries_path = out.with_name(f"{out.stem}.queries.yaml")
     judged_questions = build_judged_set(seed) if judged_set else None
     all_planted = planted.MESSAGES + (judged_questions.messages if judged_questions else ())

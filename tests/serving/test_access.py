@@ -33,6 +33,7 @@ from serving.server import (
     PublishedLimits,
     build_http_app,
     grant_authorizer,
+    warn_if_no_one_can_get_in,
     warn_if_open_to_the_network,
     warn_if_readable_by_other_accounts,
 )
@@ -369,25 +370,46 @@ def test_listening_beyond_loopback_without_any_token_is_warned(
         )
 
 
-def test_artifacts_other_accounts_can_read_are_warned_about(
+def test_a_server_no_one_can_get_into_is_warned_about(
+    published: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Every grant revoked and no admin token: every request is a 401, which is not logged.
+    now = datetime(2030, 6, 1, tzinfo=UTC)
+    store = GrantStore(grants_path(published))
+    grant, _ = store.add(
+        user_id="U3", workspace_id="T0ACME", label="p", no_dms=False, expires=None, now=now
+    )
+    warnings = []
+    for revoked in (False, True):
+        if revoked:
+            store.revoke(grant.grant_id, now, by_id=True)
+        for admin in (None, ADMIN):
+            caplog.clear()
+            warn_if_no_one_can_get_in(published.model_copy(update={"serve_token": admin}), now)
+            warnings.append(len(caplog.messages))
+    assert warnings == [0, 0, 1, 0]
+
+
+def test_conversations_other_accounts_can_read_are_warned_about(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     # A home from before its folders were made private: 0755 all the way down from /tmp.
     with tempfile.TemporaryDirectory(dir="/tmp") as folder:
-        for home, mode, warned in ((Path(folder), 0o755, True), (tmp_path, 0o700, False)):
-            home.chmod(mode)
-            (home / "artifacts").mkdir(mode=0o755)
+        opened = Path(folder)
+        opened.chmod(0o755)
+        (opened / "artifacts").mkdir(mode=0o700)
+        (opened / "canonical.duckdb").write_bytes(b"")  # rw-r--r--, as DuckDB makes it
+        (opened / "state.duckdb").write_bytes(b"")
+        (opened / "state.duckdb").chmod(0o600)
+        (tmp_path / "artifacts").mkdir(mode=0o755)  # under pytest's own 0700 folder
+        for home, warned in ((opened, [opened / "canonical.duckdb"]), (tmp_path, [])):
             caplog.clear()
             warn_if_readable_by_other_accounts(Settings(home=home))
-            assert caplog.messages == (
-                [
-                    f"every account on this machine can read the conversations in "
-                    f"{home / 'artifacts'}; `chmod 700` it (or a folder above it) unless "
-                    "they all should"
-                ]
-                if warned
-                else []
-            )
+            assert caplog.messages == [
+                f"every account on this machine can read the conversations in {path}; "
+                "`chmod 700` the home (or a folder above) unless they all should"
+                for path in warned
+            ]
 
 
 def test_an_expiry_already_past_is_refused(

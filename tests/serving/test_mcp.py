@@ -279,6 +279,25 @@ def test_a_server_fault_is_one_fixed_line_for_requesters_and_logged_once(
     assert f"slackquery_artifact_built_timestamp_seconds {built.timestamp():.0f}\n" in metrics
 
 
+def test_a_misconfigured_embedder_is_the_servers_fault(published: Settings) -> None:
+    misconfigured = published.model_copy(update={"embedding_model_revision": "v999"})
+    with http_server(misconfigured) as url:
+
+        async def searches(client: Client) -> list[Any]:
+            return [
+                await call(client, "search_slack", query="deploy"),
+                await call(client, "search_slack", query="deploy", mode="lexical"),
+            ]
+
+        hybrid, lexical = run_client(url, searches)
+        unready = httpx.get(f"{url}/readyz").json()["error"]
+        metrics = httpx.get(f"{url}/metrics").text
+    reason = "the embedding model is misconfigured, so hybrid and semantic search fail"
+    assert hybrid == f"ERROR: {reason}; see the server log" and lexical["results"]
+    assert unready == f"{reason}; see the server log"
+    assert 'kind="unavailable"} 1' in metrics
+
+
 def test_publish_during_queries(served: str, publishable: Settings, pipeline: Pipeline) -> None:
     artifacts: list[str] = []
     errors: list[str] = []
