@@ -73,11 +73,12 @@ def _hold_writers_off(settings: Settings, held: ExitStack) -> None:
         raise SlackqueryError(
             f"nothing to back up: no canonical store or state database in {settings.home}"
         )
-    held.enter_context(writer_lock(settings))
+    holder = f"a backup (PID {os.getpid()})"  # what the refused writers are told
+    held.enter_context(writer_lock(settings, holder))
     if settings.home.is_dir():
-        held.enter_context(files.reconcile_lock(settings.home))
+        held.enter_context(files.reconcile_lock(settings.home, holder))
     if settings.artifact_path.is_dir():
-        held.enter_context(files.artifact_lock(settings.artifact_path))
+        held.enter_context(files.artifact_lock(settings.artifact_path, holder))
     for path, _name, what in _databases(settings):
         held.callback(open_database(str(path), read_only=True, what=what).close)
 

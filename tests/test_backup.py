@@ -2,14 +2,17 @@
 
 import errno
 import json
+import os
 import shutil
 import stat
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from serving.cursor import home_secret
+from slackquery import backup
 from slackquery.access.grants import GrantStore, grants_path
 from slackquery.artifacts import files
 from slackquery.artifacts.build import build_artifact
@@ -98,6 +101,29 @@ def test_a_running_writer_makes_it_fail_at_once(
         back_up(settings, tmp_path / "copy")
 
     assert leftovers(tmp_path) == [] and not (tmp_path / "copy").exists()
+
+
+def test_writers_refused_during_a_backup_are_told_it_is_a_backup(
+    settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    told = []
+    copy_home = backup._copy_home
+
+    def copying(*args: Any) -> dict[str, Any]:
+        for writer in WRITERS.values():
+            with pytest.raises(SlackqueryError) as refused, writer(settings):
+                pass
+            told.append(str(refused.value).split(" (lock held")[0])
+        return copy_home(*args)
+
+    monkeypatch.setattr(backup, "_copy_home", copying)
+    back_up(settings, tmp_path / "copy")
+
+    assert told == [f"a backup (PID {os.getpid()}) is running"] * len(WRITERS)
+    # The next holder rewrites the name: one a killed backup left says nothing.
+    with writer_lock(settings), pytest.raises(SlackqueryError) as refused, writer_lock(settings):
+        pass
+    assert str(refused.value).startswith("another import or sync is already running")
 
 
 def test_a_database_another_process_writes_is_named(settings: Settings, tmp_path: Path) -> None:

@@ -159,10 +159,13 @@ def require_checksum(path: Path, expected: object, label: str) -> None:
 
 
 @contextlib.contextmanager
-def exclusive_lock(path: Path, what: str) -> Iterator[None]:
-    """Hold an exclusive `flock` on `path`; fail at once if another process holds it.
+def exclusive_lock(path: Path, what: str, holder: str | None = None) -> Iterator[None]:
+    """Hold an exclusive `flock` on `path`; fail at once if another process holds it,
+    naming it as `what` (`another import or sync`), or as the holder that wrote its own
+    name into the file (`a backup (PID 7)`: it takes other commands' locks).
 
-    The kernel drops a flock when its process dies, so a crashed run never blocks the next.
+    The kernel drops a flock when its process dies, so a crashed run never blocks the next;
+    each holder rewrites the name, so one a killed holder left is gone with its lock.
     """
     make_folder(path.parent)
     handle = path.open("a+", encoding="utf-8")
@@ -170,17 +173,27 @@ def exclusive_lock(path: Path, what: str) -> Iterator[None]:
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as error:
-            raise SlackqueryError(f"{what} is already running (lock held on {path})") from error
+            handle.seek(0)
+            named = handle.read().strip()
+            running = f"{named} is running" if named else f"{what} is already running"
+            raise SlackqueryError(f"{running} (lock held on {path})") from error
+        handle.truncate(0)
+        handle.write(holder or "")
+        handle.flush()
         yield
     finally:
         handle.close()
 
 
-def reconcile_lock(home: Path) -> contextlib.AbstractContextManager[None]:
+def reconcile_lock(
+    home: Path, holder: str | None = None
+) -> contextlib.AbstractContextManager[None]:
     """The lock that serialises reconcile runs."""
-    return exclusive_lock(home / RECONCILE_LOCK_NAME, "another reconcile")
+    return exclusive_lock(home / RECONCILE_LOCK_NAME, "another reconcile", holder)
 
 
-def artifact_lock(artifact_dir: Path) -> contextlib.AbstractContextManager[None]:
+def artifact_lock(
+    artifact_dir: Path, holder: str | None = None
+) -> contextlib.AbstractContextManager[None]:
     """The lock every build, publish, rollback and retention run holds in the artifact dir."""
-    return exclusive_lock(artifact_dir / LOCK_NAME, "another artifact build or publish")
+    return exclusive_lock(artifact_dir / LOCK_NAME, "another artifact build or publish", holder)

@@ -446,15 +446,16 @@ class StoreBusy(SlackqueryError):
 
 
 @contextlib.contextmanager
-def writer_lock(settings: Settings) -> Iterator[None]:
-    """The one lock every writer of the canonical store holds: `import` and `sync`.
+def writer_lock(settings: Settings, holder: str | None = None) -> Iterator[None]:
+    """The one lock every writer of the canonical store holds: `import` and `sync` (and
+    `backup`, named as `holder`, to keep them out).
 
     DuckDB alone would refuse a second writer with a file-lock error mid-run; the flock
     refuses it up front with a message that says who holds it (and the kernel releases it
     when its holder dies, so a killed run never blocks the next).
     """
     path = settings.canonical_path
-    lock = exclusive_lock(path.with_name(path.name + ".lock"), "another import or sync")
+    lock = exclusive_lock(path.with_name(path.name + ".lock"), "another import or sync", holder)
     try:
         lock.__enter__()
     except SlackqueryError as error:
