@@ -65,8 +65,7 @@ from serving.query import (
 from serving.ranking import ArmRanking, FusedHit, top_candidates
 from serving.semantic import SEARCHES, QueryEmbedder
 from serving.stages import STAGES, Stage
-from slackquery.artifacts import files
-from slackquery.artifacts.pointer import PUBLISH_FIRST, current_target
+from slackquery.artifacts.pointer import current_target, no_current_reason
 from slackquery.embedding.base import Embedder, ensure_same_generation
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
@@ -190,7 +189,6 @@ class SearchEngine:
         self.arms = arms
         self.stages = stages
         self._hit_model = hit_model(arms)
-        self.pointer = settings.artifact_path / files.CURRENT_NAME
         self._artifacts = settings.artifact_path.resolve()
         if embedder is not None:
             factory: Callable[[], Embedder] = lambda: embedder  # noqa: E731
@@ -211,9 +209,7 @@ class SearchEngine:
         pointer names a file of the artifact folder, which is resolved once)."""
         target = current_target(self._artifacts)
         if target is None:
-            raise ArtifactUnavailable(
-                f"no published search artifact at {self.pointer}; {PUBLISH_FIRST}"
-            )
+            raise ArtifactUnavailable(no_current_reason(self._artifacts))
         return self._artifacts / target
 
     @contextmanager

@@ -32,6 +32,19 @@ def current_target(artifact_dir: Path) -> str | None:
     return target
 
 
+def no_current_reason(artifact_dir: Path) -> str:
+    """Why `current_target` found nothing: no pointer, or one that names no artifact of the
+    folder (set by hand, or copied from elsewhere)."""
+    link = artifact_dir / files.CURRENT_NAME
+    if not link.is_symlink():
+        return f"no published search artifact at {link}; {PUBLISH_FIRST}"
+    return (
+        f"the published pointer {link} names {os.readlink(link)!r}, not an artifact of its "
+        "folder; `slackquery rollback <build id>` (see `slackquery artifacts`) or `slackquery "
+        "reconcile` points it at one"
+    )
+
+
 def current_artifact(settings: Settings) -> Path | None:
     """Absolute path of the published artifact, or None when nothing is published."""
     artifact_dir = settings.artifact_path.resolve()

@@ -498,6 +498,16 @@ def test_no_artifact_is_a_clear_error(settings: Settings) -> None:
     engine = SearchEngine(settings)
     with pytest.raises(SlackqueryError, match="no published search artifact"):
         engine.search(SearchRequest(query="deploy"))
+    # A pointer set by hand to something else is not "nothing published".
+    settings.artifact_path.mkdir(parents=True)
+    (settings.artifact_path / "current.duckdb").symlink_to("../canonical.duckdb")
+    with pytest.raises(SlackqueryError) as wrong:
+        engine.search(SearchRequest(query="deploy"))
+    assert str(wrong.value) == (
+        f"the published pointer {settings.artifact_path / 'current.duckdb'} names "
+        "'../canonical.duckdb', not an artifact of its folder; `slackquery rollback <build "
+        "id>` (see `slackquery artifacts`) or `slackquery reconcile` points it at one"
+    )
 
 
 def test_names_match_without_accents_or_case(engine: SearchEngine) -> None:
