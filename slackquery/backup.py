@@ -31,14 +31,12 @@ from slackquery.artifacts import files, validate
 from slackquery.artifacts.pointer import current_artifact
 from slackquery.canonical.store import writer_lock
 from slackquery.commands import CURSOR_KEY_NAME
-from slackquery.duckdb_setup import open_database
+from slackquery.duckdb_setup import open_database, wal_file
 from slackquery.errors import SlackqueryError
 from slackquery.folders import make_folder
 from slackquery.settings import Settings
 
 RECORD_NAME = "backup.json"
-# A database's write-ahead log: part of its content until the next checkpoint.
-WAL_SUFFIX = ".wal"
 
 
 def back_up(
@@ -97,7 +95,7 @@ def _copy_home(settings: Settings, staging: Path, step: Callable[[str], None]) -
     for source, name, what in _databases(settings):
         step(f"copying the {what}")
         _copy_if_present(source, staging / name)
-        _copy_if_present(source.with_name(source.name + WAL_SUFFIX), staging / (name + WAL_SUFFIX))
+        _copy_if_present(wal_file(source), wal_file(staging / name))
     _copy_if_present(grants_path(settings), staging / "access" / "grants.json")
     _copy_if_present(settings.home / CURSOR_KEY_NAME, staging / CURSOR_KEY_NAME)
     build_id, left_out = _copy_published(settings, staging / "artifacts", step)

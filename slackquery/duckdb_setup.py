@@ -12,6 +12,7 @@ a damaged file (not a database, cut short, a block whose checksum fails) raises
 
 import re
 import time
+from pathlib import Path
 from typing import NoReturn
 
 import duckdb
@@ -85,6 +86,12 @@ def _open_failure(what: str, path: str, detail: str) -> str:
     if _NOT_A_DATABASE in detail:
         return f"{what} {path} is not a valid DuckDB database file"
     return f"cannot open {what} {path}: {detail.removeprefix('IO Error: ')}"
+
+
+def wal_file(database: Path) -> Path:
+    """The write-ahead log DuckDB keeps beside `database`: part of its content until the
+    next checkpoint."""
+    return database.with_name(database.name + ".wal")
 
 
 def open_database(

@@ -44,7 +44,7 @@ from slackquery.artifacts import (
     validate,
 )
 from slackquery.crash import crash_point
-from slackquery.duckdb_setup import connect
+from slackquery.duckdb_setup import connect, wal_file
 from slackquery.embedding import current
 from slackquery.errors import SlackqueryError
 from slackquery.folders import make_folder
@@ -314,7 +314,7 @@ def remove_candidate(artifact_dir: Path, build_id: str) -> None:
     final = files.artifact_file(artifact_dir, build_id)
     for path in (
         temp,
-        temp.with_name(f"{temp.name}.wal"),
+        wal_file(temp),
         final,
         files.manifest_file(artifact_dir, build_id),
     ):

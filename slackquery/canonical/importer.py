@@ -24,6 +24,7 @@ from slackquery.canonical.rows import MESSAGE_COLUMNS
 from slackquery.canonical.sources import SOURCE_FORMATS, detect_format
 from slackquery.canonical.staging import CopyEvidence, Staged, Warnings
 from slackquery.crash import crash_point
+from slackquery.duckdb_setup import wal_file
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
 
@@ -296,8 +297,7 @@ def slug_keyed_copy(
 
 
 def _remove_store_files(db_path: Path) -> None:
-    wal = db_path.with_name(db_path.name + ".wal")
-    for candidate in (db_path, wal, torn_commits.marker(db_path)):
+    for candidate in (db_path, wal_file(db_path), torn_commits.marker(db_path)):
         candidate.unlink(missing_ok=True)
 
 
