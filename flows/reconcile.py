@@ -72,11 +72,6 @@ from slackquery.settings import Settings, get_settings
 COVERAGE_STEP = 0.1
 
 
-def reconcile_lock_path(settings: Settings) -> Path:
-    """The lock file that serialises reconcile runs (`files.reconcile_lock`)."""
-    return settings.home / files.RECONCILE_LOCK_NAME
-
-
 @task(cache_policy=NO_CACHE, persist_result=False)
 def project_documents(full_refresh: bool, progress: bool = False) -> dict[str, Any]:
     """Run the dbt projection (incremental unless `full_refresh`; `progress`: its bar)."""

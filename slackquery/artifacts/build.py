@@ -148,7 +148,7 @@ def code_version() -> str:
 def new_build_id(watermark: str, at: datetime | None = None) -> str:
     """`YYYYmmddTHHMMSSZ-<watermark[:8]>-<uuid4 hex[:8]>`: sortable by time, unique."""
     moment = (at or datetime.now(UTC)).astimezone(UTC)
-    return f"{moment:%Y%m%dT%H%M%SZ}-{watermark[:8]}-{uuid.uuid4().hex[:8]}"
+    return f"{moment.strftime(files.BUILD_TIME_FORMAT)}-{watermark[:8]}-{uuid.uuid4().hex[:8]}"
 
 
 def _sql_string(value: str) -> str:

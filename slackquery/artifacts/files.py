@@ -36,6 +36,8 @@ LOCK_NAME = ".artifacts.lock"
 # In the home: held by each reconcile run, and by a backup to keep reconcile out.
 RECONCILE_LOCK_NAME = "reconcile.lock"
 # Matched whole (`fullmatch`): `$` would also accept a trailing newline. ASCII digits only.
+# A build id starts with the UTC time its build started, in this form.
+BUILD_TIME_FORMAT = "%Y%m%dT%H%M%SZ"
 BUILD_ID_PATTERN = re.compile(r"[0-9]{8}T[0-9]{6}Z-[0-9a-f]{8}-[0-9a-f]{8}")
 # A sealed artifact's file, arrays, manifest and validation result: r--r--r--.
 READ_ONLY = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
@@ -50,7 +52,7 @@ def build_time(build_id: str) -> datetime | None:
     """When the build `build_id` started (its leading UTC time), or None for another shape."""
     if not is_build_id(build_id):
         return None
-    return datetime.strptime(build_id[:16], "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+    return datetime.strptime(build_id[:16], BUILD_TIME_FORMAT).replace(tzinfo=UTC)
 
 
 def artifact_file(artifact_dir: Path, build_id: str) -> Path:

@@ -18,7 +18,6 @@ import slackquery.embedding.work as work
 from flows.reconcile import (
     plan_build,
     reconcile,
-    reconcile_lock_path,
     reconcile_plain,
 )
 from flows.reconcile import summary as reconcile_summary
@@ -90,7 +89,7 @@ def test_reconcile_publishes_then_skips_when_unchanged(
     second = reconcile()
     assert second["status"] == "unchanged" and second["build_id"] == first["build_id"]
 
-    with files.exclusive_lock(reconcile_lock_path(pipeline), "test holder"):
+    with files.reconcile_lock(pipeline.home):
         assert reconcile()["status"] == "skipped"
 
 
@@ -174,7 +173,7 @@ def test_plain_reconcile_runs_the_same_steps_without_prefect(
     assert main(["reconcile", "--engine", "plain", "--json"]) == 0
     again = json.loads(capsys.readouterr().out)
     assert again["status"] == "unchanged" and again["build_id"] == first["build_id"]
-    with files.exclusive_lock(reconcile_lock_path(pipeline), "test holder"):
+    with files.reconcile_lock(pipeline.home):
         assert reconcile_plain()["status"] == "skipped"
 
 
