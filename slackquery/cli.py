@@ -145,20 +145,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     # sends a first-use event: Slackquery reaches nothing its settings do not name.
     if not os.environ.get("DO_NOT_TRACK"):
         os.environ["DO_NOT_TRACK"] = "1"
-    words = sys.argv[1:] if argv is None else list(argv)
-    # The top-level options take no values, so the first other word names the command.
-    command = next((word for word in words if not word.startswith("-")), None)
-    parser = build_parser(command)
-    words, exclusions = exclusions_apart(parser, command, words)
-    args, unknown = parser.parse_known_args(words)
-    if unknown:  # argparse reports them under the top-level usage, which lists no option
-        args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
-    with_exclusions(args, exclusions)
+    try:  # the command's modules take a second or more to import
+        args = parse_arguments(sys.argv[1:] if argv is None else list(argv))
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         return _run(args)
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def parse_arguments(words: list[str]) -> argparse.Namespace:
+    """The command line parsed by the parser of the command it names; a usage error exits
+    with status 2 under the usage of the parser the wrong word was meant for."""
+    # The top-level options take no values, so the first other word names the command.
+    command = next((word for word in words if not word.startswith("-")), None)
+    parser = build_parser(command)
+    before_command = words[: words.index(command)] if command else words
+    stray = [word for word in before_command if word not in parser._option_string_actions]
+    if stray:  # `slackquery --bogus search`: not search's option
+        parser.error(f"unrecognized arguments: {' '.join(stray)}")
+    words, exclusions = exclusions_apart(parser, command, words)
+    args, unknown = parser.parse_known_args(words)
+    if unknown:  # argparse reports them under the top-level usage, which lists no option
+        args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    with_exclusions(args, exclusions)
+    return args
 
 
 def _run(args: argparse.Namespace) -> int:

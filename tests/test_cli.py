@@ -13,6 +13,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from slackquery import cli
 from slackquery.cli import COMMAND_MODULES, build_parser, main
 from slackquery.commands import emit, show_settings, shows_progress
 from slackquery.escaping import emphasis
@@ -93,6 +94,30 @@ def test_an_unknown_option_of_a_command_shows_that_commands_usage(
     error = capsys.readouterr().err
     assert error.startswith("usage: slackquery search [-h] [--mode {hybrid,lexical,semantic}]")
     assert error.endswith("slackquery search: error: unrecognized arguments: --mdoe\n")
+
+
+def test_an_unknown_option_before_the_command_shows_the_top_level_usage(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # It was reported under search's usage, as if search had been given it.
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--mdoe", "search", "deploy"])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err
+    assert error.startswith("usage: slackquery [-h] [--version] COMMAND ...")
+    assert error.endswith("slackquery: error: unrecognized arguments: --mdoe\n")
+
+
+def test_ctrl_c_while_the_command_loads_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Importing a command's modules takes a second or more; Ctrl-C then was a traceback.
+    def interrupted(command: str | None) -> argparse.ArgumentParser:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "build_parser", interrupted)
+    assert main(["search", "deploy"]) == 130
+    assert capsys.readouterr().err == "error: interrupted\n"
 
 
 def test_malformed_setting_is_one_line_naming_the_variable(
