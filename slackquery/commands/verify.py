@@ -10,6 +10,10 @@ from slackquery.commands import add_json_flag, add_requester_flags, emit, reques
 from slackquery.escaping import terminal_line
 from slackquery.settings import Settings
 
+# Not 1 (an error) or 2 (argparse's usage error): a script tells a draft that failed its
+# check from a check that could not run.
+UNVERIFIED_EXIT = 3
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the `verify` subcommand."""
@@ -19,7 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Find every [document_id], Slack permalink and message id in the text and "
         "check that each exists in the current artifact, is visible, still active and (with "
         "--cited-at) unchanged since that artifact, exactly as the MCP tool verify_citations "
-        "does. Exit status 0 when verified, 2 when not.",
+        "does. Exit status 0 when verified, 3 when not (1 is an error, 2 a usage error).",
     )
     parser.add_argument("text", help="the drafted answer, or - to read it from stdin")
     parser.add_argument(
@@ -31,7 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    """Verify and print; exit 2 when the answer is not verified."""
+    """Verify and print; exit `UNVERIFIED_EXIT` when the answer is not verified."""
     text = sys.stdin.read() if args.text == "-" else args.text
     engine = SearchEngine(settings)
     try:
@@ -41,7 +45,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     finally:
         engine.close()
     emit(args, response.model_dump(mode="json"), render(response))
-    return 0 if response.verdict == "verified" else 2
+    return 0 if response.verdict == "verified" else UNVERIFIED_EXIT
 
 
 def render(response: VerificationResponse) -> str:

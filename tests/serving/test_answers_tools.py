@@ -28,6 +28,7 @@ from serving.tools import ToolRunner
 from slackquery.artifacts.files import artifact_file, is_build_id
 from slackquery.artifacts.publish import publish
 from slackquery.cli import main
+from slackquery.commands.verify import UNVERIFIED_EXIT
 from slackquery.errors import SlackqueryError
 from slackquery.evaluation.runner import prepare_corpus
 from slackquery.settings import Settings
@@ -327,7 +328,7 @@ def test_a_cited_at_artifact_that_cannot_be_read_is_one_problem(
     with duckdb.connect(str(artifact_file(folder, other_schema))) as connection:
         connection.execute("create table search_documents (document_id varchar, body varchar)")
     artifact_file(folder, removed).write_bytes(b"")
-    assert main(["verify", "--cited-at", corrupt, f"x [{PASSWORD}]"]) == 2
+    assert main(["verify", "--cited-at", corrupt, f"x [{PASSWORD}]"]) == UNVERIFIED_EXIT
     assert f"problem: cannot read artifact {corrupt}: " in capsys.readouterr().out
     engine = SearchEngine(published)
     try:
@@ -545,19 +546,19 @@ def test_ask_and_verify_commands(published: Settings, capsys: pytest.CaptureFixt
     assert "in reply to " in capsys.readouterr().out
     assert main(["verify", f"see [{PASSWORD}]"]) == 0
     assert "verified against artifact" in capsys.readouterr().out
-    assert main(["verify", "see [T0ACME:C1:1.000000]"]) == 2
+    assert main(["verify", "see [T0ACME:C1:1.000000]"]) == UNVERIFIED_EXIT
 
 
 def test_verify_keeps_its_status_when_its_reader_went_away(
     published: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # `verify "$draft" | grep -q …` under pipefail: a reader that stopped early turned the
-    # unverified draft's exit status 2 into 0.
+    # unverified draft's exit status into 0.
     read, write = os.pipe()
     os.close(read)
     with os.fdopen(write, "w") as gone:
         monkeypatch.setattr(sys, "stdout", gone)
-        assert main(["verify", "see [T0ACME:C1:1.000000]"]) == 2
+        assert main(["verify", "see [T0ACME:C1:1.000000]"]) == UNVERIFIED_EXIT
 
 
 def _judged_file(path: Any, *queries: tuple[str, str, list[str]]) -> str:
