@@ -177,6 +177,23 @@ def published_account_limits(settings: Settings) -> dict[tuple[str, str], str]:
     return {} if path is None else account_limits_at(path)
 
 
+def published_user_name(settings: Settings, requester: Requester) -> str | None:
+    """The requester's name in the published artifact (None without one, or for a member
+    the export listed by id alone)."""
+    path = current_artifact(settings)
+    if path is None:
+        return None
+    conn = open_database(str(path), read_only=True, what="search artifact")
+    try:
+        row = conn.execute(
+            "select user_name from users where workspace_id = $workspace and user_id = $user",
+            {"workspace": requester.workspace_id, "user": requester.user_id},
+        ).fetchone()
+    finally:
+        conn.close()
+    return row[0] if row else None
+
+
 def account_limits_at(path: Path) -> dict[tuple[str, str], str]:
     """The account limits of the artifact file at `path` (a plain read: no extension
     loads, so the HTTP guard may call it on its event loop)."""

@@ -3,7 +3,12 @@
 import argparse
 from datetime import UTC, datetime
 
-from serving.access import published_account_limits, published_requester
+from serving.access import (
+    Requester,
+    published_account_limits,
+    published_requester,
+    published_user_name,
+)
 from slackquery.access.grants import LABEL_MAX_CHARS, GrantStore, check_label, grants_path
 from slackquery.commands import add_json_flag, emit, iso_day
 from slackquery.escaping import terminal_line
@@ -76,7 +81,7 @@ def run_grant(args: argparse.Namespace, settings: Settings) -> int:
         settings, args.user, args.workspace, args.no_dms, active_only=True
     )
     # `--label ""` is refused above, not taken for the default.
-    label = f"{requester.workspace_id}:{requester.user_id}" if args.label is None else args.label
+    label = label_default(requester) if args.label is None else args.label
     grant, token = GrantStore(grants_path(settings)).add(
         user_id=requester.user_id,
         workspace_id=requester.workspace_id,
@@ -85,14 +90,22 @@ def run_grant(args: argparse.Namespace, settings: Settings) -> int:
         expires=expires,
         now=datetime.now(UTC),
     )
-    result = {**grant.public(datetime.now(UTC)), "token": token}
+    name = published_user_name(settings, requester)
+    result = {**grant.public(datetime.now(UTC)), "user_name": name, "token": token}
+    user = f"{grant.workspace_id}:{grant.user_id}"
     granted = terminal_line(
-        f"granted {grant.label} ({grant.grant_id}): {grant.workspace_id}:{grant.user_id}"
+        f"granted {grant.grant_id} to {f'{name} ({user})' if name else user}"
+        f"{f', label {grant.label}' if grant.label != label_default(requester) else ''}"
         f"{', no DMs' if grant.no_dms else ''}"
         f"{f', until {grant.expires}' if grant.expires else ''}"
     )
     emit(args, result, f"{granted}\ntoken (shown once): {token}")
     return 0
+
+
+def label_default(requester: Requester) -> str:
+    """A grant's label when none is given: the one thing it names."""
+    return f"{requester.workspace_id}:{requester.user_id}"
 
 
 _LIMIT_NOTES = {

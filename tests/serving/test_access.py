@@ -9,6 +9,7 @@ attempt below is made as Chen and compared with what a nonexistent object gives.
 import dataclasses
 import json
 import os
+import re
 import sys
 import tempfile
 from datetime import UTC, datetime
@@ -121,6 +122,7 @@ def test_a_bare_value_is_a_user_id_or_a_name(
 def test_grants_from_the_cli(published: Settings, capsys: pytest.CaptureFixture[str]) -> None:
     made = grant(capsys, "--user", "U3", "--workspace", "acme", "--label", "chen")
     assert made["token"].startswith("sqr_") and made["label"] == "chen"
+    assert made["user_name"] == "Chen Wei"
     assert "ambiguous" in cli_error(capsys, "access", "grant", "--user", "@chen.wei")
     assert "unknown user 'U404'" in cli_error(capsys, "access", "grant", "--user", "U404")
     unknown = cli_error(capsys, "access", "grant", "--user", "U2", "--workspace", "gamma")
@@ -144,6 +146,11 @@ def test_grants_from_the_cli(published: Settings, capsys: pytest.CaptureFixture[
     assert "no grant" in cli_error(capsys, "access", "revoke", "nobody")
     for artifact in published.artifact_path.glob("search-*.duckdb"):
         assert made["token"].encode() not in artifact.read_bytes()
+    # It printed the default label twice ("granted T0ACME:U2 (g_…): T0ACME:U2"), never a name.
+    assert main(["access", "grant", "--user", "U2", "--workspace", "acme", "--no-dms"]) == 0
+    granted, token = capsys.readouterr().out.splitlines()
+    assert re.fullmatch(r"granted g_\w+ to Bob Smith \(T0ACME:U2\), no DMs", granted)
+    assert token.startswith("token (shown once): sqr_")
 
 
 def _channels(response: dict[str, Any]) -> set[str]:
