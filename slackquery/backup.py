@@ -13,14 +13,17 @@ and `rollback`, and each database is held open read-only, which DuckDB's file lo
 to any other writer (`project`, `embed`). A writer already running
 makes the backup fail at once, naming it. The copy is made beside its destination and
 renamed into place when complete and checked, so a killed backup never leaves a partial
-copy under the name asked for.
+copy under the name asked for; the next backup into the same folder removes what one killed
+outright (SIGKILL, power loss) left there.
 """
 
+import fcntl
 import os
+import re
 import shutil
 import uuid
-from collections.abc import Callable
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -37,6 +40,8 @@ from slackquery.folders import make_folder
 from slackquery.settings import Settings
 
 RECORD_NAME = "backup.json"
+# A copy in the making: `.DEST.<uuid4 hex>.tmp` beside DEST, locked while its backup runs.
+_STAGING = re.compile(r"\..+\.[0-9a-f]{32}\.tmp")
 
 
 def back_up(
@@ -55,14 +60,48 @@ def back_up(
             raise SlackqueryError(
                 f"cannot make the folder {destination.parent}: {error.strerror}"
             ) from None
+        removed = _remove_killed_copies(destination.parent)
         try:
-            record = _copy_home(settings, make_folder(staging), step)
+            held.enter_context(_locked_folder(make_folder(staging)))
+            record = _copy_home(settings, staging, step, removed)
             os.rename(staging, destination)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
     files.fsync_dir(destination.parent)
     return record
+
+
+@contextmanager
+def _locked_folder(folder: Path) -> Iterator[None]:
+    """Hold a `flock` on the folder itself: the kernel drops it when its process dies, which
+    tells `_remove_killed_copies` which copies no backup is making any more."""
+    descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)
+
+
+def _remove_killed_copies(parent: Path) -> list[str]:
+    """Remove the partial copies in `parent` whose backup was killed (no process holds their
+    lock); return their names. A backup of another home into the same folder holds its own."""
+    removed = []
+    for folder in sorted(parent.iterdir()):
+        if not _STAGING.fullmatch(folder.name) or folder.is_symlink() or not folder.is_dir():
+            continue
+        descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            continue  # its backup is running
+        else:
+            shutil.rmtree(folder)
+            removed.append(folder.name)
+        finally:
+            os.close(descriptor)
+    return removed
 
 
 def _hold_writers_off(settings: Settings, held: ExitStack) -> None:
@@ -90,8 +129,11 @@ def _databases(settings: Settings) -> list[tuple[Path, str, str]]:
     return [database for database in databases if database[0].is_file()]
 
 
-def _copy_home(settings: Settings, staging: Path, step: Callable[[str], None]) -> dict[str, Any]:
-    """Copy each part into `staging`, check the artifact's seal there, write the record."""
+def _copy_home(
+    settings: Settings, staging: Path, step: Callable[[str], None], removed: list[str]
+) -> dict[str, Any]:
+    """Copy each part into `staging`, check the artifact's seal there, write the record
+    (with the killed backups' copies this one `removed` beside it)."""
     for source, name, what in _databases(settings):
         step(f"copying the {what}")
         _copy_if_present(source, staging / name)
@@ -105,6 +147,7 @@ def _copy_home(settings: Settings, staging: Path, step: Callable[[str], None]) -
         "source_home": str(settings.home.resolve()),
         "published_build": build_id,
         "left_out": left_out,
+        "removed_partial_copies": removed,
         "files": sorted(
             str(path.relative_to(staging)) for path in staging.rglob("*") if not path.is_dir()
         ),

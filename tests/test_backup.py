@@ -167,6 +167,25 @@ def test_a_copy_that_fails_leaves_nothing(
     assert leftovers(tmp_path) == [] and not (tmp_path / "copy").exists()
 
 
+def test_the_next_backup_removes_a_killed_backups_copy_and_no_running_ones(
+    settings: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A backup killed outright (SIGKILL) left its partial copy there for good.
+    killed, running = (tmp_path / f".nightly.{digit * 32}.tmp" for digit in "01")
+    for folder in (killed, running):
+        folder.mkdir()
+        (folder / "canonical.duckdb").write_bytes(b"partial")
+    (tmp_path / ".notes.tmp").mkdir()  # not a backup's
+    with backup._locked_folder(running):  # its backup runs in another process
+        assert main(["backup", str(tmp_path / "copy")]) == 0
+
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        f"  removed {killed.name}, the partial copy of a backup that was killed"
+    )
+    assert leftovers(tmp_path) == [running.name, ".notes.tmp"]
+    assert (running / "canonical.duckdb").read_bytes() == b"partial"
+
+
 def test_a_file_in_the_way_of_its_folder_is_one_line(settings: Settings, tmp_path: Path) -> None:
     (tmp_path / "mount").write_text("not a folder")
 

@@ -49,4 +49,8 @@ def render(destination: Path, record: dict[str, Any]) -> str:
     lines.append(
         f"  use it: SLACKQUERY_HOME={destination} slackquery serve (or copy it back as the home)"
     )
+    lines += [
+        f"  removed {name}, the partial copy of a backup that was killed"
+        for name in record["removed_partial_copies"]
+    ]
     return "\n".join(lines)
