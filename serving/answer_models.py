@@ -127,6 +127,13 @@ class VerificationResponse(BaseModel):
         "evidence is missing) and every citation exists, is visible, active and unchanged."
     )
     citations: list[CitationCheck]
-    problems: list[str]
+    problems: list[str] = Field(
+        description="Why the verdict is unverified: about the text or `cited_at_artifact`, "
+        "and how many citations failed their checks (each citation's own `problems` say how)."
+    )
+    uncited_sentences: list[str] = Field(
+        description="Sentences that cite nothing and do not say the evidence is missing. "
+        "The verdict judges the citations only: a claim here is backed by none of them."
+    )
     artifact_id: str
     cited_at_artifact: str | None

@@ -839,14 +839,39 @@ def verify_citations(
             "the text cites nothing, and not all of it says the evidence is missing "
             "(a claim without a citation cannot be verified)"
         )
-    ok = not problems and all(not check.problems for check in checks)
+    failed = sum(bool(check.problems) for check in checks)
+    if failed:  # an agent reading `problems` alone saw none while the verdict said otherwise
+        problems.append(f"{failed} of {len(checks)} citations failed a check (see citations)")
     return VerificationResponse(
-        verdict="verified" if ok else "unverified",
+        verdict="unverified" if problems else "verified",
         citations=checks,
         problems=problems,
+        uncited_sentences=uncited_sentences(text, found),
         artifact_id=artifact_id,
         cited_at_artifact=cited_at_artifact,
     )
+
+
+def uncited_sentences(text: str, found: Sequence[Cited]) -> list[str]:
+    """The text's sentences that cite nothing and do not say the evidence is missing. A
+    sentence followed by citations alone ("… at 17:00. [id]") is cited by them."""
+    uncited: list[str] = []
+    previous_uncited = False
+    for sentence in _SENTENCE_BREAK.split(text):
+        rest = sentence
+        for item in found:  # ids and permalinks: no word of prose holds one
+            rest = rest.replace(f"[{item.cited}]", " ").replace(item.cited, " ")
+        if rest != sentence:
+            if previous_uncited and not has_searchable_content(rest):
+                uncited.pop()
+            previous_uncited = False
+            continue
+        previous_uncited = has_searchable_content(sentence) and not _MISSING_EVIDENCE.search(
+            sentence
+        )
+        if previous_uncited:
+            uncited.append(sentence.strip())
+    return uncited
 
 
 def says_evidence_is_missing(text: str) -> bool:

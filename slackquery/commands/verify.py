@@ -56,5 +56,6 @@ def render(response: VerificationResponse) -> str:
         status = "ok" if not check.problems else "; ".join(check.problems)
         lines.append(f"{check.cited} ({check.kind}): {status}")
     lines += [f"problem: {problem}" for problem in response.problems]
+    lines += [f"cites nothing: {sentence}" for sentence in response.uncited_sentences]
     lines.append(f"{response.verdict} against artifact {response.artifact_id}")
     return "\n".join(map(terminal_line, lines))

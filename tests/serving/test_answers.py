@@ -13,6 +13,7 @@ from serving.answers import (
     highlight,
     sentences,
     stem,
+    uncited_sentences,
     with_thread_starts,
     within_chars,
 )
@@ -295,6 +296,18 @@ def test_citation_check_reports_each_failure() -> None:
     hidden = _check(Cited("[a]", "document_id", "a"), {"b": "new text"}, None)
     assert not hidden.visible and hidden.problems == made_up.problems
     assert hidden.unchanged is None
+
+
+def test_the_sentences_a_draft_leaves_uncited_are_named() -> None:
+    # A draft citing one claim of two was `verified` with nothing said of the other.
+    url = "https://acme.slack.com/archives/C1/p1712937600545000"
+    found = [Cited("T0:C1:1.5", "document_id", "T0:C1:1.5"), Cited(url, "permalink", "T0:C1:1.5")]
+    draft = (
+        "José drives it [T0:C1:1.5]. Priya is the lead.\nThe sync moved to 18:30.\n"
+        f"[T0:C1:1.5] {url}\nNo message says who pays. Sources: see above."
+    )
+    assert uncited_sentences(draft, found) == ["Priya is the lead.", "Sources: see above."]
+    assert uncited_sentences("It is at 18:30. [T0:C1:1.5]", found) == []
 
 
 def test_a_correction_that_already_ranks_first_still_names_the_conflict() -> None:

@@ -114,6 +114,9 @@ def test_verify_finds_every_kind_of_citation(engine: SearchEngine) -> None:
         ("document_id", None, False),
     }
     assert result.verdict == "unverified"
+    # The top-level problems were empty here; an agent reading them saw nothing wrong.
+    assert result.problems == ["1 of 4 citations failed a check (see citations)"]
+    assert result.uncited_sentences == ["Markdown [link](http://e.com)."]
     assert verify_citations(engine, "Rotate the credentials.").verdict == "unverified"
     # A thread's context document exists in the artifact, but no reader can open it.
     with engine.artifact() as artifact:
@@ -319,6 +322,10 @@ def test_verify_against_the_current_artifact_reads_no_other_file(
     assert looked_up == []
 
 
+# What `problems` adds when the one citation of a draft failed a check of its own.
+FAILED_ONE = "1 of 1 citations failed a check (see citations)"
+
+
 def test_a_cited_at_artifact_that_cannot_be_read_is_one_problem(
     published: Settings, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -335,7 +342,7 @@ def test_a_cited_at_artifact_that_cannot_be_read_is_one_problem(
         for build_id in (corrupt, other_schema):
             for requester in (None, Requester("U3", ACME)):
                 checked = verify_citations(engine, f"x [{PASSWORD}]", build_id, requester=requester)
-                assert checked.verdict == "unverified" and len(checked.problems) == 1
+                assert checked.verdict == "unverified" and checked.problems[1:] == [FAILED_ONE]
                 assert checked.problems[0].startswith(f"cannot read artifact {build_id}: ")
                 assert str(folder) not in checked.problems[0]  # no server path
         # Retention removes the file between the existence check and the open.
@@ -350,7 +357,8 @@ def test_a_cited_at_artifact_that_cannot_be_read_is_one_problem(
         checked = verify_citations(engine, f"x [{PASSWORD}]", removed)
         assert checked.problems == [
             f"artifact {removed} is not on disk (removed by retention, or never built); "
-            "cannot tell whether cited text changed"
+            "cannot tell whether cited text changed",
+            FAILED_ONE,
         ]
     finally:
         engine.close()

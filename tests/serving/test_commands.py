@@ -488,9 +488,11 @@ def test_scopes_and_verify_render_escape_archive_text() -> None:
         verdict="unverified",
         citations=[check],
         problems=[],
+        uncited_sentences=[HOSTILE_NAME],
         artifact_id="b1",
         cited_at_artifact=None,
     )
     text = verify.render(response)
     _assert_escaped(text)
     assert text.splitlines()[0] == f"[{ESCAPED_NAME}] (document_id): not in the artifact"
+    assert text.splitlines()[1] == f"cites nothing: {ESCAPED_NAME}"
