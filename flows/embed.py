@@ -28,6 +28,7 @@ for transient faults inside a run; the work-item rows carry retries across runs.
 """
 
 import asyncio
+import logging
 import socket
 import time
 import uuid
@@ -39,6 +40,7 @@ from prefect import Flow, flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.client.schemas.objects import TaskRun
 from prefect.context import FlowRunContext
+from prefect.settings import PREFECT_API_URL
 from prefect.states import State
 from prefect.tasks import Task
 
@@ -366,6 +368,9 @@ def with_dask(workers: int | None = None, address: str | None = None) -> Flow[..
     if address:
         runner = DaskTaskRunner(address=address)
     else:
+        # The scheduler and nannies run in this process: their ~50 INFO lines a run (start,
+        # connections, shutdown) buried the run's own; their warnings still show.
+        logging.getLogger("distributed").setLevel(logging.WARNING)
         runner = DaskTaskRunner(
             cluster_class="distributed.LocalCluster",
             cluster_kwargs={
@@ -375,6 +380,24 @@ def with_dask(workers: int | None = None, address: str | None = None) -> Flow[..
                 # The scheduler always serves /health and /metrics; None means port 8787,
                 # which a second cluster on the machine finds taken (and warns).
                 "dashboard_address": "127.0.0.1:0",
+                # Each worker reports its task runs to the flow's API. Without one in its
+                # environment a worker started a temporary Prefect server of its own:
+                # ~15 s before its first batch, its runs recorded apart from the flow's.
+                "env": {"PREFECT_API_URL": flow_api_url()},
             },
         )
     return embed_flow.with_options(task_runner=runner)
+
+
+def flow_api_url() -> str:
+    """The Prefect API this process's flow runs report to: the configured one, or else the
+    temporary server Prefect starts for them, started here so that its address is known
+    (Prefect keeps one per process and stops it at exit)."""
+    configured = PREFECT_API_URL.value()
+    if configured:
+        return str(configured)
+    from prefect.server.api.server import SubprocessASGIServer
+
+    server = SubprocessASGIServer()
+    server.start()
+    return server.api_url

@@ -18,7 +18,8 @@ from typing import Any
 import duckdb
 import numpy as np
 import pytest
-from prefect.settings import PREFECT_API_URL
+from prefect.server.api.server import SubprocessASGIServer
+from prefect.settings import PREFECT_API_URL, temporary_settings
 from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
@@ -195,6 +196,17 @@ def test_a_run_with_nothing_to_claim_never_contacts_dask(
 def test_fewer_than_one_worker_is_refused(workers: int) -> None:
     with pytest.raises(SlackqueryError, match=f"dask_workers must be at least 1, not {workers}"):
         with_dask(workers=workers)
+
+
+def test_local_workers_report_to_the_flows_api_even_when_none_is_configured() -> None:
+    # From a terminal no API is configured: each worker then started a temporary Prefect
+    # server of its own (~15 s before its first batch; its task runs kept apart).
+    with temporary_settings(restore_defaults={PREFECT_API_URL}):
+        runner = with_dask(workers=2).task_runner
+        temporary = SubprocessASGIServer().api_url  # the one this process's flows use
+    assert runner.cluster_kwargs["env"] == {"PREFECT_API_URL": temporary}
+    configured = with_dask(workers=2).task_runner
+    assert configured.cluster_kwargs["env"] == {"PREFECT_API_URL": PREFECT_API_URL.value()}
 
 
 def test_two_workers_embed_everything_once_loading_the_model_once_each(
