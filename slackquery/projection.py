@@ -48,7 +48,10 @@ create table if not exists projection_runs (
     outcome varchar not null,      -- running (until it ends: a killed run stays so), succeeded,
                                    -- failed
     failure varchar                -- the one-line error of a failed run
-)
+);
+-- The dbt invocation that wrote the state last when the run ended (the project's
+-- on-run-end hook, record_dbt_invocation, lists them in dbt_invocations).
+alter table projection_runs add column if not exists dbt_invocation_id varchar;
 """
 logger = logging.getLogger(__name__)
 DOCUMENTS_TABLE = "search_documents"
@@ -174,7 +177,41 @@ def _refresh_reason(state: Path, fingerprint: str) -> str | None:
         return f"the last projection {'did not finish' if outcome == 'running' else 'failed'}"
     if last_fingerprint != fingerprint:
         return "the models changed since the last projection"
-    return None
+    connection = open_database(str(state), read_only=True, what="state database")
+    try:
+        outside = unrecorded_dbt_run(connection)
+    finally:
+        connection.close()
+    return None if outside is None else f"{outside} wrote the state since the last projection"
+
+
+def unrecorded_dbt_run(state: duckdb.DuckDBPyConnection) -> str | None:
+    """The newest dbt run that wrote the state, said in words, when it is not the one the
+    last projection recorded: one `slackquery project` did not start (a model tried out by
+    hand with `dbt build`, then undone), whose rows incremental runs would keep. None
+    when the last projection's run is the newest, or no run recorded itself."""
+    try:
+        newest = state.execute(
+            "select invocation_id, command, run_started_at from dbt_invocations "
+            "order by run_started_at desc limit 1"
+        ).fetchone()
+    except duckdb.CatalogException:  # no dbt run of this version wrote the state
+        return None
+    if newest is None:
+        return None
+    try:
+        recorded = state.execute(
+            "select dbt_invocation_id from projection_runs order by started_at desc limit 1"
+        ).fetchone()
+    except (duckdb.CatalogException, duckdb.BinderException):  # no projection of this version
+        recorded = None
+    invocation_id, command, started_at = newest
+    if recorded is not None and recorded[0] == invocation_id:
+        return None
+    started = started_at.astimezone(UTC)
+    return (
+        f"a `dbt {command}` that `slackquery project` did not start ({started:%Y-%m-%d %H:%M} UTC)"
+    )
 
 
 def _record_start(state: Path, fingerprint: str) -> datetime:
@@ -184,7 +221,8 @@ def _record_start(state: Path, fingerprint: str) -> datetime:
     try:
         connection.execute(PROJECTION_RUNS_DDL)
         connection.execute(
-            "insert into projection_runs values (?, ?, 'running', null)",
+            "insert into projection_runs (started_at, fingerprint, outcome) "
+            "values (?, ?, 'running')",
             [started_at, fingerprint],
         )
     finally:
@@ -193,12 +231,20 @@ def _record_start(state: Path, fingerprint: str) -> datetime:
 
 
 def _record_end(state: Path, started_at: datetime, *, failure: str | None) -> None:
-    """Record how the projection that started at `started_at` ended."""
+    """Record how the projection that started at `started_at` ended, and the dbt run that
+    wrote the state last: its own (nothing else can write the state while it runs)."""
     connection = open_database(str(state), what="state database")
     try:
+        try:
+            (newest,) = connection.execute(
+                "select max_by(invocation_id, run_started_at) from dbt_invocations"
+            ).fetchone() or (None,)
+        except duckdb.CatalogException:  # its dbt run failed before any model ran
+            newest = None
         connection.execute(
-            "update projection_runs set outcome = ?, failure = ? where started_at = ?",
-            ["failed" if failure else "succeeded", failure, started_at],
+            "update projection_runs set outcome = ?, failure = ?, dbt_invocation_id = ? "
+            "where started_at = ?",
+            ["failed" if failure else "succeeded", failure, newest, started_at],
         )
     finally:
         connection.close()

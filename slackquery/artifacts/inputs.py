@@ -17,7 +17,7 @@ import duckdb
 from slackquery.embedding import GenerationIdentity, configured_identity
 from slackquery.embedding.current import CURRENT_ITEMS, WANTED_DOCUMENTS
 from slackquery.errors import SlackqueryError
-from slackquery.projection import latest_projection, project_fingerprint
+from slackquery.projection import latest_projection, project_fingerprint, unrecorded_dbt_run
 from slackquery.settings import Settings
 
 # The document counts and the newest payload hash, then per mart an order-independent
@@ -59,8 +59,9 @@ class Generation:
 
 def require_marts(conn: duckdb.DuckDBPyConnection, marts: Iterable[str]) -> None:
     """Fail clearly when the projection has not built these marts in this state database,
-    its last run did not succeed (a failed dbt test leaves the tables dbt wrote), or the
-    models changed since (dbt run directly builds them untested, and records nothing)."""
+    its last run did not succeed (a failed dbt test leaves the tables dbt wrote), the
+    models changed since, or a dbt run it did not start wrote the state since (either way
+    untested rows)."""
     last = latest_projection(conn)
     if last is not None and last[1] != "succeeded":
         _, outcome, failure = last
@@ -72,6 +73,13 @@ def require_marts(conn: duckdb.DuckDBPyConnection, marts: Iterable[str]) -> None
         raise SlackqueryError(
             "the dbt models changed since the last `slackquery project` (a state dbt built "
             "directly is untested): run `slackquery project` first"
+        )
+    outside = unrecorded_dbt_run(conn)
+    if outside is not None:
+        raise SlackqueryError(
+            f"{outside} wrote the state since the last `slackquery project`: its rows are "
+            "untested and may be a trial's; run `slackquery project`, which rebuilds them "
+            "from canonical, first"
         )
     present = {
         name

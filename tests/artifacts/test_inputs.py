@@ -21,7 +21,7 @@ def _state(
     connection.execute(PROJECTION_RUNS_DDL)
     for minute, (outcome, failure) in enumerate(outcomes):
         connection.execute(
-            "insert into projection_runs values "
+            "insert into projection_runs (started_at, fingerprint, outcome, failure) values "
             "(timestamptz '2026-12-06 00:00:00+00' + to_minutes(?), ?, ?, ?)",
             [minute, fingerprint or project_fingerprint(), outcome, failure],
         )

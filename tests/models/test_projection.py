@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -9,7 +10,8 @@ import duckdb
 import pytest
 import yaml
 
-from slackquery import cli
+from slackquery import cli, projection
+from slackquery.artifacts.inputs import require_marts
 from slackquery.errors import SlackqueryError
 from slackquery.projection import (
     PROFILES_DIR,
@@ -70,6 +72,41 @@ def test_a_failed_projection_is_recorded_and_the_next_rebuilds(
     edited = project(settings, tests=False)
     assert edited["full_refresh_reason"] == "the models changed since the last projection"
     assert edited["documents"] == healed["documents"]
+
+
+def test_a_dbt_run_it_did_not_start_is_rebuilt_over_and_refused_until_then(
+    tmp_path: Path,
+) -> None:
+    # A model tried out with `dbt build` by hand, then undone: the next projection was
+    # incremental, so the trial's rows stayed, and `build` published them.
+    settings = settings_for(tmp_path)
+    build_canonical(settings.canonical_path)
+    project(settings, tests=False)
+    environment = {
+        "SLACKQUERY_CANONICAL_DB": str(settings.canonical_path),
+        "SLACKQUERY_STATE_DB": str(settings.state_path),
+    }
+    projection.run_dbt(
+        settings,
+        ["run", "--target", "state", "--select", "search_documents"],
+        environment=environment,
+        target_subdir="target",
+    )
+    with (
+        duckdb.connect(str(settings.state_path), read_only=True) as state,
+        pytest.raises(SlackqueryError, match=r"a `dbt run` that `slackquery project` did"),
+    ):
+        require_marts(state, ["search_documents"])
+
+    rebuilt = project(settings, tests=False)
+    assert re.fullmatch(
+        r"a `dbt run` that `slackquery project` did not start \(.* UTC\) wrote the state "
+        "since the last projection",
+        rebuilt["full_refresh_reason"],
+    )
+    with duckdb.connect(str(settings.state_path), read_only=True) as state:
+        require_marts(state, ["search_documents"])
+    assert project(settings, tests=False)["full_refresh"] is False
 
 
 def _failed_run(failure: SimpleNamespace) -> SimpleNamespace:
