@@ -52,6 +52,8 @@ create table if not exists projection_runs (
 -- The dbt invocation that wrote the state last when the run ended (the project's
 -- on-run-end hook, record_dbt_invocation, lists them in dbt_invocations).
 alter table projection_runs add column if not exists dbt_invocation_id varchar;
+-- Whether it ran the data tests (false: --skip-tests); null in an older version's rows.
+alter table projection_runs add column if not exists tested boolean;
 """
 logger = logging.getLogger(__name__)
 DOCUMENTS_TABLE = "search_documents"
@@ -99,7 +101,7 @@ def project(
         "SLACKQUERY_CANONICAL_DB": str(canonical.resolve()),
         "SLACKQUERY_STATE_DB": str(state.resolve()),
     }
-    recorded_at = _record_start(state, fingerprint)
+    recorded_at = _record_start(state, fingerprint, tested=tests)
     try:
         try:
             result = run_dbt(
@@ -185,6 +187,17 @@ def _refresh_reason(state: Path, fingerprint: str) -> str | None:
     return None if outside is None else f"{outside} wrote the state since the last projection"
 
 
+def tests_passed(state: duckdb.DuckDBPyConnection, fingerprint: str) -> bool:
+    """Whether a projection of these models that ran their data tests succeeded in this
+    state (`--skip-tests` repeats one that did; an older version's rows count as tested)."""
+    (passed,) = state.execute(
+        "select coalesce(bool_or(coalesce(tested, true)), false) from projection_runs "
+        "where fingerprint = ? and outcome = 'succeeded'",
+        [fingerprint],
+    ).fetchone() or (False,)
+    return bool(passed)
+
+
 def unrecorded_dbt_run(state: duckdb.DuckDBPyConnection) -> str | None:
     """The newest dbt run that wrote the state, said in words, when it is not the one the
     last projection recorded: one `slackquery project` did not start (a model tried out by
@@ -214,16 +227,16 @@ def unrecorded_dbt_run(state: duckdb.DuckDBPyConnection) -> str | None:
     )
 
 
-def _record_start(state: Path, fingerprint: str) -> datetime:
+def _record_start(state: Path, fingerprint: str, *, tested: bool) -> datetime:
     """Record a projection as running (what a killed one stays); the row's start time."""
     started_at = datetime.now(UTC)
     connection = open_database(str(state), what="state database")
     try:
         connection.execute(PROJECTION_RUNS_DDL)
         connection.execute(
-            "insert into projection_runs (started_at, fingerprint, outcome) "
-            "values (?, ?, 'running')",
-            [started_at, fingerprint],
+            "insert into projection_runs (started_at, fingerprint, outcome, tested) "
+            "values (?, ?, 'running', ?)",
+            [started_at, fingerprint, tested],
         )
     finally:
         connection.close()

@@ -17,7 +17,12 @@ import duckdb
 from slackquery.embedding import GenerationIdentity, configured_identity
 from slackquery.embedding.current import CURRENT_ITEMS, WANTED_DOCUMENTS
 from slackquery.errors import SlackqueryError
-from slackquery.projection import latest_projection, project_fingerprint, unrecorded_dbt_run
+from slackquery.projection import (
+    latest_projection,
+    project_fingerprint,
+    tests_passed,
+    unrecorded_dbt_run,
+)
 from slackquery.settings import Settings
 
 # The document counts and the newest payload hash, then per mart an order-independent
@@ -59,9 +64,9 @@ class Generation:
 
 def require_marts(conn: duckdb.DuckDBPyConnection, marts: Iterable[str]) -> None:
     """Fail clearly when the projection has not built these marts in this state database,
-    its last run did not succeed (a failed dbt test leaves the tables dbt wrote), the
-    models changed since, or a dbt run it did not start wrote the state since (either way
-    untested rows)."""
+    its last run did not succeed (a failed dbt test leaves the tables dbt wrote), ran models
+    whose data tests never passed here (`--skip-tests`), the models changed since, or a dbt
+    run it did not start wrote the state since (either way untested rows)."""
     last = latest_projection(conn)
     if last is not None and last[1] != "succeeded":
         _, outcome, failure = last
@@ -73,6 +78,12 @@ def require_marts(conn: duckdb.DuckDBPyConnection, marts: Iterable[str]) -> None
         raise SlackqueryError(
             "the dbt models changed since the last `slackquery project` (a state dbt built "
             "directly is untested): run `slackquery project` first"
+        )
+    if last is not None and not tests_passed(conn, last[0]):
+        raise SlackqueryError(
+            "the models were projected without their data tests (`slackquery project "
+            "--skip-tests`), and no projection of these models here has passed them: run "
+            "`slackquery project` first"
         )
     outside = unrecorded_dbt_run(conn)
     if outside is not None:

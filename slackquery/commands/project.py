@@ -28,7 +28,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--skip-tests",
         action="store_true",
-        help="run the models only (dbt run), without the dbt data tests",
+        help="run the models only (dbt run), without the dbt data tests: for repeated runs "
+        "of models whose tests passed here once (`build` refuses a state whose models never "
+        "passed them)",
     )
     parser.add_argument(
         "--unit-tests",

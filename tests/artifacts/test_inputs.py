@@ -51,6 +51,21 @@ def test_a_state_whose_last_projection_succeeded_is_read(tmp_path: Path) -> None
         require_marts(connection, ["search_documents", "search_users"])
 
 
+def test_models_whose_data_tests_never_passed_here_are_refused(tmp_path: Path) -> None:
+    # A model edit with a failing test, projected with --skip-tests, was built and published.
+    connection = _state(tmp_path / "state.duckdb", ("succeeded", None))
+    connection.execute("update projection_runs set tested = false")
+    with pytest.raises(SlackqueryError, match=r"without their data tests \(`slackquery proj"):
+        require_marts(connection, ["search_documents"])
+    # Repeating a projection whose tests passed (what --skip-tests is for) is built.
+    connection.execute(
+        "insert into projection_runs (started_at, fingerprint, outcome, tested) "
+        "values (timestamptz '2026-12-05 00:00:00+00', ?, 'succeeded', true)",
+        [project_fingerprint()],
+    )
+    require_marts(connection, ["search_documents"])
+
+
 def test_a_state_projected_from_other_models_is_refused(tmp_path: Path) -> None:
     # An edited model run with dbt directly: built untested, the last projection's record
     # still that of the models before the edit.
