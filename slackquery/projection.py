@@ -126,11 +126,26 @@ def project(
     _record_end(state, recorded_at, failure=None)
     counts = document_counts(state)
     counts["dbt_nodes"] = dict(Counter(str(node.node.resource_type) for node in result.results))
+    counts["test_warnings"] = warned_tests(result)
     counts["full_refresh"] = refresh_reason is not None
     counts["full_refresh_reason"] = refresh_reason
     counts["elapsed_s"] = round(time.perf_counter() - started, 3)
     counts["state_db"] = str(state)
     return counts
+
+
+def warned_tests(result: Any) -> list[dict[str, str]]:
+    """The data tests that failed at severity `warn`: dbt passes the run, and said so only
+    in its log. Each with its message and the query that lists its rows."""
+    return [
+        {
+            "test": node_result.node.unique_id,
+            "message": _one_line(str(node_result.message)),
+            "query": str(node_result.node.compiled_path),
+        }
+        for node_result in result.results
+        if str(node_result.status) == "warn"
+    ]
 
 
 def project_fingerprint() -> str:
@@ -365,7 +380,7 @@ def run_dbt(
         _Progress() if progress else nullcontext() as display,
     ):
         result = _invoke_dbt(full_args, display)
-    _raise_for_failure(result, args[0])
+    _raise_for_failure(result, args[0], settings.log_path / "dbt" / "dbt.log")
     return result.result
 
 
@@ -476,27 +491,30 @@ def _one_line(said: str) -> str:
     return " ".join(" ".join(line for line in lines if not line.lstrip().startswith(">")).split())
 
 
-def _raise_for_failure(result: Any, command: str) -> None:
-    """Turn an unsuccessful dbt result into a one-line SlackqueryError naming the node."""
+def _raise_for_failure(result: Any, command: str, log_file: Path) -> None:
+    """Turn an unsuccessful dbt result into a one-line SlackqueryError naming the node, and
+    where to look further: dbt's log, and for a failed data test the query that lists the
+    rows it failed on."""
     if result.success:
         return
     if isinstance(result.exception, KeyboardInterrupt):  # Ctrl-C or SIGTERM, which dbt catches
         raise result.exception
+    look = f"dbt's log: {log_file}"
     if result.exception is not None:  # e.g. a Jinja error of a macro, found at parse time
-        raise SlackqueryError(f"dbt {command} failed: {_one_line(str(result.exception))}")
+        raise SlackqueryError(f"dbt {command} failed: {_one_line(str(result.exception))} ({look})")
     failures = [
         node_result
         for node_result in getattr(result.result, "results", [])
         if str(node_result.status) in ("error", "fail", "runtime error")
     ]
     if not failures:
-        raise SlackqueryError(
-            f"dbt {command} failed (see the dbt log under SLACKQUERY_HOME/logs/dbt)"
-        )
+        raise SlackqueryError(f"dbt {command} failed ({look})")
     first = failures[0]
     message = _one_line(str(first.message or first.status))
     more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
     # A run-operation's result names no node (its macro is the command itself).
-    node = getattr(getattr(first, "node", None), "unique_id", None)
-    where = f" at {node}" if node else ""
-    raise SlackqueryError(f"dbt {command} failed{where}: {message}{more}")
+    node = getattr(first, "node", None)
+    where = f" at {node.unique_id}" if node is not None else ""
+    if node is not None and str(first.status) == "fail":  # a data test's rows, not an error
+        look = f"the rows it failed on: the query in {node.compiled_path}; {look}"
+    raise SlackqueryError(f"dbt {command} failed{where}: {message}{more} ({look})")

@@ -67,4 +67,8 @@ def render(result: dict) -> str:
     lines.append(
         f"{result['total']} documents in {result['state_db']} ({mode}, {result['elapsed_s']:.1f} s)"
     )
+    lines += [
+        f"warning: {warned['test']}: {warned['message']} (the rows: the query in {warned['query']})"
+        for warned in result["test_warnings"]
+    ]
     return "\n".join(lines)

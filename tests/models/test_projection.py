@@ -21,6 +21,7 @@ from slackquery.projection import (
     last_projection,
     project,
     project_fingerprint,
+    warned_tests,
 )
 from tests.models.canonical_fixture import build_canonical
 from tests.models.conftest import Projected, settings_for
@@ -81,7 +82,7 @@ def test_a_dbt_run_it_did_not_start_is_rebuilt_over_and_refused_until_then(
     # incremental, so the trial's rows stayed, and `build` published them.
     settings = settings_for(tmp_path)
     build_canonical(settings.canonical_path)
-    project(settings, tests=False)
+    project(settings)
     environment = {
         "SLACKQUERY_CANONICAL_DB": str(settings.canonical_path),
         "SLACKQUERY_STATE_DB": str(settings.state_path),
@@ -109,6 +110,9 @@ def test_a_dbt_run_it_did_not_start_is_rebuilt_over_and_refused_until_then(
     assert project(settings, tests=False)["full_refresh"] is False
 
 
+LOG = Path("/home/logs/dbt/dbt.log")
+
+
 def _failed_run(failure: SimpleNamespace) -> SimpleNamespace:
     """What dbt's runner returns when one of its results failed."""
     return SimpleNamespace(success=False, exception=None, result=SimpleNamespace(results=[failure]))
@@ -118,9 +122,10 @@ def test_a_failed_run_operation_is_one_line_without_a_node() -> None:
     # `dbt run-operation` (the artifact's FTS index) reports results that name no node.
     failure = SimpleNamespace(status="error", message="IO Error: No space left\non device")
     with pytest.raises(SlackqueryError) as raised:
-        _raise_for_failure(_failed_run(failure), "run-operation build_fts_index")
+        _raise_for_failure(_failed_run(failure), "run-operation build_fts_index", LOG)
     assert str(raised.value) == (
-        "dbt run-operation build_fts_index failed: IO Error: No space left on device"
+        "dbt run-operation build_fts_index failed: IO Error: No space left on device "
+        "(dbt's log: /home/logs/dbt/dbt.log)"
     )
 
 
@@ -135,13 +140,39 @@ def test_a_compilation_error_is_one_line_without_dbts_macro_stack() -> None:
     node = SimpleNamespace(unique_id="model.slackquery.search_documents")
     failure = SimpleNamespace(status="error", message=said, node=node)
     with pytest.raises(SlackqueryError) as raised:
-        _raise_for_failure(_failed_run(failure), "build")
+        _raise_for_failure(_failed_run(failure), "build", LOG)
     assert str(raised.value) == (
         "dbt build failed at model.slackquery.search_documents: Compilation Error in model "
         "search_documents (models/marts/search/search_documents.sql) This model has an "
         "enforced contract that failed. | column_name | definition_type | contract_type | "
-        "mismatch_reason |"
+        "mismatch_reason | (dbt's log: /home/logs/dbt/dbt.log)"
     )
+
+
+def test_a_failed_data_test_names_the_query_of_its_rows_and_a_warned_one_is_said() -> None:
+    # It said "Got 1932 results" and no more; a test at severity warn was not said at all.
+    def result(status: str, name: str) -> SimpleNamespace:
+        node = SimpleNamespace(
+            unique_id=f"test.slackquery.{name}", compiled_path=f"/home/dbt/compiled/{name}.sql"
+        )
+        said = f"Got 3 results, configured to {status} if != 0"
+        return SimpleNamespace(status=status, message=said, node=node)
+
+    with pytest.raises(SlackqueryError) as raised:
+        _raise_for_failure(_failed_run(result("fail", "not_null_x")), "build", LOG)
+    assert str(raised.value) == (
+        "dbt build failed at test.slackquery.not_null_x: Got 3 results, configured to fail if "
+        "!= 0 (the rows it failed on: the query in /home/dbt/compiled/not_null_x.sql; "
+        "dbt's log: /home/logs/dbt/dbt.log)"
+    )
+    ran = SimpleNamespace(results=[result("warn", "unique_y"), result("pass", "unique_z")])
+    assert warned_tests(ran) == [
+        {
+            "test": "test.slackquery.unique_y",
+            "message": "Got 3 results, configured to warn if != 0",
+            "query": "/home/dbt/compiled/unique_y.sql",
+        }
+    ]
 
 
 def test_an_error_before_any_node_ran_keeps_its_reason() -> None:
@@ -149,9 +180,10 @@ def test_an_error_before_any_node_ran_keeps_its_reason() -> None:
     said = "Compilation Error\n  unexpected '}', expected ')'\n    line 3\n  > in macro x"
     run = SimpleNamespace(success=False, exception=RuntimeError(said), result=None)
     with pytest.raises(SlackqueryError) as raised:
-        _raise_for_failure(run, "build")
+        _raise_for_failure(run, "build", LOG)
     assert str(raised.value) == (
-        "dbt build failed: Compilation Error unexpected '}', expected ')' line 3"
+        "dbt build failed: Compilation Error unexpected '}', expected ')' line 3 "
+        "(dbt's log: /home/logs/dbt/dbt.log)"
     )
 
 
