@@ -132,8 +132,9 @@ class VerificationResponse(BaseModel):
         "and how many citations failed their checks (each citation's own `problems` say how)."
     )
     uncited_sentences: list[str] = Field(
-        description="Sentences that cite nothing and do not say the evidence is missing. "
-        "The verdict judges the citations only: a claim here is backed by none of them."
+        description="Sentences that cite nothing and do not say the evidence is missing (the "
+        "first 10, each cut to 300 characters). The verdict judges the citations only: a "
+        "claim here is backed by none of them."
     )
     artifact_id: str
     cited_at_artifact: str | None

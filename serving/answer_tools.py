@@ -3,7 +3,9 @@ prompt. Their docstrings are the contract an agent reads.
 
 They share serving/tools.py's `ToolRunner` with the search tools: the engine work runs on a
 worker thread within the same in-flight cap and time budget, metrics are recorded, and a
-user-facing failure becomes a one-line tool error.
+user-facing failure becomes a one-line tool error. Their responses keep to the same
+character budget (`serve_max_response_chars`): an answer's uncited evidence is left out
+(serving/answers.py), and a draft's citation checks are cut here (`listed_within`).
 """
 
 import inspect
@@ -17,12 +19,18 @@ from pydantic import Field
 
 from serving.access import current_requester
 from serving.answer_models import AnswerResponse, VerificationResponse
-from serving.answers import answer_question, verifiable_chars, verify_citations
-from serving.engine import SearchEngine
+from serving.answers import answer_question, verifiable_chars
+from serving.answers import verify_citations as check_citations
+from serving.engine import SearchEngine, fitting
 from serving.tools import (
+    AUTHOR_FILTER,
+    CHANNEL_FILTER,
+    WORKSPACE_FILTER,
     ConversationTypes,
-    TimestampUs,
+    EndTsUs,
+    StartTsUs,
     ToolRunner,
+    described,
     filter_values,
     ranged,
     text_of_at_most,
@@ -54,16 +62,26 @@ def register_answer_tools(server: MCPServer, engine: SearchEngine, runner: ToolR
 
     settings = engine.settings
     values = filter_values(settings)
+    max_query_chars = settings.search_max_query_chars
+    max_results = settings.search_max_results
+    max_draft_chars = verifiable_chars(settings)
 
     async def answer_slack_question(
-        question: text_of_at_most(settings.search_max_query_chars),
-        workspace_ids: values = None,
-        channel_ids: values = None,
-        author_ids: values = None,
+        question: described(
+            text_of_at_most(max_query_chars),
+            f"The question, 1-{max_query_chars} characters; Slack search syntax works "
+            "(in:#eng from:@priya after:2024-01-31).",
+        ),
+        workspace_ids: described(values, WORKSPACE_FILTER) = None,
+        channel_ids: described(values, CHANNEL_FILTER) = None,
+        author_ids: described(values, AUTHOR_FILTER) = None,
         conversation_types: ConversationTypes = None,
-        start_ts_us: TimestampUs | None = None,
-        end_ts_us: TimestampUs | None = None,
-        max_evidence: ranged(1, settings.search_max_results) = 12,
+        start_ts_us: StartTsUs = None,
+        end_ts_us: EndTsUs = None,
+        max_evidence: described(
+            ranged(1, max_results),
+            f"Messages of evidence over all parts of the question, 1-{max_results}. Default: 12.",
+        ) = 12,
     ) -> AnswerResponse:
         """Answer a question from Slack messages only, with an evidence pack and citations.
 
@@ -105,8 +123,16 @@ def register_answer_tools(server: MCPServer, engine: SearchEngine, runner: ToolR
             "answer_slack_question", "hybrid", lambda deadline: call(deadline=deadline)
         )
 
-    async def verify_citations_tool(
-        text: text_of_at_most(verifiable_chars(settings)), cited_at_artifact: str | None = None
+    async def verify_citations(
+        text: described(
+            text_of_at_most(max_draft_chars),
+            f"The drafted answer, at most {max_draft_chars:,} characters, with its citations.",
+        ),
+        cited_at_artifact: described(
+            str | None,
+            "The artifact_id of the answer the evidence came from; with it, each cited "
+            "message's text is compared with its text there. Default: not compared.",
+        ) = None,
     ) -> VerificationResponse:
         """Check every citation of a drafted answer before you send it.
 
@@ -116,22 +142,24 @@ def register_answer_tools(server: MCPServer, engine: SearchEngine, runner: ToolR
         its text has not changed since. verdict is `verified` only if all hold for every
         citation; a draft with no citation is `unverified` unless every sentence of it says
         the evidence is missing. It checks the sources exist, not that they support the
-        claims: read them. Fix or drop every citation listed with problems.
+        claims: read them. Fix or drop every citation listed with problems. A draft whose
+        checks' JSON would pass {max_response_chars:,} characters is `unverified`, with the
+        first citations' checks listed: verify it in parts.
         A call that takes over {budget_s:g} s ends with an error; errors are one line.
         """
         call = partial(
-            verify_citations, engine, text, cited_at_artifact, requester=current_requester.get()
+            check_citations, engine, text, cited_at_artifact, requester=current_requester.get()
         )
-        return await runner.run("verify_citations", "-", lambda deadline: call(deadline=deadline))
+        checked = await runner.run(
+            "verify_citations", "-", lambda deadline: call(deadline=deadline)
+        )
+        return listed_within(checked, settings.serve_max_response_chars)
 
     limits = tool_limits(settings)
-    for tool, name in (
-        (answer_slack_question, "answer_slack_question"),
-        (verify_citations_tool, "verify_citations"),
-    ):
+    # Each function is named as its tool: the SDK titles a tool's input schema after it.
+    for tool in (answer_slack_question, verify_citations):
         description = inspect.cleandoc(tool.__doc__ or "").format(**limits)
-        server.add_tool(tool, name=name, description=description, structured_output=True)
-    max_chars = settings.search_max_query_chars
+        server.add_tool(tool, description=description, structured_output=True)
 
     @server.prompt(
         name="answer_from_slack",
@@ -143,16 +171,38 @@ def register_answer_tools(server: MCPServer, engine: SearchEngine, runner: ToolR
             str,
             Field(
                 description=f"The question to answer from the team's Slack history (1 to "
-                f"{max_chars} characters, as answer_slack_question takes it)."
+                f"{max_query_chars} characters, as answer_slack_question takes it)."
             ),
         ],
     ) -> str:
         # An MCPError reaches the client as it is; any other error, as "Error rendering prompt".
         if not question.strip():
             raise MCPError(INVALID_PARAMS, "question must not be empty")
-        if len(question) > max_chars:
+        if len(question) > max_query_chars:
             raise MCPError(
                 INVALID_PARAMS,
-                f"question is {len(question)} characters; the maximum is {max_chars}",
+                f"question is {len(question)} characters; the maximum is {max_query_chars}",
             )
         return PROMPT.format(question=question)
+
+
+def listed_within(checked: VerificationResponse, max_chars: int) -> VerificationResponse:
+    """The checks of as many citations as fit in `max_chars` characters of JSON, from the
+    first. A draft citing more is unverified: the problems of the citations left out would
+    go unseen, and a draft cannot be fixed by a reply its reader cannot hold."""
+    kept = fitting(checked.citations, max_chars)
+    cited = len(checked.citations)
+    if kept == cited:
+        return checked
+    too_many = (
+        f"the draft cites {cited} messages, more than the {kept} whose checks fit in "
+        f"{max_chars:,} characters (SLACKQUERY_SERVE_MAX_RESPONSE_CHARS): only those are "
+        f"listed; verify the draft in parts of at most {kept} citations"
+    )
+    return checked.model_copy(
+        update={
+            "verdict": "unverified",
+            "citations": checked.citations[:kept],
+            "problems": [*checked.problems, too_many],
+        }
+    )

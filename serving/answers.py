@@ -80,6 +80,8 @@ _SENTENCE_BREAK = re.compile(
 STEM_CHARS = 5
 # How much of a message an answer quotes when none of its sentences answers on its own.
 QUOTE_CHARS = 300
+# Uncited sentences a verification lists: enough to fix a draft by, in a bounded reply.
+UNCITED_LISTED = 10
 # Supporting messages kept per part beyond the one that answers (shown, not cited).
 EXTRA_EVIDENCE = 2
 # A message at least this close to the part's best coverage may replace it as a correction.
@@ -580,12 +582,12 @@ def _wordless_leads(parts: list[AnswerPart]) -> list[str]:
 
 
 # `[id]` not followed by `(` (a Markdown link's text is not a citation).
-_BRACKETED = re.compile(r"\[([^\[\]\s]{3,300})\](?!\()")
+BRACKETED_CITATION = re.compile(r"\[([^\[\]\s]{3,300})\](?!\()")
 # A Markdown link: neither its text nor its target is a bare id (a target may be a permalink).
 _MARKDOWN_LINK = re.compile(r"\[[^\[\]]*\]\([^()\s]*\)")
 # A URL as a draft writes it: up to white space, a bracket, a quote or `|` (Slack's
 # `<url|text>`), without the punctuation that ends the sentence around it.
-_URL = re.compile(r"https?://[^\s<>()\[\]{}\"'`|]+(?<![.,;:!?*_~])", re.IGNORECASE)
+URL_IN_TEXT = re.compile(r"https?://[^\s<>()\[\]{}\"'`|]+(?<![.,;:!?*_~])", re.IGNORECASE)
 # A Slack message path anywhere in a URL makes it a permalink citation, which the whole URL
 # must then be, of one of the artifact's workspaces: a look-alike host
 # (`sample.slack.com.evil.com`) or a permalink inside another URL's query is an unknown one.
@@ -628,13 +630,13 @@ def find_citations(
     """
     deadline = deadline or Deadline(math.inf)
     found: list[tuple[int, str, str]] = []
-    for match in _BRACKETED.finditer(text):
+    for match in BRACKETED_CITATION.finditer(text):
         if not is_url(match.group(1)):  # `[<permalink>]`: the URL pass finds it
             found.append((match.start(), match.group(1), "bracketed"))
-    for match in _URL.finditer(text):
+    for match in URL_IN_TEXT.finditer(text):
         if _MESSAGE_PATH.search(match.group(0)):
             found.append((match.start(), match.group(0), "permalink"))
-    rest = _URL.sub(" ", _BRACKETED.sub(" ", _MARKDOWN_LINK.sub(" ", text)))
+    rest = URL_IN_TEXT.sub(" ", BRACKETED_CITATION.sub(" ", _MARKDOWN_LINK.sub(" ", text)))
     bare = [match.group(0) for match in _BARE_ID.finditer(rest)]
 
     def shown(document_id: str) -> bool:
@@ -853,8 +855,9 @@ def verify_citations(
 
 
 def uncited_sentences(text: str, found: Sequence[Cited]) -> list[str]:
-    """The text's sentences that cite nothing and do not say the evidence is missing. A
-    sentence followed by citations alone ("… at 17:00. [id]") is cited by them."""
+    """The first `UNCITED_LISTED` of the text's sentences that cite nothing and do not say
+    the evidence is missing, each cut to `QUOTE_CHARS`. A sentence followed by citations
+    alone ("… at 17:00. [id]") is cited by them."""
     uncited: list[str] = []
     previous_uncited = False
     for sentence in _SENTENCE_BREAK.split(text):
@@ -871,7 +874,10 @@ def uncited_sentences(text: str, found: Sequence[Cited]) -> list[str]:
         )
         if previous_uncited:
             uncited.append(sentence.strip())
-    return uncited
+    return [
+        sentence if len(sentence) <= QUOTE_CHARS else f"{sentence[: QUOTE_CHARS - 1]}…"
+        for sentence in uncited[:UNCITED_LISTED]
+    ]
 
 
 def says_evidence_is_missing(text: str) -> bool:

@@ -68,6 +68,7 @@ from serving.stages import STAGES, Stage
 from slackquery.artifacts.pointer import current_target, no_current_reason
 from slackquery.embedding.base import Embedder, ensure_same_generation
 from slackquery.errors import SlackqueryError
+from slackquery.escaping import quoted
 from slackquery.settings import Settings
 
 MAX_FILTER_VALUE_CHARS = 200
@@ -78,6 +79,11 @@ _BEFORE_1973_US = 10**14
 _LAST_US = 253_402_300_799_999_999  # 9999-12-31T23:59:59.999999Z
 MAX_THREAD_LIMIT = 500
 MAX_SCOPE_LIMIT = 500
+# get_thread's note for a message with no replies, read as a thread of its own.
+NO_REPLIES_NOTE = (
+    "this message has no replies: it is shown as a thread of its own; get_slack_message with "
+    "context_before/context_after reads the conversation around it"
+)
 # MessageRecord and SearchHit fields copied from a display row as they are.
 _RECORD_COLUMNS = (
     "document_id",
@@ -138,7 +144,15 @@ def _outside_span_note(
 def period_words(start_us: int | None, end_us: int | None) -> str:
     """`from YYYY-MM-DD to YYYY-MM-DD` (UTC days), either end left out when open."""
     ends = (("from", start_us), ("to", end_us))
-    return " ".join(f"{word} {when(ts_us)[:10]}" for word, ts_us in ends if ts_us is not None)
+    return " ".join(f"{word} {utc_day(ts_us)}" for word, ts_us in ends if ts_us is not None)
+
+
+def utc_day(ts_us: int) -> str:
+    """`YYYY-MM-DD` (UTC), or what a time no calendar date holds is (`when`)."""
+    try:
+        return iso_timestamp(ts_us)[:10]
+    except OverflowError:
+        return when(ts_us)
 
 
 def iso_timestamp(ts_us: int) -> str:
@@ -419,7 +433,8 @@ class SearchEngine:
                 f"({terms.dropped} dropped)"
             )
         if terms.unknown:
-            notes.append("terms found in no message: " + ", ".join(terms.unknown[:10]))
+            unknown = ", ".join(quoted(term) for term in terms.unknown[:10])
+            notes.append(f"terms found in no message: {unknown}")
         for name in ("start_ts_us", "end_ts_us"):
             value = getattr(request, name)
             if value is not None and value != 0 and not _BEFORE_1973_US <= value <= _LAST_US:
@@ -558,6 +573,7 @@ class SearchEngine:
                 deadline.check(f"the {stage.name} stage")
                 with ctx.timed(stage.name):
                     hits = stage.apply(ctx, hits)
+        ctx.notes.extend(_by_meaning_only_note(ctx, words, hits))
         return hits, weights
 
     def _run_arms(self, ctx: QueryContext, deadline: Deadline) -> dict[str, ArmRanking]:
@@ -774,7 +790,8 @@ class SearchEngine:
     ) -> ThreadResponse:
         """A page of a thread's messages in time order; a message id of the thread also
         works, and `cursor` (a page's `next_cursor`) continues where that page ended. A page
-        ends early where its messages' JSON would pass `max_chars`.
+        ends early where its messages' JSON would pass `max_chars`. A message with no
+        replies is a thread of its own, with a note.
 
         For a requester, a thread of a channel they may not see does not exist."""
         if not 1 <= limit <= MAX_THREAD_LIMIT:
@@ -783,13 +800,18 @@ class SearchEngine:
             raise SlackqueryError("thread_id is too long")
         with self.artifact() as artifact:
             visible = artifact.visibility(requester)
-            wanted = self._thread_of(artifact, thread_id, visible)
+            wanted, alone = self._thread_of(artifact, thread_id, visible)
             # The thread, not the id it was asked by, keys the cursor: a page reached from
             # a reply's id continues from its root's.
             thread_fingerprint, offset = self._paging(
                 artifact, {"thread": wanted}, requester, cursor
             )
-            rows = self._thread_rows(artifact, wanted, visible, limit + 1, offset)
+            # A message alone is one page: no cursor is ever made for it to continue from.
+            rows = (
+                [alone]
+                if alone is not None
+                else self._thread_rows(artifact, wanted, visible, limit + 1, offset)
+            )
             if not rows:
                 raise SlackqueryError(
                     "cursor offset is out of range; read the thread again without a cursor"
@@ -807,6 +829,7 @@ class SearchEngine:
                 truncated=more,
                 next_cursor=self._next_cursor(artifact, thread_fingerprint, offset + kept, more),
                 artifact_id=artifact.build_id,
+                notes=[] if alone is None else [NO_REPLIES_NOTE],
             )
 
     def _paging(
@@ -830,9 +853,10 @@ class SearchEngine:
 
     def _thread_of(
         self, artifact: LoadedArtifact, thread_id: str, visible: Visibility | None
-    ) -> str:
+    ) -> tuple[str, Row | None]:
         """The thread id a thread id, message id or permalink names (as given when it names
-        no message the requester may see); a message outside any thread is an error."""
+        no message the requester may see), and the message itself when it has no replies:
+        every hit carries a `thread_root_id`, which for such a message is its own id."""
         wanted = thread_id.strip()
         if wanted.lower().startswith(("http://", "https://")):
             wanted = self._document_id_from(artifact, wanted, visible)
@@ -842,10 +866,10 @@ class SearchEngine:
         finally:
             cursor.close()
         if owner is None or not _sees(visible, owner):
-            return wanted
+            return wanted, None
         if not owner["thread_id"]:
-            raise SlackqueryError(f"{thread_id.strip()!r} is a message in no thread (no replies)")
-        return str(owner["thread_id"])
+            return wanted, owner
+        return str(owner["thread_id"]), None
 
     @staticmethod
     def _thread_rows(
@@ -961,6 +985,17 @@ def cut_note(kept: str, max_chars: int | None, paged: bool = True) -> str:
         f"this response holds {kept}, to stay under {max_chars:,} characters "
         f"(SLACKQUERY_SERVE_MAX_RESPONSE_CHARS){rest}"
     )
+
+
+def _by_meaning_only_note(
+    ctx: QueryContext, words: ArmRanking | None, hits: list[FusedHit]
+) -> list[str]:
+    """A note where the lexical arm ran and found no message holding a query word, yet
+    other arms ranked messages: an agent would take those semantic neighbours for matches."""
+    if "lexical" not in ctx.active_arms or not hits or (words is not None and words.rows.size):
+        return []
+    holding = "no message" if ctx.filters.is_empty() else "no message the filters keep"
+    return [f"{holding} holds any of the query's words: these results are related by meaning only"]
 
 
 def visible_message_row(

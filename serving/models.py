@@ -193,6 +193,10 @@ class ThreadResponse(BaseModel):
         description="Pass as `cursor` (same thread) for the messages after this page."
     )
     artifact_id: str
+    notes: list[str] = Field(
+        default_factory=list,
+        description="Warnings: a message with no replies, shown as a thread of its own.",
+    )
 
 
 class ScopeRecord(BaseModel):

@@ -47,8 +47,15 @@ logger = logging.getLogger(__name__)
 GUIDE = """\
 Slackquery searches an offline copy of Slack history (messages and threads).
 
+Which tool:
+- A question to answer from Slack: answer_slack_question (an evidence pack and a cited
+  answer; the answer_from_slack prompt walks through it).
+- Before replying with citations: verify_citations on the draft, with cited_at_artifact =
+  the answer's artifact_id; fix or drop every citation it flags.
+- Keyword lookups and browsing a channel, person or day: search_slack.
+
 How to search well:
-- Use search_slack in its default hybrid mode for most questions. Hybrid fuses exact-word
+- Use search_slack in its default hybrid mode for most searches. Hybrid fuses exact-word
   (BM25) and meaning (embedding) rankings; it also favours messages in a channel or on the
   days the question names, the newest messages when it asks how things stand now, and
   messages holding the kind of answer it asks for (a person, a time, a number, a place),
@@ -57,9 +64,11 @@ How to search well:
   names, versions, or quoted text. Use mode="semantic" for paraphrased or conceptual
   questions whose wording you cannot guess.
 - Narrow with filters (channel_ids such as "#eng", author_ids such as "@priya",
-  start_ts_us/end_ts_us) or Slack syntax in the query (in:#eng from:@priya after:2024-01-31
-  during:2024-03 is:thread has:link "exact phrase" -word) before raising limit. Call
-  list_slack_scopes to find channel names, ids and the covered time range.
+  start_ts_us/end_ts_us, inclusive) or Slack syntax in the query (in:#eng from:@priya
+  after:2024-01-31 during:2024-03 is:thread has:link "exact phrase" -word) before raising
+  limit. Dates are UTC days: before: and after: exclude the day they name (after:2024-03-01
+  starts on 2024-03-02), on: and during: include theirs. Call list_slack_scopes to find
+  channel names, ids and the covered time range.
 - Expand only promising hits: get_slack_message with context_before/context_after for the
   surrounding conversation, get_slack_thread for a thread's replies.
 - Page with next_cursor; a cursor only works with the same query, mode and filters and

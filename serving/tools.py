@@ -47,6 +47,7 @@ from mcp.types import (
 from pydantic import Field, Strict, ValidationError, WithJsonSchema, WrapValidator
 
 from serving.access import current_requester
+from serving.answers import BRACKETED_CITATION, URL_IN_TEXT
 from serving.budget import BudgetExceeded, Deadline
 from serving.engine import (
     MAX_CONTEXT_MESSAGES,
@@ -92,10 +93,34 @@ OptionalText = Annotated[
     WrapValidator(_keep_none),
     WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "null"}], "default": None}),
 ]
+
+
+def described(annotation: Any, description: str) -> Any:
+    """`annotation` with `description` in the tool's input schema, beside the parameter:
+    clients show it there, while the tool's description is prose read as a whole."""
+    return Annotated[annotation, Field(description=description)]
+
+
 # The kinds of conversation a search may keep (public, private, dm, group_dm).
-ConversationTypes = list[Literal[CONVERSATION_TYPES]] | None
+ConversationTypes = described(
+    list[Literal[CONVERSATION_TYPES]] | None, "Only these kinds of conversation. Default: all."
+)
 # Timestamps stay within int64, the artifact's column type.
 TimestampUs = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
+StartTsUs = described(
+    TimestampUs | None,
+    "Only messages posted at or after this time (inclusive): microseconds since the epoch, "
+    "UTC. Default: no bound.",
+)
+EndTsUs = described(
+    TimestampUs | None,
+    "Only messages posted at or before this time (inclusive): microseconds since the epoch, "
+    "UTC. Default: no bound.",
+)
+# What the filter lists of search_slack and answer_slack_question keep.
+WORKSPACE_FILTER = "Only these workspaces: ids, slugs or names. Default: all."
+CHANNEL_FILTER = 'Only these channels: ids or names such as "#eng". Default: all.'
+AUTHOR_FILTER = 'Only messages by these people: ids or names such as "@priya". Default: all.'
 # A count a client sends as a JSON integer: strict, since lax validation reads `true` as 1
 # and "3" as 3, which hides a client's bug behind a plausible result.
 Count = Annotated[int, Strict()]
@@ -458,20 +483,38 @@ def register_tools(server: MCPServer, engine: SearchEngine, runner: ToolRunner) 
     settings = engine.settings
     max_chars = settings.serve_max_response_chars
     values = filter_values(settings)
+    max_query_chars = settings.search_max_query_chars
+    max_results = settings.search_max_results
 
     async def search_slack(
-        query: text_of_at_most(settings.search_max_query_chars),
-        mode: Literal["hybrid", "lexical", "semantic"] = "hybrid",
-        workspace_ids: values = None,
-        channel_ids: values = None,
-        author_ids: values = None,
+        query: described(
+            text_of_at_most(max_query_chars),
+            f"What to find, at most {max_query_chars} characters; Slack search syntax works "
+            '(in:#eng from:@priya after:2024-01-31 "exact phrase" -word).',
+        ),
+        mode: described(
+            Literal["hybrid", "lexical", "semantic"],
+            "hybrid (default): words and meaning; lexical: exact words, ids, error codes; "
+            "semantic: meaning only.",
+        ) = "hybrid",
+        workspace_ids: described(values, WORKSPACE_FILTER) = None,
+        channel_ids: described(values, CHANNEL_FILTER) = None,
+        author_ids: described(values, AUTHOR_FILTER) = None,
         conversation_types: ConversationTypes = None,
-        start_ts_us: TimestampUs | None = None,
-        end_ts_us: TimestampUs | None = None,
-        limit: ranged(1, settings.search_max_results) = 10,
-        cursor: OptionalText = None,
+        start_ts_us: StartTsUs = None,
+        end_ts_us: EndTsUs = None,
+        limit: described(
+            ranged(1, max_results), f"Results per page, 1-{max_results}. Default: 10."
+        ) = 10,
+        cursor: described(
+            OptionalText,
+            "The previous page's next_cursor, with the same query, mode and filters. "
+            "Default: the first page.",
+        ) = None,
     ) -> SearchResponse:
-        """Search Slack messages. Start here for any question about what was said in Slack.
+        """Search Slack messages. Start here to look up words, ids or topics, or to browse a
+        channel, a person or a day; to answer a question from Slack with citations, use
+        answer_slack_question instead.
 
         mode: "hybrid" (default; best for most questions), "lexical" (exact words, error
         codes, ids, URLs, file names, quoted text), "semantic" (paraphrases, concepts).
@@ -479,12 +522,14 @@ def register_tools(server: MCPServer, engine: SearchEngine, runner: ToolRunner) 
         may contain Slack search syntax: `in:#channel`, `from:@user`, `before:YYYY-MM-DD`,
         `after:`, `on:`, `during:YYYY-MM` or `during:YYYY`, `is:thread`, `has:link`,
         "exact phrase" (must appear verbatim) and `-word` or `-"phrase"` (leaves out the
-        messages that hold it). In hybrid mode a #channel or a day the question
-        names in words ("on Sep 28", "Sep 14-18") ranks that scope's messages up without
-        filtering, and a question about how things stand now ("currently", "still") ranks
-        the newest of the best matches up; notes say what was read. Operators or filters
-        alone ("in:#eng on:yesterday", or "" with channel_ids) list the messages they keep,
-        newest first (route "newest"), for catching up on a channel, a person or a day.
+        messages that hold it). Dates are UTC days: `before:` and `after:` exclude the day
+        they name (`after:2024-03-01` starts on 2024-03-02), `on:` and `during:` include
+        theirs. In hybrid mode a #channel or a day the question names in words ("on Sep
+        28", "Sep 14-18") ranks that scope's messages up without filtering, and a question
+        about how things stand now ("currently", "still") ranks the newest of the best
+        matches up; notes say what was read. Operators or filters alone ("in:#eng
+        on:yesterday", or "" with channel_ids) list the messages they keep, newest first
+        (route "newest"), for catching up on a channel, a person or a day.
         Filters (each list at most {max_filter_values} values of at most {max_filter_value_chars}
         chars) narrow every arm before ranking: workspace_ids (ids, slugs or names),
         channel_ids (ids or names like "#eng"), author_ids (ids or names like "@priya"),
@@ -523,13 +568,26 @@ def register_tools(server: MCPServer, engine: SearchEngine, runner: ToolRunner) 
         )
 
     async def get_slack_message(
-        document_id: str,
-        context_before: ranged(0, MAX_CONTEXT_MESSAGES) = 0,
-        context_after: ranged(0, MAX_CONTEXT_MESSAGES) = 0,
+        document_id: described(
+            str,
+            "A search hit's document_id (W:C:ts) or a Slack permalink, also as an answer cites "
+            "them: [W:C:ts], <permalink> or <permalink|label>.",
+        ),
+        context_before: described(
+            ranged(0, MAX_CONTEXT_MESSAGES),
+            f"Earlier neighbours to include, 0-{MAX_CONTEXT_MESSAGES} (with context_after at "
+            f"most {MAX_CONTEXT_MESSAGES} in all). Default: 0.",
+        ) = 0,
+        context_after: described(
+            ranged(0, MAX_CONTEXT_MESSAGES),
+            f"Later neighbours to include, 0-{MAX_CONTEXT_MESSAGES} (with context_before at "
+            f"most {MAX_CONTEXT_MESSAGES} in all). Default: 0.",
+        ) = 0,
     ) -> MessageResponse:
         """Read one message and its neighbours, in time order, as Slack shows them.
 
-        document_id: a search hit's document_id (`W:C:ts`) or a Slack permalink URL.
+        document_id: a search hit's document_id (`W:C:ts`) or a Slack permalink URL; a
+        citation copied from an answer (`[W:C:ts]`, `<permalink|label>`) works too.
         context_before / context_after: earlier / later neighbours to include (each >= 0,
         together at most {max_context}): for a reply, the other messages of its thread; else
         the channel's messages outside threads and the replies also sent to the channel.
@@ -542,35 +600,66 @@ def register_tools(server: MCPServer, engine: SearchEngine, runner: ToolRunner) 
             "get_slack_message",
             "-",
             lambda deadline: engine.get_message(
-                document_id, context_before, context_after, requester=requester, max_chars=max_chars
+                cited_target(document_id),
+                context_before,
+                context_after,
+                requester=requester,
+                max_chars=max_chars,
             ),
         )
 
     async def get_slack_thread(
-        thread_id: str, limit: ranged(1, MAX_THREAD_LIMIT) = 200, cursor: OptionalText = None
+        thread_id: described(
+            str,
+            "A hit's thread_id or thread_root_id (W:C:ts), or the document_id or permalink of "
+            "any message in the thread, also as an answer cites them ([W:C:ts], <permalink>).",
+        ),
+        limit: described(
+            ranged(1, MAX_THREAD_LIMIT), f"Messages per page, 1-{MAX_THREAD_LIMIT}. Default: 200."
+        ) = 200,
+        cursor: described(
+            OptionalText,
+            "The previous page's next_cursor, with the same thread_id. Default: the first page.",
+        ) = None,
     ) -> ThreadResponse:
         """Read a whole thread (root and replies) in time order.
 
         thread_id: a hit's thread_id (`W:C:thread_ts`); a message id or permalink of any
-        message in the thread also works. limit: 1-{max_thread} messages a page (default
-        200; a page ends early where its JSON would pass {max_response_chars:,} characters);
-        `truncated` says when more follow, and passing `next_cursor` back as cursor (same
-        thread_id) reads them. Expand only threads that look relevant.
+        message in the thread also works, and so does a hit's thread_root_id: a message
+        with no replies reads as a thread of its own, with a note.
+        limit: 1-{max_thread} messages a page (default 200; a page ends early where its JSON
+        would pass {max_response_chars:,} characters); `truncated` says when more follow,
+        and passing `next_cursor` back as cursor (same thread_id) reads them. Expand only
+        threads that look relevant.
         """
         requester = current_requester.get()
         return await runner.run(
             "get_slack_thread",
             "-",
             lambda deadline: engine.get_thread(
-                thread_id, limit, requester=requester, cursor=cursor, max_chars=max_chars
+                cited_target(thread_id),
+                limit,
+                requester=requester,
+                cursor=cursor,
+                max_chars=max_chars,
             ),
         )
 
     async def list_slack_scopes(
-        workspace_id: OptionalText = None,
-        channel_name: OptionalText = None,
-        limit: ranged(1, MAX_SCOPE_LIMIT) = 200,
-        cursor: OptionalText = None,
+        workspace_id: described(
+            OptionalText, "Only this workspace: id, slug or name. Default: all."
+        ) = None,
+        channel_name: described(
+            OptionalText,
+            "Only this channel: its exact name, with or without #, any case. Default: all.",
+        ) = None,
+        limit: described(
+            ranged(1, MAX_SCOPE_LIMIT), f"Channels per page, 1-{MAX_SCOPE_LIMIT}. Default: 200."
+        ) = 200,
+        cursor: described(
+            OptionalText,
+            "The previous page's next_cursor, with the same filters. Default: the first page.",
+        ) = None,
     ) -> ScopesResponse:
         """List workspaces and channels with message counts and first/last message times.
 
@@ -599,6 +688,19 @@ def register_tools(server: MCPServer, engine: SearchEngine, runner: ToolRunner) 
     for tool in (search_slack, get_slack_message, get_slack_thread, list_slack_scopes):
         description = inspect.cleandoc(tool.__doc__ or "").format(**limits)
         server.add_tool(tool, description=description, structured_output=True)
+
+
+def cited_target(value: str) -> str:
+    """The id or permalink a citation copied from an answer names, read as verify_citations
+    reads citations: `[W:C:ts]` is the id inside the brackets, `<permalink>` and
+    `<permalink|label>` (Slack's link form) are the URL; anything else is taken as given."""
+    target = value.strip()
+    bracketed = BRACKETED_CITATION.fullmatch(target)
+    if bracketed:
+        target = bracketed.group(1)
+    in_angles = target.startswith("<") and target.endswith(">")
+    linked = URL_IN_TEXT.match(target, 1) if in_angles else None
+    return linked.group(0) if linked else target
 
 
 def tool_limits(settings: Settings) -> dict[str, float]:

@@ -362,9 +362,10 @@ class Settings(BaseSettings):
         default=32_000,
         ge=8_000,
         description="Most characters of JSON the records of one tool response take (search "
-        "hits, a thread's messages, channels, a message's neighbours, an answer's evidence): a "
-        "page that would pass it ends early, with `next_cursor` (a message's farthest "
-        "neighbours and an answer's uncited evidence are left out). "
+        "hits, a thread's messages, channels, a message's neighbours, an answer's evidence, a "
+        "draft's citation checks): a page that would pass it ends early, with `next_cursor` (a "
+        "message's farthest neighbours and an answer's uncited evidence are left out; a draft "
+        "with more checks is unverified, with the first listed). "
         "MCP clients cap what a tool may return (some at 25,000 tokens), and each response "
         "goes out twice, as structured content and as its compact JSON text. The CLI has no "
         "such cap.",

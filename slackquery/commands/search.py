@@ -38,9 +38,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="search the published archive (hybrid, lexical or semantic)",
         description="Search the published search artifact, exactly as the MCP tool "
         "search_slack does. The query may use Slack search syntax: in:#channel from:@user "
-        'before:/after:/on:YYYY-MM-DD during:YYYY-MM is:thread has:link "exact phrase" -word; '
-        "operators alone (in:#incidents on:yesterday) list the messages they keep, newest "
-        "first. --json prints the same structure as the tool.",
+        'before:/after:/on:YYYY-MM-DD during:YYYY-MM is:thread has:link "exact phrase" -word '
+        "(dates are UTC days: before: and after: exclude the day they name, on: and during: "
+        "include theirs); operators alone (in:#incidents on:yesterday) list the messages they "
+        "keep, newest first. --json prints the same structure as the tool.",
     )
     add_text_argument(parser, "query", "what to search for, in one or more words")
     parser.add_argument(
@@ -103,13 +104,15 @@ def add_filter_flags(parser: argparse.ArgumentParser) -> None:
         "--after",
         type=search_day,
         metavar="YYYY-MM-DD",
-        help="only messages after this day (UTC; `today` and `yesterday` work too)",
+        help="only messages after this UTC day; like after:, it excludes the day it names "
+        "(`today` and `yesterday` work too)",
     )
     parser.add_argument(
         "--before",
         type=search_day,
         metavar="YYYY-MM-DD",
-        help="only messages before this day (UTC; `today` and `yesterday` work too)",
+        help="only messages before this UTC day; like before:, it excludes the day it names "
+        "(`today` and `yesterday` work too)",
     )
 
 

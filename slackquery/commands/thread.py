@@ -55,7 +55,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
 def render(response: ThreadResponse, cursor_lasts: bool = True) -> str:
     """Each message's byline, its whole text indented (newlines kept, every value escaped
-    for the terminal), its files and its permalink; then the next page's cursor."""
+    for the terminal), its files and its permalink; then the notes and the next page's
+    cursor."""
     first = response.messages[0]
     place = conversation_label(first.channel_name, first.conversation_type, first.channel_id)
     shown = f"messages {response.offset + 1}-{response.offset + len(response.messages)}"
@@ -70,5 +71,6 @@ def render(response: ThreadResponse, cursor_lasts: bool = True) -> str:
         lines.extend(files_line(message.files))
         if message.permalink:
             lines.append(terminal_line(f"    {message.permalink}"))
+    lines.extend(terminal_line(f"note: {note}") for note in response.notes)
     lines.extend(more_line(response.next_cursor, cursor_lasts, "messages"))
     return "\n".join(lines)

@@ -192,6 +192,7 @@ def test_a_non_member_sees_nothing_restricted_over_http(
             seen[channel] = hits["results"][0]
         seen["page"] = await call(client, "search_slack", query="the", mode="lexical", limit=1)
         seen["thread"] = await call(client, "get_slack_thread", thread_id=THREAD)
+        seen["alone"] = await call(client, "get_slack_thread", thread_id=DM_MESSAGE)
         return seen
 
     async def as_chen(client: Client, bob: dict[str, Any]) -> None:
@@ -204,8 +205,8 @@ def test_a_non_member_sees_nothing_restricted_over_http(
             lexical = await call(client, "search_slack", query=word, mode="lexical")
             absent = await call(client, "search_slack", query="zzyzxq", mode="lexical")
             assert lexical["results"] == absent["results"] == []
-            assert lexical["notes"] == [f"terms found in no message: {word}"]
-            assert absent["notes"] == ["terms found in no message: zzyzxq"]
+            assert lexical["notes"] == [f"terms found in no message: '{word}'"]
+            assert absent["notes"] == ["terms found in no message: 'zzyzxq'"]
             for filters in ({"channel_ids": [channel]}, {"conversation_types": ["private"]}):
                 filtered = await call(client, "search_slack", query="the", **filters)
                 assert isinstance(filtered, str) or not _channels(filtered) & RESTRICTED
@@ -243,6 +244,11 @@ def test_a_non_member_sees_nothing_restricted_over_http(
         _same_error(thread, no_thread, THREAD, THREAD + "9")
         via_message = await call(client, "get_slack_thread", thread_id=NARWHAL_ROOT)
         assert "no thread" in via_message
+        # A hidden message with no replies is no thread of its own, as a made-up one is not.
+        alone = await call(client, "get_slack_thread", thread_id=DM_MESSAGE)
+        made_up = DM_MESSAGE[:-3] + "999"
+        no_such = await call(client, "get_slack_thread", thread_id=made_up)
+        _same_error(alone, no_such, DM_MESSAGE, made_up)
         # The thread's context document (root + reply) never votes: its words are unknown
         # and no hybrid hit comes from its channel.
         context = await call(client, "search_slack", query="narwhal launch checklist", limit=50)
@@ -291,6 +297,7 @@ def test_a_non_member_sees_nothing_restricted_over_http(
         assert httpx.post(f"{url}/mcp", json={}, headers=forged).status_code == 401
         bob = run_client(url, as_bob, tokens["bob"])
         assert bob["thread"]["messages"][0]["document_id"] == NARWHAL_ROOT
+        assert [item["document_id"] for item in bob["alone"]["messages"]] == [DM_MESSAGE]
         run_client(url, lambda client: as_chen(client, bob), tokens["chen"])
         run_client(url, lambda client: as_admin(client, bob), ADMIN)
         run_client(url, as_bob_without_dms, tokens["bob-no-dms"])
@@ -459,7 +466,7 @@ def test_cli_as_a_requester(published: Settings, capsys: pytest.CaptureFixture[s
         assert main([*args, "--as", "@chen.wei", "--as-workspace", "acme"]) == 0
         as_chen = json.loads(capsys.readouterr().out)
         assert as_chen["results"] == [] and as_chen["notes"] == [
-            f"terms found in no message: {word}"
+            f"terms found in no message: '{word}'"
         ]
         assert main([*args, "--as", "U2", "--as-workspace", "acme"]) == 0
         assert json.loads(capsys.readouterr().out)["results"]
@@ -485,7 +492,7 @@ def test_stdio_as_a_requester(published: Settings) -> None:
             return hidden, scopes
 
     hidden, scopes = anyio.run(main)
-    assert hidden["results"] == [] and hidden["notes"] == ["terms found in no message: narwhal"]
+    assert hidden["results"] == [] and hidden["notes"] == ["terms found in no message: 'narwhal'"]
     assert {scope["channel_id"] for scope in scopes["scopes"]} == {"C1", "C2", "C3"}
 
 

@@ -308,6 +308,8 @@ def test_the_sentences_a_draft_leaves_uncited_are_named() -> None:
     )
     assert uncited_sentences(draft, found) == ["Priya is the lead.", "Sources: see above."]
     assert uncited_sentences("It is at 18:30. [T0:C1:1.5]", found) == []
+    many = uncited_sentences(" ".join(f"Claim {n} {'x' * 400}." for n in range(12)), [])
+    assert len(many) == 10 and len(many[0]) == 300 and many[0].endswith("…")
 
 
 def test_a_correction_that_already_ranks_first_still_names_the_conflict() -> None:

@@ -428,9 +428,8 @@ def test_answer_checks_its_deadline_between_stages(engine: SearchEngine) -> None
         answer_question(engine, QUESTION, deadline=Deadline(5.0, clock))
 
 
-def test_the_answer_tool_hands_its_call_budget_to_the_search(engine: SearchEngine) -> None:
-    readings = iter([0.0, 0.0, 0.0])  # made, the call's start, first arm's check
-    runner = ToolRunner(engine.settings, Metrics(), clock=lambda: next(readings, 99.0))
+def answer_tools(engine: SearchEngine, runner: ToolRunner) -> dict[str, Any]:
+    """The answer tools' functions by tool name, as `register_answer_tools` adds them."""
     tools: dict[str, Any] = {}
 
     class Recorder:
@@ -441,6 +440,13 @@ def test_the_answer_tool_hands_its_call_budget_to_the_search(engine: SearchEngin
             return lambda function: function
 
     register_answer_tools(Recorder(), engine, runner)  # type: ignore[arg-type]
+    return tools
+
+
+def test_the_answer_tool_hands_its_call_budget_to_the_search(engine: SearchEngine) -> None:
+    readings = iter([0.0, 0.0, 0.0])  # made, the call's start, first arm's check
+    runner = ToolRunner(engine.settings, Metrics(), clock=lambda: next(readings, 99.0))
+    tools = answer_tools(engine, runner)
     with pytest.raises(ToolError, match=r"time budget before the \w+ arm"):
         anyio.run(tools["answer_slack_question"], QUESTION)
     assert runner.in_flight == 0
@@ -448,6 +454,28 @@ def test_the_answer_tool_hands_its_call_budget_to_the_search(engine: SearchEngin
     with pytest.raises(ToolError, match="time budget before checking the next citation"):
         anyio.run(tools["verify_citations"], f"[{PASSWORD}] [{message_id(7, 'C3')}]")
     assert runner.in_flight == 0
+
+
+def test_verify_lists_the_checks_that_fit_the_response_budget(published: Settings) -> None:
+    narrow = published.model_copy(update={"serve_max_response_chars": 8_000})
+    engine = SearchEngine(narrow)
+    try:
+        verify = answer_tools(engine, ToolRunner(narrow, Metrics()))["verify_citations"]
+        made_up = " ".join(f"[{ACME}:C1:{1700000000 + index}.000000]" for index in range(200))
+        cut = anyio.run(verify, made_up)
+        fits = anyio.run(verify, f"[{PASSWORD}] and [{message_id(7, 'C3')}]")
+    finally:
+        engine.close()
+    kept = len(cut.citations)
+    assert 0 < kept < 200 and cut.verdict == "unverified"
+    assert sum(len(check.model_dump_json()) + 1 for check in cut.citations) <= 8_000
+    assert cut.problems == [
+        "200 of 200 citations failed a check (see citations)",
+        f"the draft cites 200 messages, more than the {kept} whose checks fit in 8,000 "
+        "characters (SLACKQUERY_SERVE_MAX_RESPONSE_CHARS): only those are listed; verify the "
+        f"draft in parts of at most {kept} citations",
+    ]
+    assert fits.verdict == "verified" and len(fits.citations) == 2 and fits.problems == []
 
 
 def test_tools_and_prompt_over_http(engine: SearchEngine, published: Settings) -> None:
@@ -498,6 +526,8 @@ def test_tools_and_prompt_over_http(engine: SearchEngine, published: Settings) -
         "type": "integer",
         "minimum": 1,
         "maximum": published.search_max_results,
+        "description": "Messages of evidence over all parts of the question, "
+        f"1-{published.search_max_results}. Default: 12.",
     }
     assert answer["verdict"] == "answered" and answer["citations"]
     assert checked["verdict"] == "verified"

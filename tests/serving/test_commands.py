@@ -23,6 +23,7 @@ from serving.answer_models import (
     VerificationResponse,
 )
 from serving.cursor import home_secret
+from serving.engine import NO_REPLIES_NOTE
 from serving.models import (
     AttachedFile,
     MessageRecord,
@@ -137,6 +138,11 @@ def test_thread_command_reads_a_thread_by_any_of_its_messages(
     assert header.endswith(f"· messages 2-2 · artifact {first['artifact_id']}")
     assert main(["thread", "T0ACME:C1:1"]) == 1
     assert "no thread 'T0ACME:C1:1'" in capsys.readouterr().err
+    # A message with no replies prints alone, with the note that says so.
+    assert main(["thread", "T0ACME:C1:1709355600.000021"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith("thread T0ACME:C1:1709355600.000021 in #eng · messages 1-1 ")
+    assert printed[-1] == f"note: {NO_REPLIES_NOTE}"
 
 
 def test_home_secret_is_made_once_and_only_in_an_existing_folder(tmp_path: Path) -> None:

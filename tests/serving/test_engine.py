@@ -13,7 +13,7 @@ import pytest
 import serving.arms
 from serving.access import Requester, channel_of
 from serving.cursor import CursorCodec
-from serving.engine import SearchEngine, iso_timestamp
+from serving.engine import NO_REPLIES_NOTE, SearchEngine, iso_timestamp
 from serving.fusion import FusionConfig
 from serving.models import AttachedFile, SearchRequest
 from serving.query import asks_a_question, fts_tokens
@@ -218,6 +218,39 @@ def test_a_time_filter_in_seconds_gets_a_note(engine: SearchEngine) -> None:
     # Past the calendar, the dates' own error names it rather than failing to.
     with pytest.raises(SlackqueryError, match="from after the year 9999 to 2024-03-01"):
         search(engine, "deploy before:2024-03-02", start_ts_us=nanoseconds)
+    # So does the note of a filter outside the archive, rather than cutting it to no date.
+    for field, value, words in (
+        ("start_ts_us", 2**63 - 1, "from after the year 9999 (UTC days)"),
+        ("end_ts_us", -(2**63), "to before the year 1 (UTC days)"),
+    ):
+        notes = " ".join(search(engine, "postgres", **{field: value}).notes)
+        assert f"the time filter keeps messages posted {words}, and" in notes, notes
+
+
+def test_results_without_any_query_word_say_they_are_related_by_meaning_only(
+    engine: SearchEngine,
+) -> None:
+    by_meaning = "no message holds any of the query's words: these results are related by "
+    nonsense = search(engine, "qqqzzzxx")
+    assert nonsense.results and "terms found in no message: 'qqqzzzxx'" in nonsense.notes
+    assert f"{by_meaning}meaning only" in nonsense.notes
+    filtered = search(engine, "qqqzzzxx in:#eng")
+    assert filtered.results and any(
+        note.startswith("no message the filters keep holds any") for note in filtered.notes
+    )
+    # A query word found, a mode that ranks by meaning alone, or no results: no such note.
+    for response in (
+        search(engine, "deploy qqqzzzxx"),
+        search(engine, "qqqzzzxx", mode="semantic"),
+        search(engine, "qqqzzzxx", mode="lexical"),
+    ):
+        assert not any("meaning only" in note for note in response.notes), response.notes
+
+
+def test_a_long_unknown_term_is_cut_in_its_note(engine: SearchEngine) -> None:
+    run = "数据库" * 666  # one 1,998-character token
+    (note,) = [note for note in search(engine, run).notes if note.startswith("terms found")]
+    assert note == f"terms found in no message: '{run[:36]}..."
 
 
 def test_limits_and_bad_input(engine: SearchEngine) -> None:
@@ -488,8 +521,11 @@ def test_thread_pages_follow_cursors(engine: SearchEngine) -> None:
     first = engine.get_thread(ERR_THREAD, limit=1)
     with pytest.raises(SlackqueryError, match="another query, mode, filter set or thread"):
         engine.get_thread("T0ACME:C1:1709341200.000017", cursor=first.next_cursor)
-    with pytest.raises(SlackqueryError, match="is a message in no thread"):
-        engine.get_thread("T0ACME:C1:1709355600.000021")
+    # A message with no replies (its thread_root_id is its own id) is a thread of its own.
+    alone = engine.get_thread("T0ACME:C1:1709355600.000021")
+    assert [m.document_id for m in alone.messages] == ["T0ACME:C1:1709355600.000021"]
+    assert (alone.truncated, alone.next_cursor, alone.notes) == (False, None, [NO_REPLIES_NOTE])
+    assert whole.notes == []
     with pytest.raises(SlackqueryError, match="cursor"):
         search(engine, "the", limit=2, mode="lexical", cursor=first.next_cursor)
 

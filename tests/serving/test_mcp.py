@@ -47,7 +47,14 @@ TOOLS = {
 }
 ROOT = Path(__file__).resolve().parents[2]
 ERR_ROOT = "T0ACME:C1:1709280000.000000"  # root of the five-message ERR-42 thread
-LONG_MESSAGE = "T0ACME:C1:1709355600.000021"  # longer than the response cap
+LONG_MESSAGE = "T0ACME:C1:1709355600.000021"  # longer than the response cap; no replies
+# How the guide, search_slack's description and docs/mcp.md word the date operators.
+EXCLUSIVE_DAYS = "before: and after: exclude the day they name"
+
+
+def prose(text: str | None) -> str:
+    """Text as a reader takes it: one line, code marks dropped."""
+    return " ".join((text or "").replace("`", "").split())
 
 
 @contextmanager
@@ -93,6 +100,16 @@ def test_tool_list_guide_and_instructions(served: str) -> None:
         assert "hybrid" in (client.instructions or "")
         guide = await client.read_resource("slackquery://guide")
         assert "Zero results do not prove" in guide.contents[0].text
+        # A client that never fetches the answer_from_slack prompt still learns which tool
+        # answers a question and to verify citations, and that date operators exclude.
+        instructions = prose(client.instructions)
+        assert prose(guide.contents[0].text) == instructions
+        assert "A question to answer from Slack: answer_slack_question" in instructions
+        assert "Before replying with citations: verify_citations" in instructions
+        assert EXCLUSIVE_DAYS in instructions and "start_ts_us/end_ts_us, inclusive" in instructions
+        search = prose(next(tool for tool in tools if tool.name == "search_slack").description)
+        assert EXCLUSIVE_DAYS in search and "use answer_slack_question instead" in search
+        assert "Start here for any question" not in search
 
     run_client(served, body)
 
@@ -106,8 +123,19 @@ def test_each_tool_over_http(served: str) -> None:
         assert hit["lexical"]["rank"] >= 1
         message = await call(client, "get_slack_message", document_id=hit["permalink"])
         assert message["messages"][0]["document_id"] == hit["document_id"]
+        # Citations copied from an answer, as verify_citations reads them.
+        for cited in (
+            f"[{hit['document_id']}]",
+            f"<{hit['permalink']}>",
+            f" <{hit['permalink']}|the message> ",
+        ):
+            as_cited = await call(client, "get_slack_message", document_id=cited)
+            assert as_cited["messages"][0]["document_id"] == hit["document_id"], cited
         thread = await call(client, "get_slack_thread", thread_id=ERR_ROOT)
         assert len(thread["messages"]) == 5 and thread["next_cursor"] is None
+        assert thread["notes"] == []
+        cited_thread = await call(client, "get_slack_thread", thread_id=f"[{ERR_ROOT}]")
+        assert cited_thread["messages"] == thread["messages"]
         head = await call(client, "get_slack_thread", thread_id=ERR_ROOT, limit=3)
         tail = await call(
             client, "get_slack_thread", thread_id=ERR_ROOT, limit=3, cursor=head["next_cursor"]
@@ -125,6 +153,16 @@ def test_each_tool_over_http(served: str) -> None:
         long_text = await call(client, "get_slack_message", document_id=LONG_MESSAGE)
         assert long_text["messages"][0]["text_truncated"] is True
         assert len(long_text["messages"][0]["text"]) < 4100
+        # A message with no replies: its thread_root_id is its own id, read as a thread.
+        root_id = long_text["messages"][0]["thread_root_id"]
+        alone = await call(client, "get_slack_thread", thread_id=root_id)
+        assert [item["document_id"] for item in alone["messages"]] == [LONG_MESSAGE]
+        assert (alone["thread_id"], alone["next_cursor"], alone["truncated"]) == (
+            LONG_MESSAGE,
+            None,
+            False,
+        )
+        assert "this message has no replies" in alone["notes"][0]
 
     run_client(served, body)
 
@@ -657,7 +695,17 @@ def test_tool_descriptions_state_the_enforced_limits(published: Settings) -> Non
         "maximum": 15,
         "default": 10,
         "title": "Limit",
+        "description": "Results per page, 1-15. Default: 10.",
     }
+    # Every parameter says what it takes beside it, and each schema is titled by its tool
+    # (not by the Python function behind it).
+    for tool in listed:
+        assert tool.input_schema["title"] == f"{tool.name}Arguments"
+        for name, parameter in tool.input_schema["properties"].items():
+            assert parameter.get("description"), (tool.name, name)
+    assert "inclusive" in schemas["search_slack"]["start_ts_us"]["description"]
+    assert "microseconds" in schemas["answer_slack_question"]["end_ts_us"]["description"]
+    assert "6,150 characters" in schemas["verify_citations"]["text"]["description"]
     assert schemas["search_slack"]["query"]["maxLength"] == 123
     assert schemas["answer_slack_question"]["max_evidence"]["maximum"] == 15
     assert schemas["answer_slack_question"]["question"]["maxLength"] == 123
@@ -673,8 +721,7 @@ def test_tool_descriptions_state_the_enforced_limits(published: Settings) -> Non
     compact = json.dumps(wide["messages"], separators=(",", ":"), ensure_ascii=False)
     assert len(compact) <= 8_000
     assert "SLACKQUERY_SERVE_MAX_RESPONSE_CHARS" in wide["notes"][0]
-    capped = TOOLS - {"verify_citations"}
-    assert all("8,000 characters" in " ".join(tools[name].split()) for name in capped)
+    assert all("8,000 characters" in " ".join(tools[name].split()) for name in TOOLS)
     search = tools["search_slack"]
     assert "1-15 results" in search and "at most 123 chars" in search
     assert "parts of a multi-part question" not in search  # the question-part arm is off
