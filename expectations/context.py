@@ -89,6 +89,27 @@ def _failure_sample(item: dict[str, Any], frame: pd.DataFrame, id_columns: list[
     return _sample(item, id_columns)
 
 
+def _found_and_expected(
+    kwargs: dict[str, Any], details: dict[str, Any], parameters: dict[str, Any]
+) -> dict[str, Any]:
+    """For a failed range expectation, the values found outside it (distinct, the first
+    few) and its bounds with their parameters resolved: "found 2107, expected 1973" says
+    what "counts add up" alone did not. Other expectations: nothing."""
+    if "min_value" not in kwargs and "max_value" not in kwargs:
+        return {}
+
+    def resolved(bound: Any) -> Any:
+        return parameters.get(bound["$PARAMETER"]) if isinstance(bound, dict) else bound
+
+    found = list(dict.fromkeys(details.get("partial_unexpected_list") or []))[:SAMPLE_SIZE]
+    if not found and "observed_value" in details:
+        found = [details["observed_value"]]
+    return {
+        "found": found,
+        "expected": [resolved(kwargs.get("min_value")), resolved(kwargs.get("max_value"))],
+    }
+
+
 def run_suite(
     context: Any,
     suite: gx.ExpectationSuite,
@@ -139,6 +160,7 @@ def run_suite(
                     "column": config["kwargs"].get("column"),
                     "unexpected_count": details.get("unexpected_count"),
                     "sample": _failure_sample(item, frame, id_columns),
+                    **_found_and_expected(config["kwargs"], details, parameters),
                 }
             )
         outcome.results.append(

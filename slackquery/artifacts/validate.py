@@ -231,13 +231,36 @@ _VALIDATOR = _ValidatorServer()
 
 
 def failure_summary(result: dict[str, Any]) -> str:
-    """One readable clause per failed expectation, with sample offending ids."""
+    """One readable clause per failed expectation: for a range, what was found and what
+    was expected; then sample offending ids."""
     clauses = [
         f"{failure['suite']}: {failure['expectation']} ({failure['description']})"
+        + (
+            f": found {', '.join(map(_figure, failure['found']))}, expected "
+            f"{_range_words(*failure['expected'])}"
+            if failure.get("expected")
+            else ""
+        )
         + (f", sample: {', '.join(map(str, failure['sample']))}" if failure["sample"] else "")
         for failure in result.get("failures", [])
     ]
     return "validation failed: " + "; ".join(clauses or ["no result"])
+
+
+def _figure(value: Any) -> str:
+    """A count as a count (GX hands some back as floats: 59.0), grouped: 1,973."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
+
+
+def _range_words(low: Any, high: Any) -> str:
+    """`1,973`, `between 1 and 5`, `at least 1,896`, `at most 3`."""
+    if low is not None and low == high:
+        return _figure(low)
+    if low is not None and high is not None:
+        return f"between {_figure(low)} and {_figure(high)}"
+    return f"at least {_figure(low)}" if low is not None else f"at most {_figure(high)}"
 
 
 def resolve_artifact(settings: Settings, reference: str) -> tuple[str, Path]:

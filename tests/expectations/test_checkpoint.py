@@ -13,6 +13,7 @@ from expectations.checkpoint import main, validate_artifact
 from expectations.suites.artifact_metadata import DRIFT_RULE
 from slackquery.artifacts import arrays, files, schema
 from slackquery.artifacts.build import build_artifact
+from slackquery.artifacts.validate import failure_summary
 from slackquery.duckdb_setup import connect
 from tests.artifacts.conftest import apply_env, identity_for
 from tests.artifacts.synthetic import synthesize_state
@@ -369,6 +370,17 @@ def test_arrays_that_disagree_with_the_tables_fail(
     assert _failed(result) == expected, result["failures"]
 
 
+def test_counts_that_do_not_add_up_say_what_they_came_to(artifact: Path, tmp_path: Path) -> None:
+    # "channel message counts add up…, sample:" and every channel's id, but neither total.
+    damaged = _damaged(artifact, tmp_path, "update channels set message_count = message_count + 3")
+    result = validate_artifact(damaged, only={"channels"})
+    channels = len(connect(str(artifact), read_only=True).execute("from channels").fetchall())
+    assert (
+        "channels: expect_column_values_to_be_between (channel message counts add up to "
+        f"artifact_metadata.message_count): found {59 + 3 * channels}, expected 59, sample: "
+    ) in failure_summary(result)
+
+
 def test_count_drift_against_previous_and_cli_exit_status(
     artifact: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -383,6 +395,11 @@ def test_count_drift_against_previous_and_cli_exit_status(
         ("artifact_metadata", f"message count {DRIFT_RULE}"),
     }
     assert "SLACKQUERY_MAX_COUNT_DRIFT=1" in DRIFT_RULE
+    # The refusal said what a drop must not pass, never how far it went.
+    assert (
+        f"artifact_metadata: expect_column_values_to_be_between (document count {DRIFT_RULE}): "
+        "found 65, expected at least 500" in failure_summary(result)
+    )
     assert validate_artifact(artifact, previous=previous, max_count_drift=1)["success"]
     output = tmp_path / "result.json"
     assert main([str(artifact), "--previous", str(previous), "--output", str(output)]) == 1
