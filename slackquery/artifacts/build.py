@@ -199,10 +199,33 @@ def _copy_mart(conn: duckdb.DuckDBPyConnection, copy: Copy) -> None:
     try:
         conn.execute(copy.insert_sql())
     except _MART_MISMATCH as error:
+        differ = _type_differences(conn, copy)
         raise SlackqueryError(
             f"the dbt model {copy.mart} does not fit the artifact table {copy.table} "
             f"(slackquery/artifacts/schema.py): {str(error).splitlines()[0]}"
+            + (f"; columns whose types differ: {', '.join(differ)}" if differ else "")
         ) from error
+
+
+def _type_differences(conn: duckdb.DuckDBPyConnection, copy: Copy) -> list[str]:
+    """`column (TYPE in the model, TYPE in the artifact)` for each copied column whose
+    types differ: DuckDB's cast error names the types, not the column."""
+    types = {
+        (database, table, column): data_type
+        for database, table, column, data_type in conn.execute(
+            "select database_name, table_name, column_name, data_type from duckdb_columns() "
+            "where schema_name = 'main' and table_name in (?, ?)",
+            [copy.mart, copy.table],
+        ).fetchall()
+    }
+    (state,) = conn.execute("select current_database()").fetchone() or ("",)
+    pairs = zip(copy.mart_columns(), schema.TABLE_COLUMNS[copy.table], strict=True)
+    return [
+        f"{name} ({model_type} in the model, {artifact_type} in the artifact)"
+        for name, column in pairs
+        if (model_type := types.get((state, copy.mart, name)))
+        != (artifact_type := types.get(("candidate", copy.table, column.name)))
+    ]
 
 
 def _insert_vector_sketches(conn: duckdb.DuckDBPyConnection, generation: inputs.Generation) -> None:
