@@ -150,6 +150,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
+    try:
+        os.getcwd()
+    except FileNotFoundError:  # dbt, among others, ended in a traceback there
+        print("error: the current folder was removed; change to one that exists", file=sys.stderr)
+        return 1
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         return _run(args)

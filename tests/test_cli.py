@@ -120,6 +120,20 @@ def test_ctrl_c_while_the_command_loads_is_one_line(
     assert capsys.readouterr().err == "error: interrupted\n"
 
 
+def test_a_removed_current_folder_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `project` there ended in dbt's traceback, then a second one from its telemetry.
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    assert main(["settings"]) == 1
+    assert capsys.readouterr().err == (
+        "error: the current folder was removed; change to one that exists\n"
+    )
+
+
 def test_malformed_setting_is_one_line_naming_the_variable(
     home: object, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

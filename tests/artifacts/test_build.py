@@ -352,8 +352,7 @@ def test_a_mart_column_of_another_type_is_one_line_naming_the_mart(
     )
     # DuckDB's error names the types only.
     assert str(refused.value).endswith(
-        "; columns whose types differ: first_ts_us (TIMESTAMP in the model, BIGINT in the "
-        "artifact)"
+        "; columns whose types differ: first_ts_us (TIMESTAMP in the model, BIGINT in the artifact)"
     )
 
 
