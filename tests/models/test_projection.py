@@ -250,6 +250,27 @@ def test_cli_prints_counts_as_json(
     assert "unit_test" not in printed["dbt_nodes"]
 
 
+def test_every_model_documents_each_of_its_columns_and_no_other(projected: Projected) -> None:
+    # STYLE: every model and column has a description. A column added to a model but not
+    # to its YAML went unnoticed (only search_documents enforces a contract).
+    documented = {
+        model["name"]: {column["name"]: column.get("description") for column in model["columns"]}
+        for path in (ROOT / "models").rglob("*.yml")
+        for model in (yaml.safe_load(path.read_text()) or {}).get("models", [])
+    }
+    with duckdb.connect(str(projected.settings.state_path), read_only=True) as state:
+        built: dict[str, list[str]] = {}
+        for table, column in state.execute(
+            "select table_name, column_name from duckdb_columns() where schema_name = 'main'"
+        ).fetchall():
+            built.setdefault(table, []).append(column)
+    assert set(documented) == {path.stem for path in (ROOT / "models").rglob("*.sql")}
+    assert set(documented) <= set(built)
+    for model, columns in documented.items():
+        assert sorted(columns) == sorted(built[model]), model
+        assert all(columns.values()), f"{model}: a column without a description"
+
+
 def test_no_dbt_log_stays_open_after_a_projection(projected: Projected) -> None:
     # A scheduled worker projects every quarter hour in one process; dbt itself keeps its
     # log file open until its next invocation.
