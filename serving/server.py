@@ -397,15 +397,21 @@ def warn_if_open_to_the_network(settings: Settings, sockets: list[socket.socket]
 
 def warn_if_no_one_can_get_in(settings: Settings, now: datetime) -> None:
     """Log a warning where every request will be refused (401): grants were made, every
-    one is revoked or expired, and there is no admin token."""
+    one is revoked or expired, or their file is lost, and there is no admin token."""
     grants = GrantStore(grants_path(settings))
     if settings.serve_token is not None or not grants.any_grants():
         return
-    if not any(grant.is_active(now) for grant in grants.grants()):
-        logger.warning(
-            "every grant is revoked or expired and SLACKQUERY_SERVE_TOKEN is not set: every "
-            "request will be refused; grant a token (`slackquery access grant`) or set one"
-        )
+    if not grants.path.exists():
+        cause = f"the grants file {grants.path} is missing (its folder says grants were made)"
+    elif not any(grant.is_active(now) for grant in grants.grants()):
+        cause = "every grant is revoked or expired"
+    else:
+        return
+    logger.warning(
+        "%s and SLACKQUERY_SERVE_TOKEN is not set: every request will be refused; grant a "
+        "token (`slackquery access grant`), restore the grants from a backup, or set one",
+        cause,
+    )
 
 
 def warn_if_readable_by_other_accounts(settings: Settings) -> None:

@@ -402,6 +402,10 @@ def test_a_server_no_one_can_get_into_is_warned_about(
             warn_if_no_one_can_get_in(published.model_copy(update={"serve_token": admin}), now)
             warnings.append(len(caplog.messages))
     assert warnings == [0, 0, 1, 0]
+    # A grants file lost from its folder: the warning blamed revoked grants.
+    grants_path(published).unlink()
+    warn_if_no_one_can_get_in(published, now)
+    assert f"the grants file {grants_path(published)} is missing" in caplog.text
 
 
 def test_conversations_other_accounts_can_read_are_warned_about(
