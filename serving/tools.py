@@ -101,6 +101,19 @@ def described(annotation: Any, description: str) -> Any:
     return Annotated[annotation, Field(description=description)]
 
 
+def page_size(items: str, most: int, default: int) -> Any:
+    """A page's `limit` parameter: `items` per page, 1 to `most`."""
+    return described(ranged(1, most), f"{items} per page, 1-{most}. Default: {default}.")
+
+
+def next_page(same: str) -> Any:
+    """A `cursor` parameter, valid with the same `same` as the page it came from."""
+    return described(
+        OptionalText,
+        f"The previous page's next_cursor, with the same {same}. Default: the first page.",
+    )
+
+
 # The kinds of conversation a search may keep (public, private, dm, group_dm).
 ConversationTypes = described(
     list[Literal[CONVERSATION_TYPES]] | None, "Only these kinds of conversation. Default: all."
@@ -503,14 +516,8 @@ def register_tools(server: MCPServer, engine: SearchEngine, runner: ToolRunner) 
         conversation_types: ConversationTypes = None,
         start_ts_us: StartTsUs = None,
         end_ts_us: EndTsUs = None,
-        limit: described(
-            ranged(1, max_results), f"Results per page, 1-{max_results}. Default: 10."
-        ) = 10,
-        cursor: described(
-            OptionalText,
-            "The previous page's next_cursor, with the same query, mode and filters. "
-            "Default: the first page.",
-        ) = None,
+        limit: page_size("Results", max_results, 10) = 10,
+        cursor: next_page("query, mode and filters") = None,
     ) -> SearchResponse:
         """Search Slack messages. Start here to look up words, ids or topics, or to browse a
         channel, a person or a day; to answer a question from Slack with citations, use
@@ -614,13 +621,8 @@ def register_tools(server: MCPServer, engine: SearchEngine, runner: ToolRunner) 
             "A hit's thread_id or thread_root_id (W:C:ts), or the document_id or permalink of "
             "any message in the thread, also as an answer cites them ([W:C:ts], <permalink>).",
         ),
-        limit: described(
-            ranged(1, MAX_THREAD_LIMIT), f"Messages per page, 1-{MAX_THREAD_LIMIT}. Default: 200."
-        ) = 200,
-        cursor: described(
-            OptionalText,
-            "The previous page's next_cursor, with the same thread_id. Default: the first page.",
-        ) = None,
+        limit: page_size("Messages", MAX_THREAD_LIMIT, 200) = 200,
+        cursor: next_page("thread_id") = None,
     ) -> ThreadResponse:
         """Read a whole thread (root and replies) in time order.
 
@@ -653,13 +655,8 @@ def register_tools(server: MCPServer, engine: SearchEngine, runner: ToolRunner) 
             OptionalText,
             "Only this channel: its exact name, with or without #, any case. Default: all.",
         ) = None,
-        limit: described(
-            ranged(1, MAX_SCOPE_LIMIT), f"Channels per page, 1-{MAX_SCOPE_LIMIT}. Default: 200."
-        ) = 200,
-        cursor: described(
-            OptionalText,
-            "The previous page's next_cursor, with the same filters. Default: the first page.",
-        ) = None,
+        limit: page_size("Channels", MAX_SCOPE_LIMIT, 200) = 200,
+        cursor: next_page("filters") = None,
     ) -> ScopesResponse:
         """List workspaces and channels with message counts and first/last message times.
 
