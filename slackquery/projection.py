@@ -203,14 +203,18 @@ def _refresh_reason(state: Path, fingerprint: str) -> str | None:
 
 
 def tests_passed(state: duckdb.DuckDBPyConnection, fingerprint: str) -> bool:
-    """Whether a projection of these models that ran their data tests succeeded in this
-    state (`--skip-tests` repeats one that did; an older version's rows count as tested)."""
-    (passed,) = state.execute(
-        "select coalesce(bool_or(coalesce(tested, true)), false) from projection_runs "
-        "where fingerprint = ? and outcome = 'succeeded'",
-        [fingerprint],
-    ).fetchone() or (False,)
-    return bool(passed)
+    """Whether the newest projection of these models that ran their data tests succeeded
+    in this state: `--skip-tests` repeats a tested projection, it does not pass over one
+    whose tests failed since (new data a test refuses)."""
+    try:
+        newest = state.execute(
+            "select outcome from projection_runs where fingerprint = ? and tested "
+            "order by started_at desc limit 1",
+            [fingerprint],
+        ).fetchone()
+    except duckdb.BinderException:  # no projection of this version recorded `tested`
+        return False
+    return newest is not None and newest[0] == "succeeded"
 
 
 def unrecorded_dbt_run(state: duckdb.DuckDBPyConnection) -> str | None:
@@ -218,13 +222,7 @@ def unrecorded_dbt_run(state: duckdb.DuckDBPyConnection) -> str | None:
     last projection recorded: one `slackquery project` did not start (a model tried out by
     hand with `dbt build`, then undone), whose rows incremental runs would keep. None
     when the last projection's run is the newest, or no run recorded itself."""
-    try:
-        newest = state.execute(
-            "select invocation_id, command, run_started_at from dbt_invocations "
-            "order by run_started_at desc limit 1"
-        ).fetchone()
-    except duckdb.CatalogException:  # no dbt run of this version wrote the state
-        return None
+    newest = _newest_dbt_invocation(state)
     if newest is None:
         return None
     try:
@@ -240,6 +238,18 @@ def unrecorded_dbt_run(state: duckdb.DuckDBPyConnection) -> str | None:
     return (
         f"a `dbt {command}` that `slackquery project` did not start ({started:%Y-%m-%d %H:%M} UTC)"
     )
+
+
+def _newest_dbt_invocation(state: duckdb.DuckDBPyConnection) -> tuple[str, str, datetime] | None:
+    """(invocation id, command, start) of the newest dbt run that wrote the state (the
+    on-run-end hook, `record_dbt_invocation`), or None."""
+    try:
+        return state.execute(
+            "select invocation_id, command, run_started_at from dbt_invocations "
+            "order by run_started_at desc limit 1"
+        ).fetchone()
+    except duckdb.CatalogException:  # no dbt run of this version wrote the state
+        return None
 
 
 def _record_start(state: Path, fingerprint: str, *, tested: bool) -> datetime:
@@ -263,16 +273,11 @@ def _record_end(state: Path, started_at: datetime, *, failure: str | None) -> No
     wrote the state last: its own (nothing else can write the state while it runs)."""
     connection = open_database(str(state), what="state database")
     try:
-        try:
-            (newest,) = connection.execute(
-                "select max_by(invocation_id, run_started_at) from dbt_invocations"
-            ).fetchone() or (None,)
-        except duckdb.CatalogException:  # its dbt run failed before any model ran
-            newest = None
+        newest = _newest_dbt_invocation(connection)  # None: it failed before any model ran
         connection.execute(
             "update projection_runs set outcome = ?, failure = ?, dbt_invocation_id = ? "
             "where started_at = ?",
-            ["failed" if failure else "succeeded", failure, newest, started_at],
+            ["failed" if failure else "succeeded", failure, newest and newest[0], started_at],
         )
     finally:
         connection.close()

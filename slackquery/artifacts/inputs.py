@@ -82,8 +82,8 @@ def require_marts(conn: duckdb.DuckDBPyConnection, marts: Iterable[str]) -> None
     if last is not None and not tests_passed(conn, last[0]):
         raise SlackqueryError(
             "the models were projected without their data tests (`slackquery project "
-            "--skip-tests`), and no projection of these models here has passed them: run "
-            "`slackquery project` first"
+            "--skip-tests`), and the last projection of these models that ran them did not "
+            "pass (or none did): run `slackquery project` first"
         )
     outside = unrecorded_dbt_run(conn)
     if outside is not None:

@@ -21,8 +21,8 @@ def _state(
     connection.execute(PROJECTION_RUNS_DDL)
     for minute, (outcome, failure) in enumerate(outcomes):
         connection.execute(
-            "insert into projection_runs (started_at, fingerprint, outcome, failure) values "
-            "(timestamptz '2026-12-06 00:00:00+00' + to_minutes(?), ?, ?, ?)",
+            "insert into projection_runs (started_at, fingerprint, outcome, failure, tested) "
+            "values (timestamptz '2026-12-06 00:00:00+00' + to_minutes(?), ?, ?, ?, true)",
             [minute, fingerprint or project_fingerprint(), outcome, failure],
         )
     return connection
@@ -58,12 +58,16 @@ def test_models_whose_data_tests_never_passed_here_are_refused(tmp_path: Path) -
     with pytest.raises(SlackqueryError, match=r"without their data tests \(`slackquery proj"):
         require_marts(connection, ["search_documents"])
     # Repeating a projection whose tests passed (what --skip-tests is for) is built.
-    connection.execute(
+    insert = (
         "insert into projection_runs (started_at, fingerprint, outcome, tested) "
-        "values (timestamptz '2026-12-05 00:00:00+00', ?, 'succeeded', true)",
-        [project_fingerprint()],
+        "values (timestamptz '2026-12-05 00:00:00+00' + to_minutes(?), ?, ?, true)"
     )
+    connection.execute(insert, [0, project_fingerprint(), "succeeded"])
     require_marts(connection, ["search_documents"])
+    # Not once new data failed a test since: --skip-tests passed over the failure.
+    connection.execute(insert, [1, project_fingerprint(), "failed"])
+    with pytest.raises(SlackqueryError, match="the last projection of these models that ran"):
+        require_marts(connection, ["search_documents"])
 
 
 def test_a_state_projected_from_other_models_is_refused(tmp_path: Path) -> None:
