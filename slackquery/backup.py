@@ -40,8 +40,9 @@ from slackquery.folders import make_folder
 from slackquery.settings import Settings
 
 RECORD_NAME = "backup.json"
-# A copy in the making: `.DEST.<uuid4 hex>.tmp` beside DEST, locked while its backup runs.
-_STAGING = re.compile(r"\..+\.[0-9a-f]{32}\.tmp")
+# A copy in the making is the folder `.DEST.<uuid4 hex>.tmp` beside DEST, with the lock
+# file `.DEST.<uuid4 hex>.lock` its backup holds (locked before the folder exists).
+_LEFTOVER = re.compile(r"(?P<copy>\..+\.[0-9a-f]{32})\.(?:tmp|lock)")
 
 
 def back_up(
@@ -61,9 +62,12 @@ def back_up(
                 f"cannot make the folder {destination.parent}: {error.strerror}"
             ) from None
         removed = _remove_killed_copies(destination.parent)
+        # Locked before the folder exists, so no other backup ever finds it unlocked; let go
+        # once the folder is renamed or removed.
+        held.enter_context(_locked(_lock_file(staging)))
+        held.callback(_lock_file(staging).unlink, missing_ok=True)
         try:
-            held.enter_context(_locked_folder(make_folder(staging)))
-            record = _copy_home(settings, staging, step, removed)
+            record = _copy_home(settings, make_folder(staging), step, removed)
             os.rename(staging, destination)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
@@ -72,13 +76,19 @@ def back_up(
     return record
 
 
+def _lock_file(staging: Path) -> Path:
+    """The lock file of a copy in the making (`.DEST.<hex>.lock`)."""
+    return staging.with_suffix(".lock")
+
+
 @contextmanager
-def _locked_folder(folder: Path) -> Iterator[None]:
-    """Hold a `flock` on the folder itself: the kernel drops it when its process dies, which
-    tells `_remove_killed_copies` which copies no backup is making any more."""
-    descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+def _locked(path: Path, *, wait: bool = True) -> Iterator[None]:
+    """Hold a `flock` on the file at `path` (made if missing): the kernel drops it when its
+    process dies, which tells `_remove_killed_copies` which copies no backup is making. A
+    regular file opened for writing, as NFS needs for an exclusive lock."""
+    descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        fcntl.flock(descriptor, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
         yield
     finally:
         os.close(descriptor)
@@ -86,21 +96,22 @@ def _locked_folder(folder: Path) -> Iterator[None]:
 
 def _remove_killed_copies(parent: Path) -> list[str]:
     """Remove the partial copies in `parent` whose backup was killed (no process holds their
-    lock); return their names. A backup of another home into the same folder holds its own."""
+    lock), and their lock files; return the copies' names. A backup of another home into
+    the same folder holds its lock; a copy this account may not remove is left alone."""
     removed = []
-    for folder in sorted(parent.iterdir()):
-        if not _STAGING.fullmatch(folder.name) or folder.is_symlink() or not folder.is_dir():
-            continue
-        descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    copies = {
+        found["copy"] for path in parent.iterdir() if (found := _LEFTOVER.fullmatch(path.name))
+    }
+    for copy in sorted(copies):
+        folder, lock = parent / f"{copy}.tmp", parent / f"{copy}.lock"
         try:
-            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            continue  # its backup is running
-        else:
-            shutil.rmtree(folder)
-            removed.append(folder.name)
-        finally:
-            os.close(descriptor)
+            with _locked(lock, wait=False):
+                if folder.is_dir() and not folder.is_symlink():
+                    shutil.rmtree(folder)
+                    removed.append(folder.name)
+                lock.unlink()
+        except OSError:  # BlockingIOError: its backup is running
+            continue
     return removed
 
 

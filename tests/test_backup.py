@@ -58,7 +58,8 @@ def settings(source_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 
 
 def leftovers(folder: Path) -> list[str]:
-    return sorted(path.name for path in folder.iterdir() if path.name.endswith(".tmp"))
+    """What a backup may leave beside its copy: partial copies and their lock files."""
+    return sorted(path.name for path in folder.iterdir() if path.suffix in (".tmp", ".lock"))
 
 
 def test_a_backup_is_a_home_that_serves(settings: Settings, tmp_path: Path) -> None:
@@ -176,13 +177,17 @@ def test_the_next_backup_removes_a_killed_backups_copy_and_no_running_ones(
         folder.mkdir()
         (folder / "canonical.duckdb").write_bytes(b"partial")
     (tmp_path / ".notes.tmp").mkdir()  # not a backup's
-    with backup._locked_folder(running):  # its backup runs in another process
+    with backup._locked(backup._lock_file(running)):  # its backup runs in another process
         assert main(["backup", str(tmp_path / "copy")]) == 0
 
     assert capsys.readouterr().out.splitlines()[-1] == (
         f"  removed {killed.name}, the partial copy of a backup that was killed"
     )
-    assert leftovers(tmp_path) == [running.name, ".notes.tmp"]
+    assert leftovers(tmp_path) == [
+        backup._lock_file(running).name,
+        running.name,
+        ".notes.tmp",
+    ]
     assert (running / "canonical.duckdb").read_bytes() == b"partial"
 
 
