@@ -15,7 +15,8 @@ object and a nonexistent one get the same answer.
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -177,23 +178,6 @@ def published_account_limits(settings: Settings) -> dict[tuple[str, str], str]:
     return {} if path is None else account_limits_at(path)
 
 
-def published_user_name(settings: Settings, requester: Requester) -> str | None:
-    """The requester's name in the published artifact (None without one, or for a member
-    the export listed by id alone)."""
-    path = current_artifact(settings)
-    if path is None:
-        return None
-    conn = open_database(str(path), read_only=True, what="search artifact")
-    try:
-        row = conn.execute(
-            "select user_name from users where workspace_id = $workspace and user_id = $user",
-            {"workspace": requester.workspace_id, "user": requester.user_id},
-        ).fetchone()
-    finally:
-        conn.close()
-    return row[0] if row else None
-
-
 def account_limits_at(path: Path) -> dict[tuple[str, str], str]:
     """The account limits of the artifact file at `path` (a plain read: no extension
     loads, so the HTTP guard may call it on its event loop)."""
@@ -290,13 +274,30 @@ def published_requester(
     active_only: bool = False,
 ) -> Requester:
     """`resolve_requester` against the published artifact (grants and `--as`)."""
+    with _published_artifact(settings, "resolve users against") as conn:
+        return resolve_requester(conn, user, workspace, no_dms, active_only)
+
+
+def published_user_name(settings: Settings, requester: Requester) -> str | None:
+    """The requester's name in the published artifact (None for a member the export
+    listed by id alone)."""
+    with _published_artifact(settings, "name users from") as conn:
+        row = conn.execute(
+            "select user_name from users where workspace_id = $workspace and user_id = $user",
+            {"workspace": requester.workspace_id, "user": requester.user_id},
+        ).fetchone()
+    return row[0] if row else None
+
+
+@contextmanager
+def _published_artifact(settings: Settings, to: str) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-only connection to the published artifact, or an error saying there is none
+    to `to` (`resolve users against`)."""
     path = current_artifact(settings)
     if path is None:
-        raise SlackqueryError(
-            f"no published search artifact to resolve users against; {PUBLISH_FIRST}"
-        )
+        raise SlackqueryError(f"no published search artifact to {to}; {PUBLISH_FIRST}")
     conn = connect(str(path), read_only=True)
     try:
-        return resolve_requester(conn, user, workspace, no_dms, active_only)
+        yield conn
     finally:
         conn.close()

@@ -80,6 +80,9 @@ _SENTENCE_BREAK = re.compile(
 STEM_CHARS = 5
 # How much of a message an answer quotes when none of its sentences answers on its own.
 QUOTE_CHARS = 300
+# A link as Slack writes it, `<url>` or `<url|label>`: group 1 is the URL.
+_SLACK_LINK = re.compile(r"<(https?://[^<>|\s]+)(?:\|[^<>]*)?>", re.IGNORECASE)
+_LETTER_OR_DIGIT = re.compile(r"[^\W_]")
 # Uncited sentences a verification lists: enough to fix a draft by, in a bounded reply.
 UNCITED_LISTED = 10
 # Supporting messages kept per part beyond the one that answers (shown, not cited).
@@ -861,11 +864,11 @@ def uncited_sentences(text: str, found: Sequence[Cited]) -> list[str]:
     uncited: list[str] = []
     previous_uncited = False
     for sentence in _SENTENCE_BREAK.split(text):
-        rest = sentence
+        rest = _SLACK_LINK.sub(r"\1", sentence)  # `<permalink|label>` cites as the URL
         for item in found:  # ids and permalinks: no word of prose holds one
             rest = rest.replace(f"[{item.cited}]", " ").replace(item.cited, " ")
         if rest != sentence:
-            if previous_uncited and not has_searchable_content(rest):
+            if previous_uncited and not _LETTER_OR_DIGIT.search(rest):
                 uncited.pop()
             previous_uncited = False
             continue

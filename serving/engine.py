@@ -148,7 +148,7 @@ def period_words(start_us: int | None, end_us: int | None) -> str:
 
 
 def utc_day(ts_us: int) -> str:
-    """`YYYY-MM-DD` (UTC), or what a time no calendar date holds is (`when`)."""
+    """`YYYY-MM-DD` (UTC), or, for a time beyond the calendar, `when`'s words for it."""
     try:
         return iso_timestamp(ts_us)[:10]
     except OverflowError:

@@ -169,7 +169,13 @@ def parse_arguments(words: list[str]) -> argparse.Namespace:
     command = next((word for word in words if not word.startswith("-")), None)
     parser = build_parser(command)
     before_command = words[: words.index(command)] if command else words
-    stray = [word for word in before_command if word not in parser._option_string_actions]
+    options = parser._option_string_actions
+    stray = [  # what argparse would take: an option, or a long one's prefix (`--vers`)
+        word
+        for word in before_command
+        if word not in options
+        and not (word.startswith("--") and any(option.startswith(word) for option in options))
+    ]
     if stray:  # `slackquery --bogus search`: not search's option
         parser.error(f"unrecognized arguments: {' '.join(stray)}")
     words, exclusions = exclusions_apart(parser, command, words)

@@ -106,6 +106,9 @@ def test_an_unknown_option_before_the_command_shows_the_top_level_usage(
     error = capsys.readouterr().err
     assert error.startswith("usage: slackquery [-h] [--version] COMMAND ...")
     assert error.endswith("slackquery: error: unrecognized arguments: --mdoe\n")
+    with pytest.raises(SystemExit) as exit_info:  # argparse's own prefixes still work
+        main(["--vers"])
+    assert exit_info.value.code == 0 and capsys.readouterr().out.startswith("slackquery ")
 
 
 def test_ctrl_c_while_the_command_loads_is_one_line(

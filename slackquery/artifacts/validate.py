@@ -238,7 +238,7 @@ def failure_summary(result: dict[str, Any]) -> str:
         + (
             f": found {', '.join(map(_figure, failure['found']))}, expected "
             f"{_range_words(*failure['expected'])}"
-            if failure.get("expected")
+            if failure.get("found") and any(bound is not None for bound in failure["expected"])
             else ""
         )
         + (f", sample: {', '.join(map(str, failure['sample']))}" if failure["sample"] else "")

@@ -80,6 +80,8 @@ def run_grant(args: argparse.Namespace, settings: Settings) -> int:
     requester = published_requester(
         settings, args.user, args.workspace, args.no_dms, active_only=True
     )
+    # Before the grant is stored: one whose token was never shown must not exist.
+    name = published_user_name(settings, requester)
     # `--label ""` is refused above, not taken for the default.
     label = label_default(requester) if args.label is None else args.label
     grant, token = GrantStore(grants_path(settings)).add(
@@ -90,7 +92,6 @@ def run_grant(args: argparse.Namespace, settings: Settings) -> int:
         expires=expires,
         now=datetime.now(UTC),
     )
-    name = published_user_name(settings, requester)
     result = {**grant.public(datetime.now(UTC)), "user_name": name, "token": token}
     user = f"{grant.workspace_id}:{grant.user_id}"
     granted = terminal_line(

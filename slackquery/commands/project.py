@@ -28,9 +28,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--skip-tests",
         action="store_true",
-        help="run the models only (dbt run), without the dbt data tests: for repeated runs "
-        "of models whose tests passed here once (`build` refuses a state whose models never "
-        "passed them)",
+        help="run the models only (dbt run), without the dbt data tests: to repeat a "
+        "projection whose tests passed (`build` refuses the state unless the last "
+        "projection of these models that ran the tests passed them)",
     )
     parser.add_argument(
         "--unit-tests",

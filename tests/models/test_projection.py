@@ -27,6 +27,8 @@ from tests.models.canonical_fixture import build_canonical
 from tests.models.conftest import Projected, settings_for
 
 ROOT = Path(__file__).resolve().parents[2]
+# Where the unit tests of dbt's failures say its log is.
+LOG = Path("/home/logs/dbt/dbt.log")
 
 
 def test_missing_canonical_is_a_clear_error(tmp_path: Path) -> None:
@@ -108,9 +110,6 @@ def test_a_dbt_run_it_did_not_start_is_rebuilt_over_and_refused_until_then(
     with duckdb.connect(str(settings.state_path), read_only=True) as state:
         require_marts(state, ["search_documents"])
     assert project(settings, tests=False)["full_refresh"] is False
-
-
-LOG = Path("/home/logs/dbt/dbt.log")
 
 
 def _failed_run(failure: SimpleNamespace) -> SimpleNamespace:
@@ -256,7 +255,7 @@ def test_every_model_documents_each_of_its_columns_and_no_other(projected: Proje
     documented = {
         model["name"]: {column["name"]: column.get("description") for column in model["columns"]}
         for path in (ROOT / "models").rglob("*.yml")
-        for model in (yaml.safe_load(path.read_text()) or {}).get("models", [])
+        for model in (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("models", [])
     }
     with duckdb.connect(str(projected.settings.state_path), read_only=True) as state:
         built: dict[str, list[str]] = {}

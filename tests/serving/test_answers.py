@@ -308,6 +308,9 @@ def test_the_sentences_a_draft_leaves_uncited_are_named() -> None:
     )
     assert uncited_sentences(draft, found) == ["Priya is the lead.", "Sources: see above."]
     assert uncited_sentences("It is at 18:30. [T0:C1:1.5]", found) == []
+    for link in (f"<{url}>", f"<{url}|the message>"):  # Slack's own link forms
+        assert uncited_sentences(f"It is at 18:30. {link}", found) == [], link
+        assert uncited_sentences(f"It is at 18:30 ({link}).", found) == [], link
     many = uncited_sentences(" ".join(f"Claim {n} {'x' * 400}." for n in range(12)), [])
     assert len(many) == 10 and len(many[0]) == 300 and many[0].endswith("…")
 

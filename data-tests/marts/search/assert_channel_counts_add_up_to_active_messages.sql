@@ -6,17 +6,33 @@
 #}
 with
 
+search_channels as (
+
+    select count_messages
+    from {{ ref('search_channels') }}
+
+),
+
+search_documents as (
+
+    select
+        is_active,
+        document_kind
+    from {{ ref('search_documents') }}
+
+),
+
 channel_totals as (
 
     select coalesce(sum(count_messages), 0) as counted_in_channels
-    from {{ ref('search_channels') }}
+    from search_channels
 
 ),
 
 active_messages as (
 
     select count(*) as active_message_documents
-    from {{ ref('search_documents') }}
+    from search_documents
     where is_active and document_kind = 'message'
 
 ),
