@@ -69,8 +69,9 @@ class HashEmbedder:
 
 @cache
 def load() -> HashEmbedder:
-    """This process's embedder, created once (a marker file records each load)."""
+    """This process's embedder, created once (a marker file records each load, holding
+    the Prefect API the process's environment names)."""
     markers = os.environ.get(MARKERS_ENV)
     if markers:
-        (Path(markers) / f"load-{os.getpid()}").touch()
+        (Path(markers) / f"load-{os.getpid()}").write_text(os.environ.get("PREFECT_API_URL", ""))
     return HashEmbedder()

@@ -220,6 +220,10 @@ def test_two_workers_embed_everything_once_loading_the_model_once_each(
     assert {row[1] for row in items.values()} == {1}
     loads = {p.name for p in markers.iterdir()} - {f"load-{os.getpid()}"}
     assert len(loads) == 2  # one per worker process, not one per batch
+    # Each worker reports to the flow's API: without it in their environment they started
+    # temporary servers of their own.
+    api = {(markers / name).read_text() for name in loads}
+    assert api == {str(PREFECT_API_URL.value())}
     assert result["worker_warm_up_s"] > 0  # both loaded before the first claim
 
 
