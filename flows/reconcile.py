@@ -161,7 +161,7 @@ def plan_build(force: bool) -> dict[str, Any]:
     same_inputs = [build for build in same_source if not progress.leaves_behind(build)]
     servable = [build for build in same_inputs if _of_this_schema(settings, build["build_id"])]
     if force:
-        return plan
+        return {**plan, "why": "asked to (--force-build)"}
     if published_id and any(build["build_id"] == published_id for build in servable):
         damage = _broken_seal(settings, published_id, published)
         if damage is not None:
@@ -199,6 +199,8 @@ def plan_build(force: bool) -> dict[str, Any]:
         and progress.leaves_behind(build)
         and _of_this_schema(settings, build["build_id"])
     ]
+    if not behind:
+        plan["why"] = _why_build(settings, builds, published_id, watermark, generation)
     if behind:  # newest first; the published one is the one search serves
         lagging = next((b for b in behind if b["build_id"] == published_id), behind[0])
         counts = lagging["counts_json"]
@@ -212,6 +214,32 @@ def plan_build(force: bool) -> dict[str, Any]:
             "coverage_step": COVERAGE_STEP,
         }
     return plan
+
+
+def _why_build(
+    settings: Settings,
+    builds: list[dict[str, Any]],
+    published_id: str | None,
+    watermark: str,
+    generation: inputs.Generation,
+) -> str:
+    """Why the current inputs need a build, said against what is published: a deployed
+    run's log is the only place an operator reads it."""
+    published = next((build for build in builds if build["build_id"] == published_id), None)
+    if published_id is None:
+        return "nothing is published yet"
+    if published is None:
+        return f"{published_id}, published, has no record in this state database"
+    if published["generation_id"] != generation.generation_id:
+        return f"the embedding generation is not {published_id}'s"
+    if published["source_watermark"] != watermark:
+        return (
+            f"the search documents changed since {published_id} (messages, members or the "
+            "dbt models)"
+        )
+    if not _of_this_schema(settings, published_id):
+        return f"{published_id} is of another artifact schema version"
+    return f"no build of the current inputs is kept to publish in place of {published_id}"
 
 
 def _broken_seal(settings: Settings, build_id: str, path: Path) -> str | None:
@@ -434,4 +462,4 @@ def summary(result: dict[str, Any]) -> str:
             f"against {behind['vector_count']} ({behind['vector_coverage']:.1%}) "
             f"in {behind['build_id']}"
         )
-    return f"reconcile: built and published {result['build_id']}"
+    return f"reconcile: built and published {result['build_id']}: {plan['why']}"

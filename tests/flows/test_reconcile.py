@@ -81,7 +81,10 @@ def test_reconcile_publishes_then_skips_when_unchanged(
     first = reconcile()
     assert first["status"] == "published"
     # The run's log names what it published (a deployment's only record of it).
-    assert f"reconcile: built and published {first['build_id']}" in caplog.messages
+    assert (
+        f"reconcile: built and published {first['build_id']}: nothing is published yet"
+        in caplog.messages
+    )
     assert (
         current_artifact(pipeline)
         == files.artifact_file(pipeline.artifact_path, first["build_id"]).resolve()
@@ -195,7 +198,11 @@ def test_a_rollback_holds_until_new_input_gives_a_new_build(
     current = current_artifact(pipeline)
     newer = files.build_id_of(current) if current else None
     assert newer != older
-    assert capsys.readouterr().out == f"reconcile: built and published {newer}\n"
+    # It did not say why it built.
+    assert capsys.readouterr().out == (
+        f"reconcile: built and published {newer}: the search documents changed since {older} "
+        "(messages, members or the dbt models)\n"
+    )
 
     rollback(pipeline, older)  # the operator steps back from the newer build
     assert main(["reconcile", "--engine", "plain"]) == 0
@@ -253,6 +260,7 @@ def test_a_refusal_holds_until_the_inputs_or_what_they_are_checked_against_chang
         reconcile()  # a deployment's run fails too, as the refusal itself did
     assert _statuses(pipeline) == {published: "published", refused: "failed"}
     assert plan_build.fn(True)["action"] == "build"  # --force-build retries them
+    assert plan_build.fn(True)["why"] == "asked to (--force-build)"
 
     synthesize_state(pipeline.state_path, identity_for(pipeline), messages=11)
     assert plan_build.fn(False)["action"] == "build"  # new input
