@@ -175,12 +175,15 @@ def last_projection(state: Path) -> tuple[str, str, str | None] | None:
 
 def latest_projection(state: duckdb.DuckDBPyConnection) -> tuple[str, str, str | None] | None:
     """`last_projection` over an open connection to the state database."""
+    return _newest(state, "projection_runs", "fingerprint, outcome, failure", "started_at")
+
+
+def _newest(state: duckdb.DuckDBPyConnection, table: str, columns: str, by: str) -> Any:
+    """`columns` of the newest row of `table` by `by`, or None where it has none, or where
+    no run of this version made the table."""
     try:
-        return state.execute(
-            "select fingerprint, outcome, failure from projection_runs "
-            "order by started_at desc limit 1"
-        ).fetchone()
-    except duckdb.CatalogException:  # a state no projection of this version has written
+        return state.execute(f"select {columns} from {table} order by {by} desc limit 1").fetchone()
+    except duckdb.CatalogException:
         return None
 
 
@@ -243,13 +246,9 @@ def unrecorded_dbt_run(state: duckdb.DuckDBPyConnection) -> str | None:
 def _newest_dbt_invocation(state: duckdb.DuckDBPyConnection) -> tuple[str, str, datetime] | None:
     """(invocation id, command, start) of the newest dbt run that wrote the state (the
     on-run-end hook, `record_dbt_invocation`), or None."""
-    try:
-        return state.execute(
-            "select invocation_id, command, run_started_at from dbt_invocations "
-            "order by run_started_at desc limit 1"
-        ).fetchone()
-    except duckdb.CatalogException:  # no dbt run of this version wrote the state
-        return None
+    return _newest(
+        state, "dbt_invocations", "invocation_id, command, run_started_at", "run_started_at"
+    )
 
 
 def _record_start(state: Path, fingerprint: str, *, tested: bool) -> datetime:
