@@ -201,7 +201,7 @@ def plan_build(force: bool) -> dict[str, Any]:
     ]
     if not behind:
         plan["why"] = _why_build(settings, builds, published_id, watermark, generation)
-    if behind:  # newest first; the published one is the one search serves
+    else:  # newest first; the published one is the one search serves
         lagging = next((b for b in behind if b["build_id"] == published_id), behind[0])
         counts = lagging["counts_json"]
         plan["coverage_behind"] = {

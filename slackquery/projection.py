@@ -189,19 +189,21 @@ def _newest(state: duckdb.DuckDBPyConnection, table: str, columns: str, by: str)
 
 def _refresh_reason(state: Path, fingerprint: str) -> str | None:
     """Why this projection must rebuild the incremental models, or None."""
-    last = last_projection(state)
+    if not state.exists():
+        return None
+    connection = open_database(str(state), read_only=True, what="state database")
+    try:
+        last = latest_projection(connection)
+        outside = unrecorded_dbt_run(connection)
+    finally:
+        connection.close()
     if last is None:
-        return None if not state.exists() else "no projection of this version recorded yet"
+        return "no projection of this version recorded yet"
     last_fingerprint, outcome, _ = last
     if outcome != "succeeded":
         return f"the last projection {'did not finish' if outcome == 'running' else 'failed'}"
     if last_fingerprint != fingerprint:
         return "the models changed since the last projection"
-    connection = open_database(str(state), read_only=True, what="state database")
-    try:
-        outside = unrecorded_dbt_run(connection)
-    finally:
-        connection.close()
     return None if outside is None else f"{outside} wrote the state since the last projection"
 
 

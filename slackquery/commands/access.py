@@ -3,12 +3,7 @@
 import argparse
 from datetime import UTC, datetime
 
-from serving.access import (
-    Requester,
-    published_account_limits,
-    published_requester,
-    published_user_name,
-)
+from serving.access import published_account_limits, published_requester, published_user_name
 from slackquery.access.grants import LABEL_MAX_CHARS, GrantStore, check_label, grants_path
 from slackquery.commands import add_json_flag, emit, iso_day
 from slackquery.escaping import terminal_line
@@ -82,8 +77,9 @@ def run_grant(args: argparse.Namespace, settings: Settings) -> int:
     )
     # Before the grant is stored: one whose token was never shown must not exist.
     name = published_user_name(settings, requester)
-    # `--label ""` is refused above, not taken for the default.
-    label = label_default(requester) if args.label is None else args.label
+    user = f"{requester.workspace_id}:{requester.user_id}"
+    # `--label ""` is refused above, not taken for the default: the user it names.
+    label = user if args.label is None else args.label
     grant, token = GrantStore(grants_path(settings)).add(
         user_id=requester.user_id,
         workspace_id=requester.workspace_id,
@@ -93,20 +89,14 @@ def run_grant(args: argparse.Namespace, settings: Settings) -> int:
         now=datetime.now(UTC),
     )
     result = {**grant.public(datetime.now(UTC)), "user_name": name, "token": token}
-    user = f"{grant.workspace_id}:{grant.user_id}"
     granted = terminal_line(
         f"granted {grant.grant_id} to {f'{name} ({user})' if name else user}"
-        f"{f', label {grant.label}' if grant.label != label_default(requester) else ''}"
+        f"{f', label {grant.label}' if grant.label != user else ''}"
         f"{', no DMs' if grant.no_dms else ''}"
         f"{f', until {grant.expires}' if grant.expires else ''}"
     )
     emit(args, result, f"{granted}\ntoken (shown once): {token}")
     return 0
-
-
-def label_default(requester: Requester) -> str:
-    """A grant's label when none is given: the one thing it names."""
-    return f"{requester.workspace_id}:{requester.user_id}"
 
 
 _LIMIT_NOTES = {
