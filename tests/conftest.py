@@ -16,11 +16,19 @@ from slackquery import duckdb_setup, projection
 from slackquery.settings import Settings, get_settings
 
 
+def run_temp(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder of this run's shared by its pytest-xdist workers (each has a base folder of
+    its own inside it), for what one worker derives and another may reuse."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
 @pytest.fixture(scope="session", autouse=True)
 def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """One folder of built model graphs for the whole run: every test has a home of its
-    own, and a model cached per home would load again in every test that embeds."""
-    folder = tmp_path_factory.getbasetemp() / "model-cache"
+    own, and a model cached per home would load again in every test that embeds. (The
+    cache is written for concurrent processes: each stored build is renamed into place.)"""
+    folder = run_temp(tmp_path_factory) / "model-cache"
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("SLACKQUERY_MODEL_CACHE_DIR", str(folder))
         yield folder
@@ -58,8 +66,8 @@ def dbt_parse_seed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     about 2 s of its 2.3 s. One parse per dbt target serves every home: the first
     in-process run leaves its partial-parse file here, and a home without one starts from
     that copy, as a second run in one home would (dbt still re-checks every file against
-    it). Commands run in a subprocess parse from scratch."""
-    seeds = tmp_path_factory.getbasetemp() / "dbt-parse"
+    it), in every worker of the run. Commands run in a subprocess parse from scratch."""
+    seeds = run_temp(tmp_path_factory) / "dbt-parse"
     run_dbt = projection.run_dbt
 
     @wraps(run_dbt)
@@ -74,7 +82,10 @@ def dbt_parse_seed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         finally:
             if parsed.exists() and not seed.exists():
                 seed.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(parsed, seed)
+                # Renamed into place: another worker may be copying the seed meanwhile.
+                partial = seed.with_name(f"{seed.name}.{os.getpid()}.tmp")
+                shutil.copyfile(parsed, partial)
+                os.replace(partial, seed)
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(projection, "run_dbt", seeded_run_dbt)
