@@ -154,13 +154,14 @@ def settings(home: Path) -> Settings:
 
 # Folders whose tests share a session fixture that takes tens of seconds to build (the
 # projected fixture store, the Prefect test harness, which also keeps a server busy in the
-# background). pytest-xdist builds a session fixture in every worker that runs a test using
-# it; under `-n` (the Makefile's), the scheduler below sends each of these folders to one
-# worker, which builds it once. The serving folder's pipeline is built by both workers
-# instead, and its files are units of their own: as one unit it was the longest by minutes,
-# and the run waited on it. Every other test is a unit of its own, balanced as xdist's
-# default `--dist load` would. (xdist's own `loadgroup` marks do not reach its scheduler
-# under pytest 9, which no longer reads `item._nodeid`.)
+# background). pytest-xdist builds a session fixture in every worker that runs a test
+# using it; under `-n` (the Makefile's), the scheduler below sends each of these folders
+# to one worker, which builds it once. The serving folder's pipeline is built once for all
+# workers (`run_temp`; tests/serving/conftest.py), and its files are units of their own:
+# as one unit it was the longest by minutes, and the run waited on it. Every other test is
+# a unit of its own, balanced as xdist's default `--dist load` would. (xdist's own
+# `loadgroup` marks do not reach its scheduler under pytest 9, which no longer reads
+# `item._nodeid`.)
 SHARED_FIXTURE_FOLDERS = ("tests/models/", "tests/flows/")
 PER_FILE_FOLDERS = ("tests/serving/",)
 
