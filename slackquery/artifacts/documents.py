@@ -245,17 +245,22 @@ class DisplayRecords:
         self._decoders = [_DECODERS[_SQL_TYPES[column]] for column in _STORED_DISPLAY]
 
     def row(self, row: int) -> dict[str, object]:
-        """`DISPLAY_COLUMNS` of one row, None where null."""
+        """`DISPLAY_COLUMNS` of one row, None where null; ValueError when the record's
+        lengths do not add up to its extent (damaged bytes, which decode as anything)."""
         start = self._offsets[row]
         lengths = _RECORD_HEADER.unpack_from(self._data, start)
         position = start + _RECORD_HEADER.size
         values: dict[str, object] = {"document_id": self._document_ids[row]}
         for column, length, decode in zip(_STORED_DISPLAY, lengths, self._decoders, strict=True):
-            if length < 0:
+            if length == -1:
                 values[column] = None
                 continue
+            if length < 0:
+                raise ValueError(f"the display record of row {row} has a length of {length}")
             values[column] = decode(self._data[position : position + length])
             position += length
+        if position != self._offsets[row + 1]:
+            raise ValueError(f"the display record of row {row} does not span its bytes")
         return values
 
 

@@ -125,3 +125,18 @@ def test_an_array_damaged_is_one_line_for_a_search_in_its_own_process(home: Sett
     build_id = path.name.removeprefix("search-").removesuffix(".duckdb")
     _one_line_error(searched.stderr, path, f"build {build_id} is not sealed: checksum mismatch")
     assert "display.records.bytes.npy" in searched.stderr
+
+
+def test_records_whose_lengths_read_as_nulls_are_damage_too(
+    home: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 0xff bytes read as length -1 (null) for every column: a record of nulls, not an error,
+    # unless the lengths must add up to the record's bytes.
+    zero_records(home, fill=0xFF)
+    path = current_artifact(home)
+    assert path is not None
+    build_id = path.name.removeprefix("search-").removesuffix(".duckdb")
+    assert main(["search", QUERY, "--mode", "lexical"]) == 1
+    _one_line_error(
+        capsys.readouterr().err, path, f"build {build_id} is not sealed: checksum mismatch"
+    )

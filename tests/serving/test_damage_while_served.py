@@ -21,9 +21,9 @@ from .conftest import Pipeline
 from .test_mcp import call, http_server, run_client
 
 
-def zero_records(settings: Settings) -> None:
-    """The operator's drill: zeros over the published display records (`dd conv=notrunc`),
-    past the `.npy` header, so the file still maps as the same array."""
+def zero_records(settings: Settings, fill: int = 0) -> None:
+    """The operator's drill: zeros (or `fill` bytes) over the published display records
+    (`dd conv=notrunc`), past the `.npy` header, so the file still maps as the same array."""
     path = current_artifact(settings)
     assert path is not None
     records = arrays.array_file(files.arrays_dir_of(path), "display.records.bytes")
@@ -31,7 +31,7 @@ def zero_records(settings: Settings) -> None:
     records.chmod(0o644)
     with records.open("r+b") as file:
         file.seek(data_start)
-        file.write(bytes(records.stat().st_size - data_start))
+        file.write(bytes([fill]) * (records.stat().st_size - data_start))
 
 
 # What a requester reads: no path, no build id (requesters are not trusted).
