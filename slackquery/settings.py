@@ -43,7 +43,7 @@ class Settings(BaseSettings):
     )
     canonical_db: Path | None = Field(
         default=None,
-        description="Canonical Slack DuckDB (written only by `import`). "
+        description="Canonical Slack DuckDB (written only by `import` and `sync`). "
         "Default: HOME/canonical.duckdb.",
     )
     state_db: Path | None = Field(
