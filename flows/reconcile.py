@@ -331,7 +331,9 @@ def _run(
     settings = get_settings()
     with contextlib.ExitStack() as stack:
         try:
-            stack.enter_context(files.reconcile_lock(settings.home))
+            stack.enter_context(
+                files.reconcile_lock(settings.home, files.holder_name("a reconcile"))
+            )
         except SlackqueryError as error:
             logger.warning("%s; skipping this run", error)
             return {"status": "skipped", "reason": str(error)}

@@ -121,7 +121,7 @@ def _hold_writers_off(settings: Settings, held: ExitStack) -> None:
         raise SlackqueryError(
             f"nothing to back up: no canonical store or state database in {settings.home}"
         )
-    holder = f"a backup (PID {os.getpid()})"  # what the refused writers are told
+    holder = files.holder_name("a backup")  # what the refused writers are told
     held.enter_context(writer_lock(settings, holder))
     if settings.home.is_dir():
         held.enter_context(files.reconcile_lock(settings.home, holder))

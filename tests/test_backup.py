@@ -14,10 +14,11 @@ import pytest
 from serving.cursor import home_secret
 from slackquery import backup
 from slackquery.access.grants import GrantStore, grants_path
-from slackquery.artifacts import files
+from slackquery.artifacts import build, files
 from slackquery.artifacts.build import build_artifact
 from slackquery.artifacts.publish import current_artifact, publish
 from slackquery.backup import back_up
+from slackquery.canonical import importer
 from slackquery.canonical.importer import import_source
 from slackquery.canonical.store import writer_lock
 from slackquery.cli import main
@@ -102,6 +103,40 @@ def test_a_running_writer_makes_it_fail_at_once(
         back_up(settings, tmp_path / "copy")
 
     assert leftovers(tmp_path) == [] and not (tmp_path / "copy").exists()
+
+
+def test_a_backup_refused_by_a_running_command_names_it(
+    settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    told = []
+
+    def back_up_meanwhile(run: Any) -> Any:
+        """`run`, which tries a backup at its first call."""
+        calls = []
+
+        def running(*args: Any, **kwargs: Any) -> Any:
+            if not calls:
+                with pytest.raises(SlackqueryError) as refused:
+                    back_up(settings, tmp_path / "copy")
+                told.append(str(refused.value).split(" (lock held")[0])
+            calls.append(args)
+            return run(*args, **kwargs)
+
+        return running
+
+    monkeypatch.setattr(
+        importer,
+        "_import_in_one_transaction",
+        back_up_meanwhile(importer._import_in_one_transaction),
+    )
+    monkeypatch.setattr(build, "connect", back_up_meanwhile(build.connect))
+    import_source(settings, write_export(tmp_path / "acme.zip", default_members()))
+    build_artifact(settings)
+
+    assert told == [
+        f"an import (PID {os.getpid()}) is running",
+        f"a build (PID {os.getpid()}) is running",
+    ]
 
 
 def test_writers_refused_during_a_backup_are_told_it_is_a_backup(

@@ -410,7 +410,7 @@ def build_artifact(settings: Settings, step: Callable[[str], None] = _no_step) -
         raise SlackqueryError(f"no state database at {state_path}: run `slackquery project` first")
     artifact_dir = settings.artifact_path
     make_folder(artifact_dir)
-    with files.artifact_lock(artifact_dir):
+    with files.artifact_lock(artifact_dir, files.holder_name("a build")):
         conn = connect(str(state_path), what="state database")
         try:
             conn.execute("set memory_limit = ?", [settings.artifact_build_memory_limit])

@@ -187,6 +187,12 @@ def exclusive_lock(path: Path, what: str, holder: str | None = None) -> Iterator
         handle.close()
 
 
+def holder_name(what: str) -> str:
+    """How this process names itself in a lock it takes (`exclusive_lock`'s `holder`), for
+    those it refuses: `a sync (PID 7) is running`."""
+    return f"{what} (PID {os.getpid()})"
+
+
 def reconcile_lock(
     home: Path, holder: str | None = None
 ) -> contextlib.AbstractContextManager[None]:

@@ -132,7 +132,8 @@ def _validation(
 def _publish(settings: Settings, reference: str, *, is_rollback: bool) -> dict[str, Any]:
     artifact_dir = settings.artifact_path.resolve()
     make_folder(artifact_dir)
-    with files.artifact_lock(artifact_dir):
+    holder = files.holder_name("a rollback" if is_rollback else "a publish")
+    with files.artifact_lock(artifact_dir, holder):
         conn = _open_state(settings)
         try:
             history.mark_interrupted(conn)

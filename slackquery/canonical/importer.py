@@ -18,6 +18,7 @@ from typing import Any
 import duckdb
 import orjson
 
+from slackquery.artifacts.files import holder_name
 from slackquery.canonical import store, torn_commits
 from slackquery.canonical.formats import LOADERS
 from slackquery.canonical.rows import MESSAGE_COLUMNS
@@ -70,7 +71,7 @@ def import_source(
     slug_hint = workspace_slug or slug_from_path(path)
     warnings = Warnings()
 
-    with store.writer_lock(settings):
+    with store.writer_lock(settings, holder_name("an import")):
         loader = LOADERS[fmt](settings, path, slug_hint, warnings)
         report = _import_in_one_transaction(
             settings,

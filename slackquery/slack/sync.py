@@ -84,6 +84,7 @@ from typing import Any
 
 import orjson
 
+from slackquery.artifacts.files import holder_name
 from slackquery.canonical import store
 from slackquery.canonical.authors import Authors
 from slackquery.canonical.importer import SLUG, slug_keyed_copy, upsert_workspace
@@ -189,7 +190,7 @@ def sync(
     run_id = f"{started_at:%Y%m%dT%H%M%S%f}Z-sync-{uuid.uuid4().hex[:8]}"
     warnings = Warnings()
     with ExitStack() as stack:
-        stack.enter_context(store.writer_lock(settings))
+        stack.enter_context(store.writer_lock(settings, holder_name("a sync")))
         client = stack.enter_context(SlackClient(settings, clock=clock))
         db = SyncStore(settings, run_id, warnings)
         stack.callback(db.close)
