@@ -66,11 +66,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--messages",
         type=whole_number(0),
-        default=100_000,
         help="with --plan: the workspace size to plan for (default 100,000 messages)",
     )
     add_json_flag(parser)
-    parser.set_defaults(handler=run)
+    parser.set_defaults(handler=run, usage_error=parser.error)
 
 
 def conversation_types(value: str) -> tuple[str, ...]:
@@ -86,8 +85,10 @@ def conversation_types(value: str) -> tuple[str, ...]:
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Sync (or plan) and print the summary."""
+    if args.messages is not None and not args.plan:
+        args.usage_error("--messages applies to --plan")
     if args.plan:
-        result = plan(settings, args.messages)
+        result = plan(settings, 100_000 if args.messages is None else args.messages)
         emit(args, result, render_plan(result))
         return 0
     request = SyncRequest(

@@ -267,6 +267,15 @@ def test_cli_without_a_token_says_how_to_set_one(
     assert "set SLACKQUERY_SLACK_TOKEN" in capsys.readouterr().err
 
 
+def test_cli_a_size_to_plan_for_without_plan_is_a_usage_error(
+    home, capsys: pytest.CaptureFixture
+) -> None:
+    with pytest.raises(SystemExit) as refused:  # it started a real sync, the size ignored
+        main(["sync", "--messages", "10"])
+    assert refused.value.code == 2
+    assert "--messages applies to --plan" in capsys.readouterr().err
+
+
 def test_cli_plan_prints_every_preset_from_the_store_shape(
     live: Live, capsys: pytest.CaptureFixture
 ) -> None:
