@@ -360,6 +360,8 @@ def run_dbt(
     shared) and logs under SLACKQUERY_HOME, profile paths passed in `environment`, and
     the DuckDB file dbt-duckdb keeps open released afterwards.
     """
+    target = make_folder(settings.home / "dbt" / target_subdir)  # dbt's would be 0755
+    logs = make_folder(settings.log_path / "dbt")
     full_args = [
         *args,
         "--project-dir",
@@ -367,9 +369,9 @@ def run_dbt(
         "--profiles-dir",
         str(PROFILES_DIR),
         "--target-path",
-        str(settings.home / "dbt" / target_subdir),
+        str(target),
         "--log-path",
-        str(settings.log_path / "dbt"),
+        str(logs),
         "--log-level",
         "none",
         "--log-level-file",
@@ -386,7 +388,7 @@ def run_dbt(
         _Progress() if progress else nullcontext() as display,
     ):
         result = _invoke_dbt(full_args, display)
-    _raise_for_failure(result, args[0], settings.log_path / "dbt" / "dbt.log")
+    _raise_for_failure(result, args[0], logs / "dbt.log")
     return result.result
 
 

@@ -40,6 +40,7 @@ import numpy as np
 from slackquery.artifacts import documents, files, postings
 from slackquery.duckdb_setup import connect
 from slackquery.errors import SlackqueryError
+from slackquery.folders import PRIVATE_FOLDER_MODE
 
 VECTOR_DTYPES = {
     "vectors": np.dtype(np.float32),
@@ -284,7 +285,7 @@ def write_arrays(
     display texts and postings are written and freed. Every file is fsynced; the caller
     renames the folder to its final name once the artifact has been validated.
     """
-    folder.mkdir()
+    folder.mkdir(mode=PRIVATE_FOLDER_MODE)
     conn = connect(str(artifact), read_only=True)
     try:
         conn.execute("set memory_limit = ?", [memory_limit])

@@ -47,7 +47,7 @@ def _builds(settings: Settings) -> dict[str, dict]:
 
 
 def test_build_writes_a_sealed_artifact_and_publish_makes_it_current(
-    state_settings: Settings, capsys: pytest.CaptureFixture[str]
+    open_umask: None, state_settings: Settings, capsys: pytest.CaptureFixture[str]
 ) -> None:
     settings = state_settings
     steps: list[str] = []
@@ -71,6 +71,16 @@ def test_build_writes_a_sealed_artifact_and_publish_makes_it_current(
     assert manifest["checksum_sha256"] == files.sha256_file(path)
     assert files.read_json(files.validation_file(settings.artifact_path, build_id))["success"]
     assert current_artifact(settings) is None  # built, not published
+    # A home holds DMs: every folder the build made is private, dbt's and the arrays' too.
+    made = [
+        settings.artifact_path,
+        files.arrays_dir_of(path),
+        settings.home / "dbt",
+        *(settings.home / "dbt").iterdir(),
+        settings.log_path,
+        settings.log_path / "dbt",
+    ]
+    assert {stat.S_IMODE(folder.stat().st_mode) for folder in made} == {0o700}
 
     conn = connect(str(path), read_only=True)
     try:
