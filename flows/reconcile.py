@@ -332,7 +332,7 @@ def _run(
     with contextlib.ExitStack() as stack:
         try:
             stack.enter_context(
-                files.reconcile_lock(settings.home, files.holder_name("a reconcile"))
+                files.pipeline_lock(settings.home, files.holder_name("a reconcile"))
             )
         except SlackqueryError as error:
             logger.warning("%s; skipping this run", error)

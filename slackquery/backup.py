@@ -124,7 +124,7 @@ def _hold_writers_off(settings: Settings, held: ExitStack) -> None:
     holder = files.holder_name("a backup")  # what the refused writers are told
     held.enter_context(writer_lock(settings, holder))
     if settings.home.is_dir():
-        held.enter_context(files.reconcile_lock(settings.home, holder))
+        held.enter_context(files.pipeline_lock(settings.home, holder))
     if settings.artifact_path.is_dir():
         held.enter_context(files.artifact_lock(settings.artifact_path, holder))
     for path, _name, what in _databases(settings):

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pydantic import ValidationError
 
 from slackquery import __version__
-from slackquery.commands import exclusions_apart, reader_gone, with_exclusions
+from slackquery.commands import exclusions_apart, pipeline_writer, reader_gone, with_exclusions
 from slackquery.errors import SlackqueryError
 from slackquery.escaping import terminal_line
 from slackquery.settings import Settings, get_settings
@@ -189,7 +189,9 @@ def parse_arguments(words: list[str]) -> argparse.Namespace:
 def _run(args: argparse.Namespace) -> int:
     """The command's exit status, every failure of it one line on stderr."""
     try:
-        return args.handler(args, settings_from_environment()) or 0
+        settings = settings_from_environment()
+        with pipeline_writer(args, settings):
+            return args.handler(args, settings) or 0
     except SlackqueryError as error:
         # Errors quote input and archive names back: escaped, and so one line.
         print(f"error: {terminal_line(str(error))}", file=sys.stderr)

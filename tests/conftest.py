@@ -13,6 +13,7 @@ from dbt.contracts.files import FileHash
 from dbt.parser.manifest import ManifestLoader
 
 from slackquery import duckdb_setup, projection
+from slackquery.folders import make_folder
 from slackquery.settings import Settings, get_settings
 
 
@@ -75,7 +76,7 @@ def dbt_parse_seed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         seed = seeds / options["target_subdir"] / "partial_parse.msgpack"
         parsed = settings.home / "dbt" / options["target_subdir"] / seed.name
         if seed.exists() and not parsed.exists():
-            parsed.parent.mkdir(parents=True, exist_ok=True)
+            make_folder(parsed.parent)  # as `run_dbt` would: private
             shutil.copyfile(seed, parsed)
         try:
             return run_dbt(settings, args, **options)

@@ -88,7 +88,7 @@ WRITERS = {
     "another import or sync": lambda settings: writer_lock(settings),
     # Reconcile leaves the state database closed between its steps: its own lock, not the
     # database's, keeps a backup from slipping in (and failing the run).
-    "another reconcile": lambda settings: files.reconcile_lock(settings.home),
+    "another reconcile": lambda settings: files.pipeline_lock(settings.home),
     "another artifact build or publish": lambda settings: files.artifact_lock(
         settings.artifact_path
     ),

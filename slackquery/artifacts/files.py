@@ -193,11 +193,31 @@ def holder_name(what: str) -> str:
     return f"{what} (PID {os.getpid()})"
 
 
-def reconcile_lock(
-    home: Path, holder: str | None = None
-) -> contextlib.AbstractContextManager[None]:
-    """The lock that serialises reconcile runs."""
+def pipeline_lock(home: Path, holder: str | None = None) -> contextlib.AbstractContextManager[None]:
+    """The lock held by each reconcile run, backup and command that writes the state
+    database or the artifacts (`commands.writes_the_pipeline`): one of them meeting another
+    halfway failed it (a publish waiting on the state database held the artifact lock when
+    a reconcile came to build), and a reader between two of their steps could fail the
+    next (dbt opens the state database once, without waiting)."""
     return exclusive_lock(home / RECONCILE_LOCK_NAME, "another reconcile", holder)
+
+
+def pipeline_holder(home: Path) -> str | None:
+    """Who holds the `pipeline_lock` now, as it named itself (`a reconcile (PID 7)`); None
+    when no one does. A reader checks it before opening the state database: it then stays
+    out of a writer's way. (The check takes the lock shared for an instant.)"""
+    path = home / RECONCILE_LOCK_NAME
+    try:
+        handle = path.open(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    with handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return handle.read().strip() or "another reconcile"
+        fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    return None
 
 
 def artifact_lock(

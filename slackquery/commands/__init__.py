@@ -12,6 +12,7 @@ from datetime import date
 from typing import Any
 
 from serving.cursor import home_secret
+from slackquery.artifacts import files
 from slackquery.escaping import json_text
 from slackquery.settings import Settings
 
@@ -32,6 +33,24 @@ class _JoinedWords(argparse.Action):
 
     def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
         setattr(namespace, self.dest, " ".join(values))
+
+
+def writes_the_pipeline(parser: argparse.ArgumentParser, what: str) -> None:
+    """Mark a command that writes the state database or the artifacts: it runs holding
+    `files.pipeline_lock`, named `what` (`a build`) to whom it refuses (`pipeline_writer`,
+    around every command's handler)."""
+    parser.set_defaults(pipeline_writer=what)
+
+
+@contextmanager
+def pipeline_writer(args: argparse.Namespace, settings: Settings) -> Iterator[None]:
+    """Hold the pipeline lock while a command `writes_the_pipeline` runs."""
+    what = getattr(args, "pipeline_writer", None)
+    if what is None:
+        yield
+        return
+    with files.pipeline_lock(settings.home, files.holder_name(what)):
+        yield
 
 
 def add_text_argument(parser: argparse.ArgumentParser, name: str, help: str) -> None:

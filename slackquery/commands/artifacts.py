@@ -4,10 +4,11 @@ import argparse
 from typing import Any
 
 from slackquery.artifacts import history
-from slackquery.artifacts.files import artifact_file
+from slackquery.artifacts.files import artifact_file, pipeline_holder
 from slackquery.artifacts.pointer import current_target
 from slackquery.commands import add_json_flag, emit, whole_number
 from slackquery.duckdb_setup import connect
+from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
 
 
@@ -61,7 +62,13 @@ def list_artifacts(settings: Settings, limit: int | None = None) -> list[dict[st
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    """Print the build history."""
+    """Print the build history; not while a pipeline command or reconcile writes the state
+    database (opening it meanwhile could fail that writer's next step)."""
+    holder = pipeline_holder(settings.home)
+    if holder is not None:
+        raise SlackqueryError(
+            f"{holder} is writing the state database: the build history once it is done"
+        )
     rows = list_artifacts(settings, args.limit)
     lines = [f"{'':2}{'build id':36} {'status':11} {'documents':>9} {'vectors':>8}  file"]
     for row in rows:

@@ -5,7 +5,13 @@ import argparse
 from slackquery.artifacts.build import build_artifact
 from slackquery.artifacts.files import artifact_file, manifest_file
 from slackquery.artifacts.files import read_json as read_manifest
-from slackquery.commands import add_json_flag, emit, shows_progress, step_status
+from slackquery.commands import (
+    add_json_flag,
+    emit,
+    shows_progress,
+    step_status,
+    writes_the_pipeline,
+)
 from slackquery.settings import Settings
 
 
@@ -24,6 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_json_flag(parser)
     parser.set_defaults(handler=run)
+    writes_the_pipeline(parser, "a build")
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:

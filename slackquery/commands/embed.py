@@ -18,6 +18,7 @@ from slackquery.commands import (
     shows_progress,
     use_prefect,
     whole_number,
+    writes_the_pipeline,
 )
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
@@ -58,6 +59,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_engine_flag(parser)
     add_json_flag(parser)
     parser.set_defaults(handler=run)
+    writes_the_pipeline(parser, "an embed run")
 
 
 def add_dask_flags(parser: argparse.ArgumentParser) -> None:

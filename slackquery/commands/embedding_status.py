@@ -8,15 +8,21 @@ embed run holds the state database, it reports what that run writes beside it
 
 import argparse
 import json
+import re
 from datetime import datetime
 from typing import Any
 
+from slackquery.artifacts import files
 from slackquery.commands import add_json_flag, emit
 from slackquery.duckdb_setup import BusyDatabase
 from slackquery.embedding import configured_identity
 from slackquery.embedding import state as work_state
 from slackquery.embedding.run_progress import running_embed
+from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
+
+# The PID in a lock holder's name (`files.holder_name`).
+HOLDER_PID = re.compile(r"\(PID (\d+)\)")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -34,30 +40,39 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
-def status(settings: Settings) -> dict[str, Any]:
-    """The status report as a dict (the CLI prints it; tests and reconcile read it)."""
+def _empty_report(settings: Settings) -> dict[str, Any]:
     identity = configured_identity(settings)
-    result: dict[str, Any] = {
+    return {
         "state_db": str(settings.state_path),
         "configured_generation": identity.to_dict() if identity else None,
         "generations": [],
     }
+
+
+def _running_report(settings: Settings, running: dict[str, Any]) -> dict[str, Any]:
+    """The report while an embed run holds the state database (for hours): what it last
+    wrote beside it."""
+    return _empty_report(settings) | {
+        "running_embed": running,
+        "note": f"an embed run (PID {running['pid']}) is writing the state database: its "
+        "progress follows; the full report once it ends",
+    }
+
+
+def status(settings: Settings) -> dict[str, Any]:
+    """The status report as a dict (the CLI prints it; tests and reconcile read it)."""
+    result = _empty_report(settings)
+    configured_id = (result["configured_generation"] or {}).get("generation_id")
     if not settings.state_path.exists():
         result["note"] = "no state database yet"
         return result
     try:
         connection = work_state.connect(settings.state_path, read_only=True)
     except BusyDatabase as busy:
-        # An embed run holds it for hours: what it last wrote beside it is the report.
         running = running_embed(settings.state_path, busy.holder_pid)
         if running is None:
             raise
-        result["running_embed"] = running
-        result["note"] = (
-            f"an embed run (PID {running['pid']}) is writing the state database: its "
-            "progress follows; the full report once it ends"
-        )
-        return result
+        return _running_report(settings, running)
     try:
         if not work_state.has_table(connection, "embedding_generations"):
             result["note"] = "nothing embedded yet"
@@ -72,7 +87,7 @@ def status(settings: Settings) -> dict[str, Any]:
                 "generation_id": generation_id,
                 "identity": json.loads(identity_json),
                 "created_at": created_at,
-                "is_configured": identity is not None and identity.generation_id == generation_id,
+                "is_configured": generation_id == configured_id,
             }
             if has_documents:
                 entry["counts"] = work_state.state_counts(connection, generation_id)
@@ -178,6 +193,16 @@ def _format(result: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> None:
-    """Print the status report."""
-    result = status(settings)
+    """Print the status report; while a pipeline command or reconcile writes the state
+    database, the progress of its embed run, without opening the database."""
+    holder = files.pipeline_holder(settings.home)
+    result = status(settings) if holder is None else _while_written(settings, holder)
     emit(args, result, _format(result))
+
+
+def _while_written(settings: Settings, holder: str) -> dict[str, Any]:
+    pid = HOLDER_PID.search(holder)
+    running = running_embed(settings.state_path, int(pid[1]) if pid else None)
+    if running is None:
+        raise SlackqueryError(f"{holder} is writing the state database: the report once it is done")
+    return _running_report(settings, running)

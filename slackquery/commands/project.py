@@ -2,7 +2,7 @@
 
 import argparse
 
-from slackquery.commands import add_json_flag, emit, shows_progress
+from slackquery.commands import add_json_flag, emit, shows_progress, writes_the_pipeline
 from slackquery.projection import DOCUMENT_KINDS, project
 from slackquery.settings import Settings
 
@@ -40,6 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_json_flag(parser)
     parser.set_defaults(handler=run)
+    writes_the_pipeline(parser, "a projection")
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:

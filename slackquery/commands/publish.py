@@ -6,7 +6,7 @@ from typing import Any
 
 from slackquery.artifacts.files import build_id_of
 from slackquery.artifacts.publish import publish
-from slackquery.commands import add_json_flag, emit
+from slackquery.commands import add_json_flag, emit, writes_the_pipeline
 from slackquery.settings import Settings
 
 
@@ -31,6 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_json_flag(parser)
     parser.set_defaults(handler=run)
+    writes_the_pipeline(parser, "a publish")
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:

@@ -4,7 +4,7 @@ import argparse
 from typing import Any
 
 from slackquery.artifacts.publish import rollback
-from slackquery.commands import add_json_flag, emit
+from slackquery.commands import add_json_flag, emit, writes_the_pipeline
 from slackquery.commands.publish import previous_build
 from slackquery.settings import Settings
 
@@ -30,6 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_json_flag(parser)
     parser.set_defaults(handler=run)
+    writes_the_pipeline(parser, "a rollback")
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:

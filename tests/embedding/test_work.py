@@ -14,6 +14,7 @@ import duckdb
 import numpy as np
 import pytest
 
+from slackquery.artifacts import files
 from slackquery.cli import main
 from slackquery.crash import CRASH_ENV
 from slackquery.embedding import build_embedder, state
@@ -338,7 +339,8 @@ def test_cli_errors_are_one_line(settings: Settings, capsys) -> None:
     assert capsys.readouterr().err == (
         f"error: no state database at {settings.state_path}: run `slackquery project` first\n"
     )
-    assert not settings.home.exists() or not any(settings.home.iterdir())
+    # Nothing but the pipeline lock every writing command holds.
+    assert [path.name for path in settings.home.iterdir()] == [files.RECONCILE_LOCK_NAME]
     duckdb.connect(str(settings.state_path)).close()
     assert main(["embed", "--engine", "plain"]) == 1
     assert "no search_documents table" in capsys.readouterr().err

@@ -92,7 +92,7 @@ def test_reconcile_publishes_then_skips_when_unchanged(
     second = reconcile()
     assert second["status"] == "unchanged" and second["build_id"] == first["build_id"]
 
-    with files.reconcile_lock(pipeline.home):
+    with files.pipeline_lock(pipeline.home):
         assert reconcile()["status"] == "skipped"
 
 
@@ -176,7 +176,7 @@ def test_plain_reconcile_runs_the_same_steps_without_prefect(
     assert main(["reconcile", "--engine", "plain", "--json"]) == 0
     again = json.loads(capsys.readouterr().out)
     assert again["status"] == "unchanged" and again["build_id"] == first["build_id"]
-    with files.reconcile_lock(pipeline.home):
+    with files.pipeline_lock(pipeline.home):
         assert reconcile_plain()["status"] == "skipped"
 
 
