@@ -7,14 +7,16 @@ key, and the published artifact with its seal, so the copy serves as it is
 spill) and retained artifacts are left out: `reconcile` makes them again.
 
 Consistency comes from the writers' own locks: while the copy is taken, the canonical
-store's writer lock keeps `import` and `sync` out, the reconcile lock `reconcile` (which
-leaves the state database closed between its steps), the artifact lock `build`, `publish`
-and `rollback`, and each database is held open read-only, which DuckDB's file lock refuses
-to any other writer (`project`, `embed`). A writer already running
-makes the backup fail at once, naming it. The copy is made beside its destination and
-renamed into place when complete and checked, so a killed backup never leaves a partial
-copy under the name asked for; the next backup into the same folder removes what one killed
-outright (SIGKILL, power loss) left there.
+store's writer lock keeps `import` and `sync` out, the pipeline lock `reconcile` (which
+leaves the state database closed between its steps), `project`, `embed`, `build`,
+`publish` and `rollback`, the artifact lock any other builder, and each database is held
+open read-only, which DuckDB's file lock refuses to any other writer. A writer already
+running makes the backup fail at once, naming it. What the home lacks (a lost state
+database, the published artifact's file) is named in the record, never passed over in
+silence. The copy is made beside its destination and renamed into place when complete and
+checked, so a killed backup never leaves a partial copy under the name asked for; the next
+backup into the same folder removes what one killed outright (SIGKILL, power loss) left
+there.
 """
 
 import fcntl
@@ -31,7 +33,7 @@ from typing import Any
 from slackquery import __version__
 from slackquery.access.grants import grants_path
 from slackquery.artifacts import files, validate
-from slackquery.artifacts.pointer import current_artifact
+from slackquery.artifacts.pointer import current_artifact, current_target
 from slackquery.canonical.store import writer_lock
 from slackquery.commands import CURSOR_KEY_NAME
 from slackquery.duckdb_setup import open_database, wal_file
@@ -131,13 +133,31 @@ def _hold_writers_off(settings: Settings, held: ExitStack) -> None:
         held.callback(open_database(str(path), read_only=True, what=what).close)
 
 
-def _databases(settings: Settings) -> list[tuple[Path, str, str]]:
-    """(file, its name in a home, what it is) of each database this home has."""
-    databases = [
+def _all_databases(settings: Settings) -> list[tuple[Path, str, str]]:
+    """(file, its name in a home, what it is) of each database a home may have."""
+    return [
         (settings.canonical_path, "canonical.duckdb", "canonical store"),
         (settings.state_path, "state.duckdb", "state database"),
     ]
-    return [database for database in databases if database[0].is_file()]
+
+
+def _databases(settings: Settings) -> list[tuple[Path, str, str]]:
+    """`_all_databases` this home has."""
+    return [database for database in _all_databases(settings) if database[0].is_file()]
+
+
+def _missing(settings: Settings) -> list[str]:
+    """What a backup would hold that this home lacks (lost, or never made): the record says
+    so, since the copy cannot bring it back."""
+    missing = [
+        f"the {what} ({path})"
+        for path, _name, what in _all_databases(settings)
+        if not path.is_file()
+    ]
+    target = current_target(settings.artifact_path)
+    if target is not None and current_artifact(settings) is None:
+        missing.append(f"the published artifact {target} (`current.duckdb` points to it)")
+    return missing
 
 
 def _copy_home(
@@ -158,6 +178,7 @@ def _copy_home(
         "source_home": str(settings.home.resolve()),
         "published_build": build_id,
         "left_out": left_out,
+        "missing_from_home": _missing(settings),
         "removed_partial_copies": removed,
         "files": sorted(
             str(path.relative_to(staging)) for path in staging.rglob("*") if not path.is_dir()

@@ -169,6 +169,32 @@ def test_a_database_another_process_writes_is_named(settings: Settings, tmp_path
     assert leftovers(tmp_path) == [] and not (tmp_path / "copy").exists()
 
 
+def test_what_the_home_lost_is_named_not_passed_over(
+    settings: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # It said "published artifact none (nothing was published)" and left out the state
+    # database in silence.
+    settings.state_path.unlink()
+    published = current_artifact(settings)
+    assert published is not None
+    published.unlink()
+
+    assert main(["backup", str(tmp_path / "copy"), "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+
+    assert record["published_build"] is None and record["left_out"] is None
+    assert record["missing_from_home"] == [
+        f"the state database ({settings.state_path})",
+        f"the published artifact {published.name} (`current.duckdb` points to it)",
+    ]
+    assert main(["backup", str(tmp_path / "again")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].endswith(", published artifact none")
+    assert lines[2:] == [
+        f"  not in the home, so not in the backup: {part}" for part in record["missing_from_home"]
+    ]
+
+
 def test_a_damaged_published_artifact_is_left_out_and_the_rest_kept(
     settings: Settings, tmp_path: Path
 ) -> None:

@@ -44,11 +44,15 @@ def render(destination: Path, record: dict[str, Any]) -> str:
     if record["left_out"]:
         lines = [head, f"  left out {record['left_out']}"]
     else:
-        published = record["published_build"] or "none (nothing was published)"
+        nothing = "none" if record["missing_from_home"] else "none (nothing was published)"
+        published = record["published_build"] or nothing
         lines = [f"{head}, published artifact {published}"]
     lines.append(
         f"  use it: SLACKQUERY_HOME={destination} slackquery serve (or copy it back as the home)"
     )
+    lines += [
+        f"  not in the home, so not in the backup: {part}" for part in record["missing_from_home"]
+    ]
     lines += [
         f"  removed {name}, the partial copy of a backup that was killed"
         for name in record["removed_partial_copies"]
