@@ -51,7 +51,7 @@ from prefect.cache_policies import NO_CACHE
 from flows.embed import with_dask
 from slackquery.artifacts import files, history, inputs, schema, validate
 from slackquery.artifacts.build import COPIED_MARTS, build_artifact
-from slackquery.artifacts.pointer import current_artifact
+from slackquery.artifacts.pointer import current_artifact, current_target
 from slackquery.artifacts.publish import publish, record_pointer
 from slackquery.duckdb_setup import connect
 from slackquery.embedding import state as embedding_state
@@ -227,7 +227,10 @@ def _why_build(
     run's log is the only place an operator reads it."""
     published = next((build for build in builds if build["build_id"] == published_id), None)
     if published_id is None:
-        return "nothing is published yet"
+        target = current_target(settings.artifact_path)
+        if target is not None:  # `current_artifact` sees no file there
+            return f"the published file {target} was missing"
+        return "nothing was published before"
     if published is None:
         return f"{published_id}, published, has no record in this state database"
     if published["generation_id"] != generation.generation_id:

@@ -154,8 +154,8 @@ def _resolve_names(
     return tuple(sorted(resolved))
 
 
-# How to move off a published artifact whose files are damaged: a sealed artifact is never
-# repaired in place, another build is published instead.
+# How to move off a published artifact whose files are damaged or gone: a sealed artifact is
+# never repaired in place, another build is published instead.
 MOVE_OFF_DAMAGED = (
     "roll back (`slackquery rollback <build id>`, see `slackquery artifacts`) "
     "or build and publish a new one"

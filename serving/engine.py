@@ -27,6 +27,7 @@ from serving.access import Requester, Visibility, channel_of
 from serving.arms import ARMS, Arm
 from serving.artifact import (
     CONVERSATION_TYPES,
+    MOVE_OFF_DAMAGED,
     READ_ERRORS,
     ArtifactUnavailable,
     Filters,
@@ -259,7 +260,9 @@ class SearchEngine:
                 entry = self._entries.get(path)
             if entry is None:
                 if not path.exists():
-                    raise ArtifactUnavailable(f"published artifact {path} is missing")
+                    raise ArtifactUnavailable(
+                        f"published artifact {path} is missing; {MOVE_OFF_DAMAGED}"
+                    )
                 entry = _Entry(LoadedArtifact(path))
             with self._lock:
                 self._entries.setdefault(path, entry)

@@ -82,7 +82,7 @@ def test_reconcile_publishes_then_skips_when_unchanged(
     assert first["status"] == "published"
     # The run's log names what it published (a deployment's only record of it).
     assert (
-        f"reconcile: built and published {first['build_id']}: nothing is published yet"
+        f"reconcile: built and published {first['build_id']}: nothing was published before"
         in caplog.messages
     )
     assert (
@@ -115,6 +115,11 @@ def test_a_damaged_published_artifact_is_rebuilt(pipeline: Settings) -> None:
         "artifact, which is damaged (checksum mismatch"
     )
     assert plan_build.fn(False)["action"] == "skip"
+    # A published file gone from under its pointer: not "nothing was published".
+    files.artifact_file(pipeline.artifact_path, rebuilt["build_id"]).unlink()
+    gone = plan_build.fn(False)
+    assert gone["action"] == "build"
+    assert gone["why"] == f"the published file search-{rebuilt['build_id']}.duckdb was missing"
 
 
 def test_a_build_of_another_schema_version_is_rebuilt(pipeline: Settings) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from serving.artifact import LoadedArtifact
+from serving.artifact import MOVE_OFF_DAMAGED, LoadedArtifact
 from slackquery.artifacts.build import build_artifact
 from slackquery.artifacts.publish import current_artifact, publish
 from slackquery.cli import main
@@ -139,4 +139,17 @@ def test_records_whose_lengths_read_as_nulls_are_damage_too(
     assert main(["search", QUERY, "--mode", "lexical"]) == 1
     _one_line_error(
         capsys.readouterr().err, path, f"build {build_id} is not sealed: checksum mismatch"
+    )
+
+
+def test_a_published_file_gone_from_under_its_pointer_says_how_to_move_off(
+    home: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = current_artifact(home)
+    assert path is not None
+    path.unlink()
+    assert main(["search", QUERY, "--mode", "lexical"]) == 1
+    assert (
+        capsys.readouterr().err
+        == f"error: published artifact {path} is missing; {MOVE_OFF_DAMAGED}\n"
     )
