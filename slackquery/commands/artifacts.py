@@ -80,6 +80,6 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             + (f"  {row['error_message'][:80]}" if row["error_message"] else "")
         )
     if not rows:
-        lines = ["no builds yet: run `slackquery build`"]
+        lines = ["no builds yet: `slackquery reconcile` builds and publishes one"]
     emit(args, rows, "\n".join(lines))
     return 0
