@@ -67,8 +67,10 @@ def dbt_parse_seed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     about 2 s of its 2.3 s. One parse per dbt target serves every home: the first
     in-process run leaves its partial-parse file here, and a home without one starts from
     that copy, as a second run in one home would (dbt still re-checks every file against
-    it), in every worker of the run. Commands run in a subprocess parse from scratch."""
-    seeds = run_temp(tmp_path_factory) / "dbt-parse"
+    it). Commands run in a subprocess parse from scratch. Each worker keeps its own seed:
+    shared by the run's workers, one written by a home of another shape (a fixture's, whose
+    databases lie in other folders) made the other worker's homes parse from scratch."""
+    seeds = tmp_path_factory.getbasetemp() / "dbt-parse"
     run_dbt = projection.run_dbt
 
     @wraps(run_dbt)
@@ -83,10 +85,7 @@ def dbt_parse_seed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         finally:
             if parsed.exists() and not seed.exists():
                 seed.parent.mkdir(parents=True, exist_ok=True)
-                # Renamed into place: another worker may be copying the seed meanwhile.
-                partial = seed.with_name(f"{seed.name}.{os.getpid()}.tmp")
-                shutil.copyfile(parsed, partial)
-                os.replace(partial, seed)
+                shutil.copyfile(parsed, seed)
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(projection, "run_dbt", seeded_run_dbt)
