@@ -187,10 +187,22 @@ def exclusive_lock(path: Path, what: str, holder: str | None = None) -> Iterator
         handle.close()
 
 
+# The PID in a `holder_name`.
+_HOLDER_PID = re.compile(r"\(PID (\d+)\)")
+# How a pipeline lock's holder that wrote no name of its own is called.
+_UNNAMED_PIPELINE_HOLDER = "another reconcile"
+
+
 def holder_name(what: str) -> str:
     """How this process names itself in a lock it takes (`exclusive_lock`'s `holder`), for
     those it refuses: `a sync (PID 7) is running`."""
     return f"{what} (PID {os.getpid()})"
+
+
+def holder_pid(name: str) -> int | None:
+    """The PID in a `holder_name`; None in a name without one."""
+    found = _HOLDER_PID.search(name)
+    return int(found[1]) if found else None
 
 
 def pipeline_lock(home: Path, holder: str | None = None) -> contextlib.AbstractContextManager[None]:
@@ -199,7 +211,7 @@ def pipeline_lock(home: Path, holder: str | None = None) -> contextlib.AbstractC
     halfway failed it (a publish waiting on the state database held the artifact lock when
     a reconcile came to build), and a reader between two of their steps could fail the
     next (dbt opens the state database once, without waiting)."""
-    return exclusive_lock(home / RECONCILE_LOCK_NAME, "another reconcile", holder)
+    return exclusive_lock(home / RECONCILE_LOCK_NAME, _UNNAMED_PIPELINE_HOLDER, holder)
 
 
 def pipeline_holder(home: Path) -> str | None:
@@ -215,7 +227,7 @@ def pipeline_holder(home: Path) -> str | None:
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            return handle.read().strip() or "another reconcile"
+            return handle.read().strip() or _UNNAMED_PIPELINE_HOLDER
         fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
     return None
 

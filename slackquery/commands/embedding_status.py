@@ -8,7 +8,6 @@ embed run holds the state database, it reports what that run writes beside it
 
 import argparse
 import json
-import re
 from datetime import datetime
 from typing import Any
 
@@ -20,9 +19,6 @@ from slackquery.embedding import state as work_state
 from slackquery.embedding.run_progress import running_embed
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
-
-# The PID in a lock holder's name (`files.holder_name`).
-HOLDER_PID = re.compile(r"\(PID (\d+)\)")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -201,8 +197,7 @@ def run(args: argparse.Namespace, settings: Settings) -> None:
 
 
 def _while_written(settings: Settings, holder: str) -> dict[str, Any]:
-    pid = HOLDER_PID.search(holder)
-    running = running_embed(settings.state_path, int(pid[1]) if pid else None)
+    running = running_embed(settings.state_path, files.holder_pid(holder))
     if running is None:
         raise SlackqueryError(f"{holder} is writing the state database: the report once it is done")
     return _running_report(settings, running)
