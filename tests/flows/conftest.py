@@ -7,10 +7,14 @@ startup limit is generous because a loaded 2-core machine has taken over 30 s.
 from collections.abc import Iterator
 
 import pytest
-from prefect.testing.utilities import prefect_test_harness
 
 
 @pytest.fixture(autouse=True, scope="session")
 def prefect_harness() -> Iterator[None]:
+    # Imported here, not at the top: every pytest-xdist worker imports this file to
+    # collect the suite, and Prefect's server takes about 5 s to import, while only the
+    # worker that runs this folder (tests/conftest.py's scheduler) starts the harness.
+    from prefect.testing.utilities import prefect_test_harness
+
     with prefect_test_harness(server_startup_timeout=180):
         yield
