@@ -114,7 +114,8 @@ class Grant:
 
 
 class GrantsUnreadable(SlackqueryError):
-    """The grants file exists but cannot be read: no granted token can be checked."""
+    """The grants file cannot be read, or was lost from the folder the first grant made: no
+    granted token can be checked."""
 
 
 def grants_path(settings: Settings) -> Path:
@@ -137,10 +138,19 @@ class GrantStore:
         self._grants: list[Grant] = []
 
     def grants(self) -> list[Grant]:
-        """Every grant, revoked and expired ones included (cached by file mtime and size)."""
+        """Every grant, revoked and expired ones included (cached by file mtime and size).
+
+        None before the first grant; a file lost since (its folder remains) is no more
+        readable than a damaged one: a server refused every granted token without a word,
+        stayed ready, and `access list` said there were no grants."""
         try:
             stat = self.path.stat()
         except FileNotFoundError:
+            if self.path.parent.is_dir():
+                raise GrantsUnreadable(
+                    f"grants file {self.path} is missing, though its folder says grants were "
+                    "made: restore it from a backup, or remove the folder to grant anew"
+                ) from None
             return []
         key = (stat.st_mtime_ns, stat.st_size)
         with self._lock:

@@ -23,7 +23,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "reconcile",
         help="project, embed, build, validate and publish once (skips when unchanged)",
-        description="Run the Prefect flow `reconcile` once: dbt projection, embedding of new "
+        description="Run the pipeline's steps once (the `reconcile` flow): dbt projection, "
+        "embedding of new "
         "or changed documents, then a new validated artifact published atomically. The build "
         "is skipped when neither the source watermark nor the embedding generation changed "
         "since the published artifact and embedding has not moved on (a partly embedded "
@@ -34,9 +35,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "changed (the published artifact, the count-drift settings, the checks): the run "
         "then fails, as the refusal did, naming that build and why. Only one "
         "reconcile runs at a time. prefect.yaml "
-        "schedules the same flow hourly; without PREFECT_API_URL (and without --dask-workers "
-        "or --dask-address, which need the flow) the command runs the same steps as plain "
-        "Python (no temporary Prefect API).",
+        "schedules the same flow hourly. It runs as a Prefect flow run when --engine asks for "
+        "one (auto, the default: when PREFECT_API_URL is set) or a Dask cluster is asked for; "
+        "otherwise as plain Python, the same steps without a temporary Prefect API.",
     )
     parser.add_argument(
         "--full-refresh", action="store_true", help="rebuild every dbt model from scratch"

@@ -306,16 +306,24 @@ def test_a_non_member_sees_nothing_restricted_over_http(
         assert main(["access", "revoke", "chen"]) == 0
         revoked = {"Authorization": f"Bearer {tokens['chen']}"}
         assert httpx.post(f"{url}/mcp", json={}, headers=revoked).status_code == 401
-        # A grants file that cannot be read refuses every granted token: not ready either.
+        # A grants file that cannot be read, or is lost, refuses every granted token: not
+        # ready either.
         kept = grants_path(settings).read_bytes()
-        grants_path(settings).write_text("{garbage", encoding="utf-8")
-        unready = httpx.get(f"{url}/readyz")
-        assert (unready.status_code, unready.json()["error"]) == (
-            503,
-            "the access grants cannot be read, so granted tokens are refused; see the server log",
-        )
-        grants_path(settings).write_bytes(kept)
-        assert httpx.get(f"{url}/readyz").status_code == 200
+        bob_calls = {"Authorization": f"Bearer {tokens['bob']}"}
+        for damage in ("garbage", "lost"):
+            if damage == "garbage":
+                grants_path(settings).write_text("{garbage", encoding="utf-8")
+            else:
+                grants_path(settings).unlink()
+            unready = httpx.get(f"{url}/readyz")
+            assert (unready.status_code, unready.json()["error"]) == (
+                503,
+                "the access grants cannot be read, so granted tokens are refused; "
+                "see the server log",
+            ), damage
+            assert httpx.post(f"{url}/mcp", json={}, headers=bob_calls).status_code == 503
+            grants_path(settings).write_bytes(kept)
+            assert httpx.get(f"{url}/readyz").status_code == 200
 
 
 def test_expired_tokens_are_refused_from_the_day_after(
@@ -338,7 +346,8 @@ def test_a_lost_grants_file_opens_nothing_and_an_unreadable_one_locks_out_only_r
     tmp_path: Path,
 ) -> None:
     # With per-person tokens and no admin token, deleting access/grants.json (a restore
-    # that missed it) served every private channel to anyone.
+    # that missed it) served every private channel to anyone; later it refused every
+    # granted token as unknown (401, which is not logged) while the server stayed ready.
     store = GrantStore(tmp_path / "access" / "grants.json")
     now = datetime(2031, 1, 1, tzinfo=UTC)
     made = {"user_id": "U3", "workspace_id": ACME, "no_dms": False, "expires": None, "now": now}
@@ -347,7 +356,11 @@ def test_a_lost_grants_file_opens_nothing_and_an_unreadable_one_locks_out_only_r
     open_to_requesters = grant_authorizer(None, store, lambda: now)
     assert open_to_requesters(bearer) == (True, Requester("U3", ACME, False))
     store.path.unlink()
-    assert open_to_requesters(b"") == open_to_requesters(bearer) == (False, None)
+    assert open_to_requesters(b"") == (False, None)
+    with pytest.raises(SlackqueryError, match="is missing"):  # 503 and a log line
+        open_to_requesters(bearer)
+    with pytest.raises(SlackqueryError, match="is missing"):  # not "no grants"
+        store.add(label="lee", **made)
     assert grant_authorizer(None, GrantStore(tmp_path / "fresh" / "grants.json"), lambda: now)(
         b""
     ) == (True, None)  # a home that never granted stays the operator's own
