@@ -44,15 +44,17 @@ format: $(STAMP)
 	$(BIN)/sqlfluff fix models data-tests
 
 # One pytest worker per core (pytest-xdist): the suite is CPU-bound (a third worker on 2
-# cores did not help: 924 s against 903 s). Each worker builds the session fixtures its
+# cores did not help: 924 s against 903 s; again with tests/conftest.py's scheduler, wall
+# time over CPU time stayed 0.59). Each worker builds the session fixtures its
 # tests use in its own temporary folders; tests/conftest.py's scheduler keeps the tests of
 # each expensive one on one worker, so it is built once.
 #
 # The suite starts about a hundred Python processes of the project's own (CLI runs, servers,
-# crash tests). Where PYTHONDONTWRITEBYTECODE is set, as on CI, none of them may cache the
-# bytecode of the modules it compiles, so each compiled them all again (up to 0.7 s of CPU
-# for one that imports most of the project): they are compiled once here (what is already
-# compiled and unchanged is skipped), and Python reads bytecode whatever that variable says.
+# crash tests). Where PYTHONDONTWRITEBYTECODE is set (this project's machines set it), none
+# of them may cache the bytecode of the modules it compiles, so each compiled them all again
+# (up to 0.7 s of CPU for one that imports most of the project): they are compiled once here
+# (what is already compiled and unchanged is skipped), and Python reads bytecode whatever
+# that variable says.
 test: lint
 	$(BIN)/python -m compileall -q slackquery serving flows expectations tests
 	$(BIN)/pytest -n auto

@@ -140,9 +140,9 @@ class GrantStore:
     def grants(self) -> list[Grant]:
         """Every grant, revoked and expired ones included (cached by file mtime and size).
 
-        None before the first grant; a file lost since (its folder remains) is no more
-        readable than a damaged one: a server refused every granted token without a word,
-        stayed ready, and `access list` said there were no grants."""
+        Empty before the first grant. A file lost since (its folder remains) is as
+        unreadable as a damaged one: read as empty, it would refuse every granted token as
+        unknown, with nothing logged, while the server looked ready."""
         try:
             stat = self.path.stat()
         except FileNotFoundError:
