@@ -10,6 +10,7 @@ import dataclasses
 import json
 import os
 import re
+import shutil
 import sys
 import tempfile
 from datetime import UTC, datetime
@@ -369,6 +370,10 @@ def test_a_lost_grants_file_opens_nothing_and_an_unreadable_one_locks_out_only_r
     assert with_admin(f"Bearer {ADMIN}".encode()) == (True, None)
     with pytest.raises(SlackqueryError, match="is unreadable"):  # 503 from the guard
         with_admin(bearer)
+    shutil.rmtree(store.path.parent)  # the whole folder moved away while the server runs
+    assert open_to_requesters(b"") == (False, None)
+    with pytest.raises(SlackqueryError, match="is missing"):
+        open_to_requesters(bearer)
 
 
 def test_listening_beyond_loopback_without_any_token_is_warned(
