@@ -140,13 +140,13 @@ class GrantStore:
     def grants(self) -> list[Grant]:
         """Every grant, revoked and expired ones included (cached by file mtime and size).
 
-        Empty before the first grant. A file lost since (its folder remains, or this store
-        has read it) is as unreadable as a damaged one: read as empty, it would refuse every
-        granted token as unknown, with nothing logged, while the server looked ready."""
+        Empty before the first grant. A file lost since (`any_grants`) is as unreadable as
+        a damaged one: read as empty, it would refuse every granted token as unknown, with
+        nothing logged, while the server looked ready."""
         try:
             stat = self.path.stat()
         except FileNotFoundError:
-            if self.path.parent.is_dir() or self._seen is not None:
+            if self.any_grants():
                 raise GrantsUnreadable(
                     f"grants file {self.path} is missing, though grants were made: restore "
                     "it from a backup, or remove its folder to grant anew"
@@ -170,7 +170,7 @@ class GrantStore:
         folder the first grant made counts as one, and so does a grants file this store
         once read: a file lost, or its whole folder moved away while a server runs, leaves
         the admin token alone working, never the server open to all."""
-        return self._seen is not None or self.path.parent.is_dir() or bool(self.grants())
+        return self._seen is not None or self.path.parent.is_dir()
 
     def authenticate(self, token: str, now: datetime) -> Grant | None:
         """The active grant this token belongs to, or None (unknown, revoked or expired)."""

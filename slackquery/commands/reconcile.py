@@ -24,8 +24,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "reconcile",
         help="project, embed, build, validate and publish once (skips when unchanged)",
         description="Run the pipeline's steps once (the `reconcile` flow): dbt projection, "
-        "embedding of new "
-        "or changed documents, then a new validated artifact published atomically. The build "
+        "embedding of new or changed documents, then a new validated artifact published "
+        "atomically. The build "
         "is skipped when neither the source watermark nor the embedding generation changed "
         "since the published artifact and embedding has not moved on (a partly embedded "
         "artifact is built again once embedding has finished, or has gained 10% of the "
