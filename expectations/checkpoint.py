@@ -43,7 +43,7 @@ from expectations.suites import (
 )
 from slackquery.artifacts import schema
 from slackquery.artifacts.files import arrays_dir_of, write_json_atomic
-from slackquery.duckdb_setup import DamagedDatabase, connect, damage_of
+from slackquery.duckdb_setup import DamagedDatabase, connect, damage_of, open_database
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
 
@@ -135,7 +135,7 @@ def _previous_metadata(previous: Path, warnings: list[str]) -> dict[str, Any] | 
     cannot be read, so the checks that compare with it have no baseline."""
     reason = "it has no single artifact_metadata row"
     try:
-        conn = _open(previous)
+        conn = open_database(str(previous), read_only=True, what="artifact")
         try:
             metadata = _metadata(conn)
         finally:

@@ -53,7 +53,7 @@ from slackquery.artifacts import files, history, inputs, schema, validate
 from slackquery.artifacts.build import COPIED_MARTS, build_artifact
 from slackquery.artifacts.pointer import current_artifact, current_target
 from slackquery.artifacts.publish import publish, record_pointer
-from slackquery.duckdb_setup import connect
+from slackquery.duckdb_setup import open_database
 from slackquery.embedding import state as embedding_state
 from slackquery.embedding.current import WANTED_DOCUMENTS
 from slackquery.embedding.work import embed_pending
@@ -135,7 +135,7 @@ def plan_build(force: bool) -> dict[str, Any]:
     build) behind, `coverage_behind` says which and by how much.
     """
     settings = get_settings()
-    conn = connect(str(settings.state_path), read_only=True)
+    conn = open_database(str(settings.state_path), read_only=True)
     try:
         watermark = inputs.source_watermark(conn, COPIED_MARTS)
         generation = inputs.current_generation(settings, conn)

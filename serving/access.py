@@ -26,7 +26,7 @@ import numpy as np
 
 from slackquery.artifacts.pointer import PUBLISH_FIRST, current_artifact
 from slackquery.artifacts.schema import vector_coverage
-from slackquery.duckdb_setup import connect, open_database
+from slackquery.duckdb_setup import open_database
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
 
@@ -296,7 +296,7 @@ def _published_artifact(settings: Settings, to: str) -> Iterator[duckdb.DuckDBPy
     path = current_artifact(settings)
     if path is None:
         raise SlackqueryError(f"no published search artifact to {to}; {PUBLISH_FIRST}")
-    conn = connect(str(path), read_only=True)
+    conn = open_database(str(path), read_only=True)
     try:
         yield conn
     finally:

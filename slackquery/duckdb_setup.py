@@ -128,7 +128,13 @@ def _raise_open_failure(what: str, path: str, error: duckdb.IOException) -> NoRe
 def connect(
     path: str = ":memory:", *, read_only: bool = False, what: str = "database"
 ) -> duckdb.DuckDBPyConnection:
-    """Open a DuckDB connection (`open_database`) with the project's extensions loaded."""
+    """Open a DuckDB connection (`open_database`) with the project's extensions loaded.
+
+    Only for connections that call the FTS index's macros (`match_bm25`, `tokenize`: they
+    call the extension's `stem`); reading the index's tables, or any other, needs no
+    extension. Loading it costs 30-80 ms a connection on a 2-core machine, more than
+    opening the file, and builds, publishes and plans open several.
+    """
     connection = open_database(path, read_only=read_only, what=what)
     for name in EXTENSIONS:
         try:

@@ -38,7 +38,7 @@ import duckdb
 import numpy as np
 
 from slackquery.artifacts import documents, files, postings
-from slackquery.duckdb_setup import connect
+from slackquery.duckdb_setup import open_database
 from slackquery.errors import SlackqueryError
 from slackquery.folders import PRIVATE_FOLDER_MODE
 
@@ -286,7 +286,7 @@ def write_arrays(
     renames the folder to its final name once the artifact has been validated.
     """
     folder.mkdir(mode=PRIVATE_FOLDER_MODE)
-    conn = connect(str(artifact), read_only=True)
+    conn = open_database(str(artifact), read_only=True)
     try:
         conn.execute("set memory_limit = ?", [memory_limit])
         conn.execute("set enable_progress_bar = false")

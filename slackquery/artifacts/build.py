@@ -44,7 +44,7 @@ from slackquery.artifacts import (
     validate,
 )
 from slackquery.crash import crash_point
-from slackquery.duckdb_setup import connect, wal_file
+from slackquery.duckdb_setup import open_database, wal_file
 from slackquery.embedding import current
 from slackquery.errors import SlackqueryError
 from slackquery.folders import make_folder
@@ -277,7 +277,7 @@ def seal_candidate(
     version: str,
 ) -> dict[str, Any]:
     """Record metadata (incl. the FTS configuration read back from the index), CHECKPOINT."""
-    conn = connect(str(path))
+    conn = open_database(str(path))
     try:
         fts_config = fts.read_config(conn)
         row = conn.execute(
@@ -411,7 +411,7 @@ def build_artifact(settings: Settings, step: Callable[[str], None] = _no_step) -
     artifact_dir = settings.artifact_path
     make_folder(artifact_dir)
     with files.artifact_lock(artifact_dir, files.holder_name("a build")):
-        conn = connect(str(state_path), what="state database")
+        conn = open_database(str(state_path), what="state database")
         try:
             conn.execute("set memory_limit = ?", [settings.artifact_build_memory_limit])
             spill = settings.home / "tmp" / "duckdb"

@@ -26,7 +26,7 @@ from slackquery.artifacts.pointer import (
 )
 from slackquery.artifacts.retention import apply_retention, remove_leftovers
 from slackquery.crash import crash_point
-from slackquery.duckdb_setup import connect
+from slackquery.duckdb_setup import open_database
 from slackquery.errors import SlackqueryError
 from slackquery.folders import make_folder
 from slackquery.settings import Settings
@@ -69,7 +69,7 @@ def _open_state(settings: Settings) -> duckdb.DuckDBPyConnection:
         raise SlackqueryError(
             f"no state database at {settings.state_path}, so no build to publish: {PUBLISH_FIRST}"
         )
-    conn = connect(str(settings.state_path), what="state database")
+    conn = open_database(str(settings.state_path), what="state database")
     history.ensure_table(conn)
     return conn
 

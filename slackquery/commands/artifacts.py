@@ -7,7 +7,7 @@ from slackquery.artifacts import history
 from slackquery.artifacts.files import artifact_file, pipeline_holder
 from slackquery.artifacts.pointer import current_target
 from slackquery.commands import add_json_flag, emit, whole_number
-from slackquery.duckdb_setup import connect
+from slackquery.duckdb_setup import open_database
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
 
@@ -36,7 +36,7 @@ def list_artifacts(settings: Settings, limit: int | None = None) -> list[dict[st
     is gone is `interrupted`, and the pointer's build is the `published` one."""
     if not settings.state_path.exists():
         return []
-    conn = connect(str(settings.state_path), read_only=True, what="state database")
+    conn = open_database(str(settings.state_path), read_only=True, what="state database")
     try:
         rows = history.list_builds(conn, limit=limit) if history.table_exists(conn) else []
     finally:

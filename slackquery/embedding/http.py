@@ -32,6 +32,7 @@ from slackquery.embedding.errors import (
     TransientEmbeddingError,
 )
 from slackquery.escaping import quoted
+from slackquery.tls import client_context
 
 Protocol = Literal["ollama", "openai"]
 PROBE_TEXT = "slackquery endpoint probe"
@@ -93,7 +94,11 @@ class HttpEmbedder:
         self._identity_for = identity_for
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.Client(
-            base_url=self.base_url, headers=headers, timeout=timeout_s, transport=transport
+            base_url=self.base_url,
+            headers=headers,
+            timeout=timeout_s,
+            transport=transport,
+            verify=client_context(),
         )
         self._identity: GenerationIdentity | None = None
         self._lock = threading.Lock()

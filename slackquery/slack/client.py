@@ -36,6 +36,7 @@ from slackquery.errors import SlackqueryError
 from slackquery.retry_after import parse_retry_after
 from slackquery.settings import Settings
 from slackquery.slack.pacing import Clock, Limiter, Pacing, SystemClock, pacing_from_setting
+from slackquery.tls import client_context
 
 STOP_ERRORS = {
     "invalid_auth",
@@ -155,6 +156,7 @@ class SlackClient:
             base_url=settings.slack_api_url.rstrip("/") + "/",
             headers={"Authorization": f"Bearer {settings.slack_token.get_secret_value()}"},
             timeout=settings.slack_timeout_s,
+            verify=client_context(),
         )
 
     def close(self) -> None:

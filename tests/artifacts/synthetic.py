@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from slackquery.duckdb_setup import connect
+from slackquery.duckdb_setup import open_database
 from slackquery.embedding.base import GenerationIdentity
 from slackquery.embedding.current import CURRENT_VECTORS
 from slackquery.embedding.state import SCHEMA as EMBEDDING_SCHEMA
@@ -292,7 +292,7 @@ def synthesize_state(
 ) -> dict[str, Any]:
     """Create (or replace) the mart and embedding tables; return the row counts."""
     state_path.parent.mkdir(parents=True, exist_ok=True)
-    conn = connect(str(state_path))
+    conn = open_database(str(state_path))
     try:
         conn.execute("set enable_progress_bar = false")
         conn.execute("drop table if exists search_documents")
@@ -357,7 +357,7 @@ def embed_all(conn: Any, identity: GenerationIdentity, *, seed: int = 0) -> None
 def embed_only(state_path: Path, count: int) -> None:
     """Keep the vectors of the first `count` embedded documents (by id); the rest go back to
     `pending`, as if embedding had not reached them yet."""
-    conn = connect(str(state_path))
+    conn = open_database(str(state_path))
     try:
         conn.execute(
             "update embedding_work_items set state = 'pending', embedding = null "
@@ -372,7 +372,7 @@ def embed_only(state_path: Path, count: int) -> None:
 def embed_every_other(state_path: Path) -> None:
     """Keep the vectors of every other document (by id), the rest back to `pending`: a vector's
     position in the artifact's matrix then differs from its row."""
-    conn = connect(str(state_path))
+    conn = open_database(str(state_path))
     try:
         conn.execute(
             "update embedding_work_items set state = 'pending', embedding = null "
@@ -385,7 +385,7 @@ def embed_every_other(state_path: Path) -> None:
 
 def current_vectors(state_path: Path, generation_id: str) -> dict[str, np.ndarray]:
     """Each document's current vector in the state, float32: what an artifact must hold."""
-    conn = connect(str(state_path), read_only=True)
+    conn = open_database(str(state_path), read_only=True)
     try:
         rows = conn.execute(
             f"select document_id, embedding from ({CURRENT_VECTORS})",
