@@ -129,7 +129,7 @@ def test_a_backup_refused_by_a_running_command_names_it(
         "_import_in_one_transaction",
         back_up_meanwhile(importer._import_in_one_transaction),
     )
-    monkeypatch.setattr(build, "connect", back_up_meanwhile(build.connect))
+    monkeypatch.setattr(build, "open_database", back_up_meanwhile(build.open_database))
     import_source(settings, write_export(tmp_path / "acme.zip", default_members()))
     build_artifact(settings)
 
