@@ -40,7 +40,7 @@ from serving.query import fts_tokens, parse_query
 from serving.ranking import top_candidates
 from slackquery.artifacts import arrays, files
 from slackquery.artifacts.publish import current_artifact
-from slackquery.duckdb_setup import connect
+from slackquery.duckdb_setup import open_database
 
 
 def tantivy_search(artifact: Path, is_message: np.ndarray) -> Callable[[list[str], int], object]:
@@ -52,7 +52,7 @@ def tantivy_search(artifact: Path, is_message: np.ndarray) -> Callable[[list[str
     schema = builder.build()
     index = tantivy.Index(schema, path=tempfile.mkdtemp(prefix="slackquery-tantivy-"))
     writer = index.writer(heap_size=200_000_000, num_threads=1)
-    connection = connect(str(artifact), read_only=True)
+    connection = open_database(str(artifact), read_only=True)
     try:
         texts = connection.execute(
             "select text_lexical from search_documents order by document_id"

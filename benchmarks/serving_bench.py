@@ -53,7 +53,7 @@ from slackquery.artifacts.publish import current_artifact, publish
 from slackquery.canonical.importer import import_source
 from slackquery.commands import whole_number
 from slackquery.commands.bench import MIN_QUERIES
-from slackquery.duckdb_setup import connect
+from slackquery.duckdb_setup import open_database
 from slackquery.embedding import build_embedder, configured_identity
 from slackquery.embedding.base import GenerationIdentity
 from slackquery.errors import SlackqueryError
@@ -104,7 +104,7 @@ class Corpus:
 
 def read_corpus(artifact: Path) -> Corpus:
     """Words of the artifact's FTS dictionary plus its channel and user names."""
-    connection = connect(str(artifact), read_only=True)
+    connection = open_database(str(artifact), read_only=True)
     try:
         words = [
             row[0]
