@@ -10,7 +10,7 @@ from pathlib import Path
 
 from slackquery.artifacts import arrays, files
 from slackquery.crash import CRASH_ENV
-from slackquery.duckdb_setup import connect
+from slackquery.duckdb_setup import open_database
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACT_CONTENT_SQL = """
@@ -39,7 +39,7 @@ def run_cli_until(crash_at: str, env: dict[str, str], *args: str) -> int:
 
 def query_one(path: Path, sql: str) -> tuple:
     """The one row `sql` returns from the DuckDB file at `path`, opened read-only."""
-    connection = connect(str(path), read_only=True)
+    connection = open_database(str(path), read_only=True)
     try:
         row = connection.execute(sql).fetchone()
     finally:
