@@ -40,7 +40,7 @@ import contextlib
 import logging
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -323,6 +323,42 @@ class ReconcileSteps:
     publish_candidate: Callable[[str], dict[str, Any]]
     record_published: Callable[[], list[str]]
 
+    def naming_failures(self) -> "ReconcileSteps":
+        """The same steps, each failure carrying a note that names its step (PEP 678): the
+        CLI shows it after the error's line, a traceback under it. A dbt failure reads the
+        same in the projection and in the build's index; the exception's type and message
+        stay what callers match on."""
+        return ReconcileSteps(
+            **{
+                field.name: _noting_failures(STEP_NAMES[field.name], getattr(self, field.name))
+                for field in fields(self)
+            }
+        )
+
+
+# What a failure's note calls each step: "reconcile stopped while <name>".
+STEP_NAMES = {
+    "project_documents": "projecting the canonical store with dbt",
+    "embed_documents": "embedding",
+    "plan_build": "planning the build",
+    "build_candidate": "building a new artifact",
+    "publish_candidate": "validating and publishing it",
+    "record_published": "recording the published build",
+}
+
+
+def _noting_failures(name: str, step: Callable[..., Any]) -> Callable[..., Any]:
+    """`step`, whose exceptions (Ctrl-C and SIGTERM included) get the note naming it."""
+
+    def noted(*args: Any) -> Any:
+        try:
+            return step(*args)
+        except BaseException as error:
+            error.add_note(f"reconcile stopped while {name}")
+            raise
+
+    return noted
+
 
 def _run(
     steps: ReconcileSteps,
@@ -332,6 +368,7 @@ def _run(
 ) -> dict[str, Any]:
     """One reconcile, whichever engine runs the steps."""
     settings = get_settings()
+    steps = steps.naming_failures()
     with contextlib.ExitStack() as stack:
         try:
             stack.enter_context(
@@ -397,8 +434,8 @@ def reconcile_plain(
         lambda refresh: project_documents.fn(refresh, progress),
         lambda: embed_pending(settings, progress=progress),
         plan_build.fn,
-        _announced("building a new artifact", build_candidate.fn, progress),
-        _announced("validating and publishing it", publish_candidate.fn, progress),
+        _announced(STEP_NAMES["build_candidate"], build_candidate.fn, progress),
+        _announced(STEP_NAMES["publish_candidate"], publish_candidate.fn, progress),
         record_published.fn,
     )
     return _run(bare, logging.getLogger("slackquery.reconcile"), full_refresh, force_build)

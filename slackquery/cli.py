@@ -3,8 +3,8 @@
 Each subcommand lives in `slackquery/commands/<name>.py` and exposes
 `register(subparsers)`, which adds its parser and sets `handler`. Handlers return a
 result; `SlackqueryError`, and a storage failure (`io_failure`: a full disk, a read-only
-or forbidden file), become a one-line `error: …` on stderr and exit status 1. Any other
-exception is a bug and keeps its traceback.
+or forbidden file), become a one-line `error: …` on stderr (with the error's notes after
+it) and exit status 1. Any other exception is a bug and keeps its traceback.
 """
 
 import argparse
@@ -193,24 +193,28 @@ def _run(args: argparse.Namespace) -> int:
         with pipeline_writer(args, settings):
             return args.handler(args, settings) or 0
     except SlackqueryError as error:
-        # Errors quote input and archive names back: escaped, and so one line.
-        print(f"error: {terminal_line(str(error))}", file=sys.stderr)
-        return 1
+        return _failed(str(error), error, 1)
     except BrokenPipeError:  # output not written through `emit`
         reader_gone()
         return 0
-    except Terminated:
-        print("error: terminated", file=sys.stderr)
-        return 128 + signal.SIGTERM
-    except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
-        return 130
+    except Terminated as error:
+        return _failed("terminated", error, 128 + signal.SIGTERM)
+    except KeyboardInterrupt as error:
+        return _failed("interrupted", error, 130)
     except Exception as error:
         line = io_failure(error)
         if line is None:
             raise
-        print(f"error: {terminal_line(line)}", file=sys.stderr)
-        return 1
+        return _failed(line, error, 1)
+
+
+def _failed(line: str, error: BaseException, status: int) -> int:
+    """Print `error: LINE` with the error's notes (say, the reconcile step it stopped in)
+    after it; return `status`. Errors quote input and archive names back: escaped, and so
+    one line."""
+    said = "; ".join([line, *getattr(error, "__notes__", ())])
+    print(f"error: {terminal_line(said)}", file=sys.stderr)
+    return status
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from slackquery.artifacts.validate import ValidationFailed
 from slackquery.cli import main
 from slackquery.duckdb_setup import connect
 from slackquery.embedding.base import GenerationIdentity
+from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
 from tests.artifacts.conftest import apply_env, identity_for
 from tests.artifacts.synthetic import embed_all, embed_only, synthesize_state
@@ -248,7 +249,9 @@ def test_a_refusal_holds_until_the_inputs_or_what_they_are_checked_against_chang
     published = reconcile_plain()["build_id"]
     monkeypatch.setattr(reconcile_module, "project", _shrunk_project)
     assert main(["reconcile", "--engine", "plain"]) == 1
-    assert "validation failed" in capsys.readouterr().err
+    said = capsys.readouterr().err
+    assert "validation failed" in said
+    assert said.endswith("; reconcile stopped while building a new artifact\n")
     (refused,) = set(_statuses(pipeline)) - {published}
 
     plan = plan_build.fn(False)
@@ -416,6 +419,23 @@ def test_a_refusal_of_a_partly_embedded_build_holds_until_embedding_moves_on(
     partly_embedded.count = 10  # embedding has finished: the refused build lags behind
     partly_embedded.embed()
     assert plan_build.fn(False)["action"] == "build"
+
+
+def test_a_failure_names_the_step_it_stopped_in(
+    pipeline: Settings, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # "dbt run-operation failed" reads the same from the projection and the build's index.
+    def broken_project(settings: Settings, **_options: bool) -> dict[str, Any]:
+        raise SlackqueryError("dbt run failed: boom")
+
+    monkeypatch.setattr(reconcile_module, "project", broken_project)
+    with pytest.raises(SlackqueryError) as raised:
+        reconcile()  # the deployed flow: through a Prefect task run
+    stopped = "reconcile stopped while projecting the canonical store with dbt"
+    assert str(raised.value) == "dbt run failed: boom"
+    assert raised.value.__notes__ == [stopped]
+    assert main(["reconcile", "--engine", "plain"]) == 1
+    assert capsys.readouterr().err == f"error: dbt run failed: boom; {stopped}\n"
 
 
 def test_a_terminal_run_says_which_step_it_is_in(
