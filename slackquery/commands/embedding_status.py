@@ -8,7 +8,7 @@ embed run holds the state database, it reports what that run writes beside it
 
 import argparse
 import json
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from slackquery.artifacts import files
@@ -28,9 +28,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="report embedding work by state, generation and coverage",
         description="Report, for the configured embedding generation, how many active "
         "message documents have a vector at their current text (coverage), work items by "
-        "state, the last errors, the projected time to full coverage at the rate measured over "
-        "the last runs, and every generation recorded in the state database. While an embed "
-        "run holds the state database, its progress (items done, rate, time left).",
+        "state (in_progress items of a run that ended counted apart), the last errors, the "
+        "projected time to full coverage at the rate measured over the last runs, and every "
+        "generation recorded in the state database. While an embed run holds the state "
+        "database, its progress (items done, rate, time left).",
     )
     add_json_flag(parser)
     parser.set_defaults(handler=run)
@@ -87,6 +88,9 @@ def status(settings: Settings) -> dict[str, Any]:
             }
             if has_documents:
                 entry["counts"] = work_state.state_counts(connection, generation_id)
+                entry["abandoned_in_progress"] = work_state.abandoned_claims(
+                    connection, generation_id, datetime.now(UTC)
+                )
                 entry.update(work_state.coverage(connection, generation_id))
                 # terminal_failed items are never claimed again unless asked for.
                 claimable = entry["missing_documents"] - entry["counts"]["terminal_failed"]
@@ -175,6 +179,11 @@ def _format(result: dict[str, Any]) -> str:
                 )
             elif claimable:
                 lines.append("    projected: unknown until a run has embedded something")
+            if entry["abandoned_in_progress"]:
+                lines.append(
+                    f"    {entry['abandoned_in_progress']} in_progress of runs that ended (killed, "
+                    "or past their lease): the next embed run claims them again"
+                )
             if terminal:
                 lines.append(
                     f"    {terminal} terminal_failed: never claimed again; "

@@ -592,6 +592,23 @@ def state_counts(connection: duckdb.DuckDBPyConnection, generation_id: str) -> d
     return counts
 
 
+def abandoned_claims(
+    connection: duckdb.DuckDBPyConnection, generation_id: str, now: datetime
+) -> int:
+    """How many `in_progress` items no run is working on: their lease ran out, or its owner
+    on this host is gone (a killed run). The next run claims them again."""
+    leases = connection.execute(
+        f"select lease_id, lease_expires_at <= $now, count(*) from ({CURRENT_ITEMS}) as items "
+        "where state = 'in_progress' group by all",
+        {"generation_id": generation_id, "now": now},
+    ).fetchall()
+    return sum(
+        int(count)
+        for lease_id, expired, count in leases
+        if expired or (lease_id and lease_owner_is_dead(lease_id))
+    )
+
+
 def coverage(connection: duckdb.DuckDBPyConnection, generation_id: str) -> dict[str, object]:
     """Wanted documents, how many have a vector at their current text, and the ratio."""
     row = connection.execute(

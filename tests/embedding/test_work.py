@@ -100,6 +100,27 @@ def test_leases_block_until_expiry_and_dead_owners_are_released(settings: Settin
     assert {row[1] for row in _items(settings.state_path).values()} == {2}
 
 
+def test_status_counts_apart_the_claims_of_runs_that_ended(
+    settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # After a killed embed, its items showed as in_progress as if a run were at them.
+    connection, generation = _enqueued(settings, 8)
+    now = datetime.now(UTC)
+    claims = state.ClaimQueue(connection, generation)
+    claims.claim(2, lease_s=600, now=now)  # this process: alive, its lease running
+    claims.claim(2, lease_s=600, now=now, lease_id=f"{socket.gethostname()}:999999999:1:dead")
+    claims.claim(1, lease_s=600, now=now - timedelta(hours=1))  # its lease ran out
+    connection.close()
+    assert main(["embedding-status", "--json"]) == 0
+    (entry,) = json.loads(capsys.readouterr().out)["generations"]
+    assert entry["counts"]["in_progress"] == 5 and entry["abandoned_in_progress"] == 3
+    assert main(["embedding-status"]) == 0
+    assert (
+        "    3 in_progress of runs that ended (killed, or past their lease): the next embed "
+        "run claims them again\n" in capsys.readouterr().out
+    )
+
+
 def _enqueued(settings: Settings, count: int) -> tuple[duckdb.DuckDBPyConnection, str]:
     """A state DB with `count` pending items, and its generation."""
     create_state_db(settings.state_path, message_texts(count))
