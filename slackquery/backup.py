@@ -36,7 +36,7 @@ from slackquery.artifacts import files, validate
 from slackquery.artifacts.pointer import current_artifact, current_target
 from slackquery.canonical.store import writer_lock
 from slackquery.commands import CURSOR_KEY_NAME
-from slackquery.duckdb_setup import open_database, wal_file
+from slackquery.duckdb_setup import DamagedDatabase, open_database, wal_file
 from slackquery.errors import SlackqueryError
 from slackquery.folders import make_folder
 from slackquery.settings import Settings
@@ -56,7 +56,7 @@ def back_up(
         raise SlackqueryError(f"{destination} exists; name a folder that does not")
     staging = destination.with_name(f".{destination.name}.{uuid.uuid4().hex}.tmp")
     with ExitStack() as held:
-        _hold_writers_off(settings, held)
+        damaged = _hold_writers_off(settings, held)
         try:
             make_folder(destination.parent)
         except OSError as error:  # a file or a dangling link in the way, a missing mount
@@ -69,7 +69,7 @@ def back_up(
         held.enter_context(_locked(_lock_file(staging)))
         held.callback(_lock_file(staging).unlink, missing_ok=True)
         try:
-            record = _copy_home(settings, make_folder(staging), step, removed)
+            record = _copy_home(settings, make_folder(staging), step, removed, damaged)
             os.rename(staging, destination)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
@@ -117,8 +117,10 @@ def _remove_killed_copies(parent: Path) -> list[str]:
     return removed
 
 
-def _hold_writers_off(settings: Settings, held: ExitStack) -> None:
-    """Take every writer's lock, or fail at once naming the writer that runs."""
+def _hold_writers_off(settings: Settings, held: ExitStack) -> dict[Path, str]:
+    """Take every writer's lock, or fail at once naming the writer that runs; return the
+    databases whose bytes DuckDB cannot read, with what is wrong (no writer can open them
+    either)."""
     if not (settings.canonical_path.is_file() or settings.state_path.is_file()):
         raise SlackqueryError(
             f"nothing to back up: no canonical store or state database in {settings.home}"
@@ -129,8 +131,22 @@ def _hold_writers_off(settings: Settings, held: ExitStack) -> None:
         held.enter_context(files.pipeline_lock(settings.home, holder))
     if settings.artifact_path.is_dir():
         held.enter_context(files.artifact_lock(settings.artifact_path, holder))
+    damaged = {}
     for path, _name, what in _databases(settings):
-        held.callback(open_database(str(path), read_only=True, what=what).close)
+        try:
+            held.callback(open_database(str(path), read_only=True, what=what).close)
+        except DamagedDatabase as damage:
+            damaged[path] = damage.detail
+    return damaged
+
+
+# What brings a damaged database back, by its name in a home.
+DAMAGED_HINTS = {
+    "canonical.duckdb": "an earlier backup's copy, or `slackquery import` or `sync` into a "
+    "fresh home, brings the canonical store back",
+    "state.duckdb": "`slackquery reconcile` in the backup projects the canonical store again "
+    "and embeds every message again",
+}
 
 
 def _all_databases(settings: Settings) -> list[tuple[Path, str, str]]:
@@ -161,17 +177,27 @@ def _missing(settings: Settings) -> list[str]:
 
 
 def _copy_home(
-    settings: Settings, staging: Path, step: Callable[[str], None], removed: list[str]
+    settings: Settings,
+    staging: Path,
+    step: Callable[[str], None],
+    removed: list[str],
+    damaged: dict[Path, str],
 ) -> dict[str, Any]:
     """Copy each part into `staging`, check the artifact's seal there, write the record
-    (with the killed backups' copies this one `removed` beside it)."""
+    (with the killed backups' copies this one `removed` beside it). A `damaged` database is
+    left out, and named, so that the rest is still backed up."""
+    left_out = []
     for source, name, what in _databases(settings):
+        if source in damaged:
+            left_out.append(f"the {what}, damaged ({damaged[source]}); {DAMAGED_HINTS[name]}")
+            continue
         step(f"copying the {what}")
         _copy_if_present(source, staging / name)
         _copy_if_present(wal_file(source), wal_file(staging / name))
     _copy_if_present(grants_path(settings), staging / "access" / "grants.json")
     _copy_if_present(settings.home / CURSOR_KEY_NAME, staging / CURSOR_KEY_NAME)
-    build_id, left_out = _copy_published(settings, staging / "artifacts", step)
+    build_id, artifact_left_out = _copy_published(settings, staging / "artifacts", step)
+    left_out += [artifact_left_out] if artifact_left_out else []
     record = {
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "slackquery_version": __version__,

@@ -182,7 +182,7 @@ def test_what_the_home_lost_is_named_not_passed_over(
     assert main(["backup", str(tmp_path / "copy"), "--json"]) == 0
     record = json.loads(capsys.readouterr().out)
 
-    assert record["published_build"] is None and record["left_out"] is None
+    assert record["published_build"] is None and record["left_out"] == []
     assert record["missing_from_home"] == [
         f"the state database ({settings.state_path})",
         f"the published artifact {published.name} (`current.duckdb` points to it)",
@@ -210,10 +210,35 @@ def test_a_damaged_published_artifact_is_left_out_and_the_rest_kept(
 
     copy = Settings(home=tmp_path / "copy")
     assert record["published_build"] is None and current_artifact(copy) is None
-    assert record["left_out"].startswith("the published artifact, ")
-    assert "checksum mismatch" in record["left_out"]
+    (left_out,) = record["left_out"]
+    assert left_out.startswith("the published artifact, ") and "checksum mismatch" in left_out
     assert snapshot(copy.state_path) == snapshot(settings.state_path)
     assert not copy.artifact_path.exists() and leftovers(tmp_path) == []
+
+
+def test_a_damaged_state_database_is_left_out_and_the_stores_kept(
+    settings: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A truncated state database failed the whole backup, the canonical store's too.
+    with settings.state_path.open("r+b") as file:
+        file.truncate(settings.state_path.stat().st_size // 2)
+
+    assert main(["backup", str(tmp_path / "copy"), "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+
+    copy = Settings(home=tmp_path / "copy")
+    assert snapshot(copy.canonical_path) == snapshot(settings.canonical_path)
+    assert not copy.state_path.exists() and current_artifact(copy) is not None
+    (left_out,) = record["left_out"]
+    assert left_out.startswith("the state database, damaged (Could not read enough bytes")
+    assert left_out.endswith(
+        "; `slackquery reconcile` in the backup projects the canonical store again and "
+        "embeds every message again"
+    )
+    assert main(["backup", str(tmp_path / "again")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].endswith(f", published artifact {record['published_build']}")
+    assert lines[1] == f"  left out {left_out}"
 
 
 def test_a_copy_that_fails_leaves_nothing(

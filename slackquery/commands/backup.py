@@ -22,7 +22,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "rollback are kept out while the copy is taken (one already running makes the "
         "backup fail at once); search and serve go on. The copy of the artifact is checked "
         "against its seal (a published artifact that does not match it, damaged, is left "
-        "out, and the line says so), and DEST appears only once complete.",
+        "out, and the line says so, as is a database DuckDB cannot read: the rest is still "
+        "copied), and DEST appears only once complete.",
     )
     parser.add_argument("destination", metavar="DEST", type=Path, help="a new folder")
     add_json_flag(parser)
@@ -41,12 +42,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 def render(destination: Path, record: dict[str, Any]) -> str:
     """Where the copy is, what it holds (or left out), and how to use it."""
     head = f"backed up {record['source_home']} to {destination}: {len(record['files'])} files"
-    if record["left_out"]:
-        lines = [head, f"  left out {record['left_out']}"]
-    else:
-        nothing = "none" if record["missing_from_home"] else "none (nothing was published)"
-        published = record["published_build"] or nothing
-        lines = [f"{head}, published artifact {published}"]
+    lost = record["left_out"] or record["missing_from_home"]
+    published = record["published_build"] or ("none" if lost else "none (nothing was published)")
+    lines = [f"{head}, published artifact {published}"]
+    lines += [f"  left out {part}" for part in record["left_out"]]
     lines.append(
         f"  use it: SLACKQUERY_HOME={destination} slackquery serve (or copy it back as the home)"
     )
