@@ -4,7 +4,8 @@ Each subcommand lives in `slackquery/commands/<name>.py` and exposes
 `register(subparsers)`, which adds its parser and sets `handler`. Handlers return a
 result; `SlackqueryError`, and a storage failure (`io_failure`: a full disk, a read-only
 or forbidden file), become a one-line `error: …` on stderr (with the error's notes after
-it) and exit status 1. Any other exception is a bug and keeps its traceback.
+it; under `--json` also `{"error": …}` on stdout) and exit status 1. Any other exception
+is a bug and keeps its traceback.
 """
 
 import argparse
@@ -19,7 +20,13 @@ from collections.abc import Sequence
 from pydantic import ValidationError
 
 from slackquery import __version__
-from slackquery.commands import exclusions_apart, pipeline_writer, reader_gone, with_exclusions
+from slackquery.commands import (
+    emit,
+    exclusions_apart,
+    pipeline_writer,
+    reader_gone,
+    with_exclusions,
+)
 from slackquery.errors import SlackqueryError
 from slackquery.escaping import terminal_line
 from slackquery.settings import Settings, get_settings
@@ -193,27 +200,30 @@ def _run(args: argparse.Namespace) -> int:
         with pipeline_writer(args, settings):
             return args.handler(args, settings) or 0
     except SlackqueryError as error:
-        return _failed(str(error), error, 1)
+        return _failed(args, str(error), error, 1)
     except BrokenPipeError:  # output not written through `emit`
         reader_gone()
         return 0
     except Terminated as error:
-        return _failed("terminated", error, 128 + signal.SIGTERM)
+        return _failed(args, "terminated", error, 128 + signal.SIGTERM)
     except KeyboardInterrupt as error:
-        return _failed("interrupted", error, 130)
+        return _failed(args, "interrupted", error, 130)
     except Exception as error:
         line = io_failure(error)
         if line is None:
             raise
-        return _failed(line, error, 1)
+        return _failed(args, line, error, 1)
 
 
-def _failed(line: str, error: BaseException, status: int) -> int:
-    """Print `error: LINE` with the error's notes (say, the reconcile step it stopped in)
-    after it; return `status`. Errors quote input and archive names back: escaped, and so
-    one line."""
+def _failed(args: argparse.Namespace, line: str, error: BaseException, status: int) -> int:
+    """Print `error: LINE` on stderr with the error's notes (say, the reconcile step it
+    stopped in) after it, and under `--json` the same as `{"error": …}` on stdout, so that
+    a script reading stdout gets a document either way; return `status`. Errors quote
+    input and archive names back: escaped, and so one line."""
     said = "; ".join([line, *getattr(error, "__notes__", ())])
     print(f"error: {terminal_line(said)}", file=sys.stderr)
+    if getattr(args, "json", None) is True:  # the flag (`eval --json OUT` names a file)
+        emit(args, {"error": said, "exit_status": status}, said)
     return status
 
 

@@ -176,6 +176,20 @@ def test_an_error_quoting_input_is_escaped_onto_one_line(
     assert error == "error: /no-such\\x1b[31m\\x0aexport\\u202e: no such file or folder\n"
 
 
+def test_under_json_an_error_is_also_a_document_on_stdout(
+    home: object, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A script reading `--json` output got nothing on stdout to parse when a command failed.
+    assert main(["import", "/no-such\x1b[31m\nexport", "--json"]) == 1
+    said = capsys.readouterr()
+    assert said.err == "error: /no-such\\x1b[31m\\x0aexport: no such file or folder\n"
+    assert json.loads(said.out) == {
+        "error": "/no-such\x1b[31m\nexport: no such file or folder",
+        "exit_status": 1,
+    }
+    assert "\x1b" not in said.out  # escaped in the document, as every `--json` value is
+
+
 @pytest.mark.parametrize(
     ("variable", "value"),
     [
