@@ -25,19 +25,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="project, embed, build, validate and publish once (skips when unchanged)",
         description="Run the pipeline's steps once (the `reconcile` flow): dbt projection, "
         "embedding of new or changed documents, then a new validated artifact published "
-        "atomically. The build "
-        "is skipped when neither the source watermark nor the embedding generation changed "
-        "since the published artifact and embedding has not moved on (a partly embedded "
-        "artifact is built again once embedding has finished, or has gained 10% of the "
-        "messages), and while they are those of a build an operator rolled back from (a "
-        "rollback holds until new input gives a new build). Nor is it built while they are "
-        "those of a build validation refused and nothing that build was checked against has "
-        "changed (the published artifact, the count-drift settings, the checks): the run "
-        "then fails, as the refusal did, naming that build and why. Only one "
-        "reconcile runs at a time. prefect.yaml "
-        "schedules the same flow hourly. It runs as a Prefect flow run when --engine asks for "
-        "one (auto, the default: when PREFECT_API_URL is set) or a Dask cluster is asked for; "
-        "otherwise as plain Python, the same steps without a temporary Prefect API.",
+        "atomically. The build is skipped when neither the source watermark nor the "
+        "embedding generation changed since the published artifact and embedding has not "
+        "moved on (a partly embedded artifact is built again once embedding has finished, "
+        "or has gained 10% of the messages), and while they are those of a build an operator "
+        "rolled back from (a rollback holds until new input gives a new build). Nor is it "
+        "built while they are those of a build validation refused and nothing that build was "
+        "checked against has changed (the published artifact, the count-drift settings, the "
+        "checks): the run then fails, as the refusal did, naming that build and why. A "
+        "failure names the step it stopped in. Only one reconcile runs at a time. "
+        "prefect.yaml schedules the same flow hourly. It runs as a Prefect flow run when "
+        "--engine asks for one (auto, the default: when PREFECT_API_URL is set) or a Dask "
+        "cluster is asked for; otherwise as plain Python, the same steps without a temporary "
+        "Prefect API.",
     )
     parser.add_argument(
         "--full-refresh", action="store_true", help="rebuild every dbt model from scratch"
