@@ -14,10 +14,10 @@ open read-only, which DuckDB's file lock refuses to any other writer. A writer a
 running makes the backup fail at once, naming it. What the home lacks (a lost state
 database, the published artifact's file) is named in the record, never passed over in
 silence; so is what it holds damaged (a database DuckDB cannot read, an artifact that does
-not match its seal), left out so that the rest is still copied. The copy is made beside its destination and renamed into place when complete and
-checked, so a killed backup never leaves a partial copy under the name asked for; the next
-backup into the same folder removes what one killed outright (SIGKILL, power loss) left
-there.
+not match its seal), left out so that the rest is still copied. The copy is made beside
+its destination and renamed into place when complete and checked, so a killed backup never
+leaves a partial copy under the name asked for; the next backup into the same folder
+removes what one killed outright (SIGKILL, power loss) left there.
 """
 
 import fcntl
