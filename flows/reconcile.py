@@ -16,7 +16,9 @@ Reads the canonical store (through dbt, attached read-only). Writes the state da
 - an operator's rollback sticks: while the inputs are those of a newer build that was
   published and then rolled back from, nothing is built or published (a build that was
   published once is a rollback target the operator publishes by hand, never reconcile);
-  new inputs give a new build, published as usual;
+  new inputs give a new build, published as usual; a lost pointer (`current.duckdb`
+  removed) is set again to the build the history records published, where its file is
+  kept, so a rollback holds through that too;
 - a refusal sticks too: while the inputs are those of the newest build of them that
   validation refused, and what it was checked against (the published artifact, drift
   settings, checks) is unchanged, nothing is built and the run fails naming that build, as
@@ -125,9 +127,10 @@ def _embedding_progress(
 
 @task(cache_policy=NO_CACHE, persist_result=False)
 def plan_build(force: bool) -> dict[str, Any]:
-    """Decide: `build`, `publish` an already validated build, `skip` (nothing changed,
-    or the operator rolled back from the build of these inputs), or `refuse` (validation
-    refused a build of these inputs and would refuse it again: `refusal` says why).
+    """Decide: `build`, `publish` an already validated build (or, the pointer lost, the one
+    the history records published), `skip` (nothing changed, or the operator rolled back
+    from the build of these inputs), or `refuse` (validation refused a build of these
+    inputs and would refuse it again: `refusal` says why).
 
     A build counts as one of the current inputs when its source watermark and generation
     are the state's and embedding has not left it behind (`EmbeddingProgress`); when the
@@ -162,6 +165,12 @@ def plan_build(force: bool) -> dict[str, Any]:
     servable = [build for build in same_inputs if _of_this_schema(settings, build["build_id"])]
     if force:
         return {**plan, "why": "asked to (--force-build)"}
+    recorded = _recorded_published(settings, builds) if published is None else None
+    if recorded is not None and current_target(settings.artifact_path) is None:
+        # The pointer itself is lost: what the history records published is served again,
+        # as it stood (a rollback still holds), where a build would republish the newest
+        # inputs, rolled back from or not, after minutes of building at 1M messages.
+        return {**plan, "action": "publish", "build_id": recorded, "pointer_lost": True}
     if published_id and any(build["build_id"] == published_id for build in servable):
         damage = _broken_seal(settings, published_id, published)
         if damage is not None:
@@ -281,6 +290,18 @@ def _rolled_back_from(
         if build["published_at"] is not None and build["started_at"] > published["started_at"]:
             return build["build_id"]
     return None
+
+
+def _recorded_published(settings: Settings, builds: list[dict[str, Any]]) -> str | None:
+    """The build the history records published, where its file is kept, of this schema and
+    sound (a damaged one would fail every run's publish); else None."""
+    recorded = next((build for build in builds if build["status"] == "published"), None)
+    if recorded is None or not _of_this_schema(settings, recorded["build_id"]):
+        return None
+    path = files.artifact_file(settings.artifact_path, recorded["build_id"])
+    if not path.is_file() or _broken_seal(settings, recorded["build_id"], path) is not None:
+        return None
+    return recorded["build_id"]
 
 
 def _of_this_schema(settings: Settings, build_id: str) -> bool:
@@ -482,6 +503,11 @@ def summary(result: dict[str, Any]) -> str:
         )
     if status == "unchanged":
         return f"reconcile: nothing changed; {result['build_id']} stays published"
+    if plan.get("pointer_lost"):
+        return (
+            f"reconcile: published {result['build_id']} again: artifacts/current.duckdb was "
+            "lost, and the build history records it as the published build"
+        )
     if plan["action"] == "publish":
         return f"reconcile: published {result['build_id']}, already built from the current inputs"
     if plan.get("published_damaged"):

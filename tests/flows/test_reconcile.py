@@ -235,6 +235,44 @@ def test_a_rollback_holds_until_new_input_gives_a_new_build(
     assert result["status"] == "published" and result["build_id"] not in (older, newer)
 
 
+def test_a_lost_pointer_is_set_again_to_the_published_build_and_a_rollback_holds(
+    pipeline: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # With current.duckdb removed after a rollback, the next run built the inputs rolled
+    # back from and published them, saying "nothing was published before".
+    synthesize_state(pipeline.state_path, identity_for(pipeline), messages=30)
+    older = build_artifact(pipeline)
+    publish(pipeline, older)
+    newer = reconcile_plain()["build_id"]  # the current 40 messages
+    rollback(pipeline, older)
+    pointer = pipeline.artifact_path / files.CURRENT_NAME
+    pointer.unlink()
+
+    assert main(["reconcile", "--engine", "plain"]) == 0
+    assert capsys.readouterr().out == (
+        f"reconcile: published {older} again: artifacts/current.duckdb was lost, and the "
+        "build history records it as the published build\n"
+    )
+    assert current_artifact(pipeline) == files.artifact_file(pipeline.artifact_path, older)
+    assert _statuses(pipeline) == {older: "published", newer: "superseded"}  # nothing built
+    again = reconcile_plain()
+    assert again["status"] == "unchanged" and again["plan"]["rolled_back_from"] == newer
+
+    # Damaged, or without its file, there is nothing to point at: the inputs are built.
+    pointer.unlink()
+    damaged = files.artifact_file(pipeline.artifact_path, older)
+    damaged.chmod(0o644)
+    with damaged.open("r+b") as file:
+        file.seek(damaged.stat().st_size // 2)
+        file.write(b"damaged")
+    rebuilt = reconcile_plain()
+    assert rebuilt["status"] == "published" and rebuilt["build_id"] not in (older, newer)
+    assert rebuilt["plan"]["why"] == "nothing was published before"
+    pointer.unlink()
+    files.artifact_file(pipeline.artifact_path, rebuilt["build_id"]).unlink()
+    assert reconcile_plain()["plan"]["why"] == "nothing was published before"
+
+
 def _shrunk_project(settings: Settings, **_options: bool) -> dict[str, Any]:
     """A projection down to 10 of the 40 messages: count drift, past any floor of 0."""
     return synthesize_state(settings.state_path, identity_for(settings), messages=10)
