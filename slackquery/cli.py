@@ -217,9 +217,9 @@ def _run(args: argparse.Namespace) -> int:
 
 def _failed(args: argparse.Namespace, line: str, error: BaseException, status: int) -> int:
     """Print `error: LINE` on stderr with the error's notes (say, the reconcile step it
-    stopped in) after it, and under `--json` the same as `{"error": …}` on stdout, so that
-    a script reading stdout gets a document either way; return `status`. Errors quote
-    input and archive names back: escaped, and so one line."""
+    stopped in) after it, and under `--json` the same as `{"error": …}` on stdout, for a
+    script that reads only stdout; return `status`. Errors quote input and archive names
+    back: escaped, and so one line."""
     said = "; ".join([line, *getattr(error, "__notes__", ())])
     print(f"error: {terminal_line(said)}", file=sys.stderr)
     if getattr(args, "json", None) is True:  # the flag (`eval --json OUT` names a file)
