@@ -23,6 +23,7 @@ from slackquery.canonical.importer import import_source
 from slackquery.canonical.store import writer_lock
 from slackquery.cli import main
 from slackquery.commands import CURSOR_KEY_NAME
+from slackquery.commands.backup import LEFT_OUT_EXIT
 from slackquery.errors import SlackqueryError
 from slackquery.settings import Settings
 from tests.artifacts.conftest import apply_env, copy_of_home, identity_for
@@ -224,7 +225,7 @@ def test_a_damaged_state_database_is_left_out_and_the_stores_kept(
     with settings.state_path.open("r+b") as file:
         file.truncate(3 * 4096)
 
-    assert main(["backup", str(tmp_path / "copy"), "--json"]) == 0
+    assert main(["backup", str(tmp_path / "copy"), "--json"]) == LEFT_OUT_EXIT
     record = json.loads(capsys.readouterr().out)
 
     copy = Settings(home=tmp_path / "copy")
@@ -236,7 +237,7 @@ def test_a_damaged_state_database_is_left_out_and_the_stores_kept(
         "; `slackquery reconcile` in the backup projects the canonical store again and "
         "embeds every message again"
     )
-    assert main(["backup", str(tmp_path / "again")]) == 0
+    assert main(["backup", str(tmp_path / "again")]) == LEFT_OUT_EXIT
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].endswith(f", published artifact {record['published_build']}")
     assert lines[1] == f"  left out {left_out}"

@@ -8,6 +8,11 @@ from slackquery.backup import back_up
 from slackquery.commands import add_json_flag, emit, shows_progress, step_status
 from slackquery.settings import Settings
 
+# The copy is made and usable, but a part was left out as damaged: not 0, so that a
+# scheduled backup's own alert fires (as rsync's partial transfer is 23); not 1, which says
+# no copy was made.
+LEFT_OUT_EXIT = 3
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the `backup` subcommand."""
@@ -23,7 +28,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "backup fail at once); search and serve go on. The copy of the artifact is checked "
         "against its seal (a published artifact that does not match it, damaged, is left "
         "out, and the line says so, as is a database DuckDB cannot read: the rest is still "
-        "copied), and DEST appears only once complete.",
+        "copied), and DEST appears only once complete. Exit status 0 when everything was "
+        "copied, 3 when a damaged part was left out (1 is an error: no copy was made).",
     )
     parser.add_argument("destination", metavar="DEST", type=Path, help="a new folder")
     add_json_flag(parser)
@@ -36,7 +42,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     with step_status(shows_progress(args), "backup") as step:
         record = back_up(settings, destination, step)
     emit(args, {**record, "destination": str(destination)}, render(destination, record))
-    return 0
+    return LEFT_OUT_EXIT if record["left_out"] else 0
 
 
 def render(destination: Path, record: dict[str, Any]) -> str:
