@@ -462,7 +462,7 @@ def test_a_refusal_of_a_partly_embedded_build_holds_until_embedding_moves_on(
 def test_a_failure_names_the_step_it_stopped_in(
     pipeline: Settings, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # "dbt run-operation failed" reads the same from the projection and the build's index.
+    # "dbt … failed" read alike from the projection and from the build's index.
     def broken_project(settings: Settings, **_options: bool) -> dict[str, Any]:
         raise SlackqueryError("dbt run failed: boom")
 
