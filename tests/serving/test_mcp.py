@@ -423,6 +423,26 @@ def test_a_body_that_is_not_one_json_rpc_message_is_an_invalid_request(
     assert "send one JSON-RPC object (batches are not supported)" in error["message"]
 
 
+def test_a_loopback_server_answers_only_requests_addressed_to_loopback(served: str) -> None:
+    # With no token on loopback, a web page that rebinds its own domain name to 127.0.0.1
+    # would otherwise read the archive through the visitor's browser (DNS rebinding).
+    tools_list = b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}'
+    headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    port = served.rsplit(":", 1)[1]
+    rebound = {"Host": f"attacker.example:{port}"}
+    assert (
+        httpx.post(f"{served}/mcp", content=tools_list, headers=headers | rebound).status_code
+        == 421
+    )
+    foreign = {"Origin": "http://attacker.example"}
+    assert (
+        httpx.post(f"{served}/mcp", content=tools_list, headers=headers | foreign).status_code
+        == 403
+    )
+    answered = httpx.post(f"{served}/mcp", content=tools_list, headers=headers)
+    assert answered.status_code == 200 and answered.json()["result"]["tools"]
+
+
 def _readiness_and_searches(settings: Settings) -> tuple[httpx.Response, Any, Any]:
     """`/readyz`, then a hybrid and a lexical search, from a server run with `settings`."""
     engine = SearchEngine(settings)
