@@ -22,6 +22,7 @@ from typing import Any
 import pydantic_core
 import uvicorn
 from mcp.server.mcpserver import MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import INVALID_REQUEST, jsonrpc_message_adapter
 from pydantic import ValidationError
 from starlette.requests import Request
@@ -317,6 +318,35 @@ def grant_authorizer(
     return authorize
 
 
+def is_loopback(host: str) -> bool:
+    """Whether `host` (a bind address, or `localhost`) is this machine's loopback."""
+    if host == "localhost":
+        return True
+    try:
+        address = ipaddress.ip_address(host.split("%")[0])
+    except ValueError:  # another host name
+        return False
+    mapped = getattr(address, "ipv4_mapped", None)  # ::ffff:127.0.0.1
+    return (mapped or address).is_loopback
+
+
+def rebinding_guard(host: str) -> TransportSecuritySettings | None:
+    """For a server bound to loopback, MCP answers only requests addressed to a loopback
+    name (`Host`) from no page or a loopback one (`Origin`): with no token, a web page that
+    rebinds its own domain to 127.0.0.1 would read the archive through its visitor's
+    browser. The SDK does this for the bind addresses 127.0.0.1, localhost and ::1 alone;
+    here any loopback address counts (127.0.0.2, ::ffff:127.0.0.1). Beyond loopback the
+    names are the operator's (a proxy's), and a token guards the server."""
+    if not is_loopback(host):
+        return None
+    names = ["127.0.0.1", "localhost", "[::1]", f"[{host}]" if ":" in host else host]
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[f"{name}:*" for name in names],
+        allowed_origins=[f"{scheme}://{name}:*" for name in names for scheme in ("http", "https")],
+    )
+
+
 def build_http_app(
     settings: Settings,
     engine: SearchEngine | None = None,
@@ -331,7 +361,7 @@ def build_http_app(
         stateless_http=True,
         json_response=True,
         max_request_body_size=settings.serve_max_request_bytes,
-        host=settings.serve_host,
+        transport_security=rebinding_guard(settings.serve_host),
     )
     return HttpGuard(
         _mcp_edges(app),
@@ -383,7 +413,7 @@ def warn_if_open_to_the_network(settings: Settings, sockets: list[socket.socket]
         {
             address
             for address in (sock.getsockname()[0] for sock in sockets)
-            if not ipaddress.ip_address(address.split("%")[0]).is_loopback
+            if not is_loopback(address)
         }
     )
     if exposed:

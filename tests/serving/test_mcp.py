@@ -28,7 +28,7 @@ from serving.engine import SearchEngine
 from serving.fusion import FusionConfig
 from serving.metrics import Metrics
 from serving.models import SearchRequest
-from serving.server import build_http_app
+from serving.server import build_http_app, is_loopback, rebinding_guard
 from serving.tools import ToolRunner
 from slackquery.artifacts.files import build_time
 from slackquery.artifacts.publish import publish
@@ -423,19 +423,33 @@ def test_a_body_that_is_not_one_json_rpc_message_is_an_invalid_request(
     assert "send one JSON-RPC object (batches are not supported)" in error["message"]
 
 
-def test_a_loopback_server_answers_only_requests_addressed_to_loopback(served: str) -> None:
+@pytest.mark.parametrize("bound_to", ["127.0.0.1", "127.0.0.2"])
+def test_a_loopback_server_answers_only_requests_addressed_to_loopback(
+    engine: SearchEngine, published: Settings, bound_to: str
+) -> None:
     # With no token on loopback, a web page that rebinds its own domain name to 127.0.0.1
-    # would otherwise read the archive through the visitor's browser (DNS rebinding).
-    def tools_list(**headers: str) -> httpx.Response:
-        body = b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}'
-        sent = {"Content-Type": "application/json", "Accept": "application/json", **headers}
-        return httpx.post(f"{served}/mcp", content=body, headers=sent)
+    # would otherwise read the archive through the visitor's browser (DNS rebinding). The
+    # SDK guarded 127.0.0.1, localhost and ::1 only; the served URL is 127.0.0.1 either way.
+    settings = published.model_copy(update={"serve_host": bound_to})
+    with http_server(settings, engine) as url:
 
-    port = served.rsplit(":", 1)[1]
-    assert tools_list(Host=f"attacker.example:{port}").status_code == 421
-    assert tools_list(Origin="http://attacker.example").status_code == 403
-    answered = tools_list()
-    assert answered.status_code == 200 and answered.json()["result"]["tools"]
+        def tools_list(**headers: str) -> httpx.Response:
+            body = b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}'
+            sent = {"Content-Type": "application/json", "Accept": "application/json", **headers}
+            return httpx.post(f"{url}/mcp", content=body, headers=sent)
+
+        port = url.rsplit(":", 1)[1]
+        assert tools_list(Host=f"attacker.example:{port}").status_code == 421
+        assert tools_list(Origin="http://attacker.example").status_code == 403
+        assert tools_list(Host=f"{bound_to}:{port}").status_code == 200
+        answered = tools_list(Origin=f"http://localhost:{port}")
+        assert answered.status_code == 200 and answered.json()["result"]["tools"]
+
+
+def test_loopback_is_any_address_of_it() -> None:
+    assert all(map(is_loopback, ["127.0.0.1", "127.0.0.2", "::1", "::ffff:127.0.0.1", "localhost"]))
+    assert not any(map(is_loopback, ["0.0.0.0", "::", "192.168.1.4", "example.com"]))
+    assert rebinding_guard("0.0.0.0") is None  # beyond loopback: a token guards it
 
 
 def _readiness_and_searches(settings: Settings) -> tuple[httpx.Response, Any, Any]:
