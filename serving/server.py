@@ -7,7 +7,6 @@ probes stay public; everything else can require a bearer token.
 
 import asyncio
 import hmac
-import ipaddress
 import logging
 import socket
 import sys
@@ -40,7 +39,7 @@ from slackquery.access.grants import GrantStore, grants_path
 from slackquery.errors import SlackqueryError
 from slackquery.folders import readable_by_other_accounts
 from slackquery.http_guard import HttpGuard
-from slackquery.listening import listen_on
+from slackquery.listening import bracketed, is_loopback, listen_on
 from slackquery.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -318,18 +317,6 @@ def grant_authorizer(
     return authorize
 
 
-def is_loopback(host: str) -> bool:
-    """Whether `host` (a bind address, or `localhost`) is this machine's loopback."""
-    if host == "localhost":
-        return True
-    try:
-        address = ipaddress.ip_address(host.split("%")[0])
-    except ValueError:  # another host name
-        return False
-    mapped = getattr(address, "ipv4_mapped", None)  # ::ffff:127.0.0.1
-    return (mapped or address).is_loopback
-
-
 def rebinding_guard(host: str) -> TransportSecuritySettings | None:
     """For a server bound to loopback, MCP answers only requests addressed to a loopback
     name (`Host`) from no page or a loopback one (`Origin`): with no token, a web page that
@@ -339,7 +326,7 @@ def rebinding_guard(host: str) -> TransportSecuritySettings | None:
     names are the operator's (a proxy's), and a token guards the server."""
     if not is_loopback(host):
         return None
-    names = ["127.0.0.1", "localhost", "[::1]", f"[{host}]" if ":" in host else host]
+    names = ["127.0.0.1", "localhost", "[::1]", bracketed(host)]
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
         allowed_hosts=[f"{name}:*" for name in names],
@@ -399,8 +386,11 @@ def run_http(settings: Settings, host: str | None = None, port: int | None = Non
     warn_if_no_one_can_get_in(settings, datetime.now(UTC))
     warn_if_readable_by_other_accounts(settings)
     app = build_http_app(settings.model_copy(update={"serve_host": host}))
-    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    logger.info("serving MCP at http://%s/mcp (probes /healthz, /readyz; Ctrl-C stops)", where)
+    logger.info(
+        "serving MCP at http://%s:%s/mcp (probes /healthz, /readyz; Ctrl-C stops)",
+        bracketed(host),
+        port,
+    )
     uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=sockets)
 
 

@@ -1,9 +1,29 @@
 """Listening sockets for the HTTP servers (`serve`, `embed-server`), bound before uvicorn
-starts so that an address that cannot be used is one line naming it."""
+starts so that an address that cannot be used is one line naming it; and the one rule of
+what counts as loopback, which decides what each server guards."""
 
+import ipaddress
 import socket
 
 from slackquery.errors import SlackqueryError
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` (a bind address, or `localhost`) is this machine's loopback; an IPv6
+    address may carry its zone (`%lo`), an IPv4 one may be mapped (`::ffff:127.0.0.1`)."""
+    if host == "localhost":
+        return True
+    try:
+        address = ipaddress.ip_address(host.split("%")[0])
+    except ValueError:  # another host name
+        return False
+    mapped = getattr(address, "ipv4_mapped", None)
+    return (mapped or address).is_loopback
+
+
+def bracketed(host: str) -> str:
+    """`host` as a URL or `Host` header spells it before `:port`: an IPv6 address in brackets."""
+    return f"[{host}]" if ":" in host else host
 
 
 def listen_on(host: str, port: int) -> list[socket.socket]:
@@ -28,8 +48,7 @@ def listen_on(host: str, port: int) -> list[socket.socket]:
             reason = "not a host name"
         else:
             reason = getattr(error, "strerror", None) or str(error)
-        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         raise SlackqueryError(
-            f"cannot listen on {where}: {reason[:1].lower() + reason[1:]}"
+            f"cannot listen on {bracketed(host)}:{port}: {reason[:1].lower() + reason[1:]}"
         ) from None
     return sockets

@@ -7,7 +7,6 @@ gives the same vectors as the in-process default. Inputs must carry the model's
 """
 
 import argparse
-import ipaddress
 from urllib.parse import urlsplit
 
 from slackquery.commands import whole_number
@@ -15,7 +14,7 @@ from slackquery.commands.serve import tcp_port
 from slackquery.embedding.packaged import PACKAGED_MODELS
 from slackquery.embedding.server import create_app, validate_api_key
 from slackquery.errors import SlackqueryError
-from slackquery.listening import listen_on
+from slackquery.listening import is_loopback, listen_on
 from slackquery.settings import Settings
 
 
@@ -58,15 +57,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Serve in the foreground until interrupted (exit 130, or 143 on SIGTERM, as every
     command); an address it cannot listen on is a one-line error."""
@@ -81,7 +71,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     api_key = args.api_key if args.api_key is not None else settings.embedding_api_key
     if api_key is not None:
         validate_api_key(api_key)
-    elif not _is_loopback(args.host):
+    elif not is_loopback(args.host):
         raise SlackqueryError(f"refusing to serve on {args.host} without --api-key")
     port = args.port or urlsplit(settings.embedding_url).port or 11435
     sockets = listen_on(args.host, port)

@@ -28,7 +28,7 @@ from serving.engine import SearchEngine
 from serving.fusion import FusionConfig
 from serving.metrics import Metrics
 from serving.models import SearchRequest
-from serving.server import build_http_app, is_loopback, rebinding_guard
+from serving.server import build_http_app, rebinding_guard
 from serving.tools import ToolRunner
 from slackquery.artifacts.files import build_time
 from slackquery.artifacts.publish import publish
@@ -446,10 +446,8 @@ def test_a_loopback_server_answers_only_requests_addressed_to_loopback(
         assert answered.status_code == 200 and answered.json()["result"]["tools"]
 
 
-def test_loopback_is_any_address_of_it() -> None:
-    assert all(map(is_loopback, ["127.0.0.1", "127.0.0.2", "::1", "::ffff:127.0.0.1", "localhost"]))
-    assert not any(map(is_loopback, ["0.0.0.0", "::", "192.168.1.4", "example.com"]))
-    assert rebinding_guard("0.0.0.0") is None  # beyond loopback: a token guards it
+def test_beyond_loopback_no_rebinding_guard() -> None:
+    assert rebinding_guard("0.0.0.0") is None  # the names are a proxy's; a token guards it
 
 
 def _readiness_and_searches(settings: Settings) -> tuple[httpx.Response, Any, Any]:
