@@ -165,11 +165,12 @@ def plan_build(force: bool) -> dict[str, Any]:
     servable = [build for build in same_inputs if _of_this_schema(settings, build["build_id"])]
     if force:
         return {**plan, "why": "asked to (--force-build)"}
-    recorded = _recorded_published(settings, builds) if published is None else None
-    if recorded is not None and current_target(settings.artifact_path) is None:
-        # The pointer itself is lost: what the history records published is served again,
-        # as it stood (a rollback still holds), where a build would republish the newest
-        # inputs, rolled back from or not, after minutes of building at 1M messages.
+    # The pointer itself lost: what the history records published is served again, as it
+    # stood (a rollback still holds), where a build would republish the newest inputs,
+    # rolled back from or not, after minutes of building at 1M messages.
+    pointer_lost = published is None and current_target(settings.artifact_path) is None
+    recorded = _recorded_published(settings, builds) if pointer_lost else None
+    if recorded is not None:
         return {**plan, "action": "publish", "build_id": recorded, "pointer_lost": True}
     if published_id and any(build["build_id"] == published_id for build in servable):
         damage = _broken_seal(settings, published_id, published)
