@@ -227,6 +227,21 @@ def lease_owner_is_dead(lease_id: str) -> bool:
         return False
 
 
+def _dead_owners_leases(
+    connection: duckdb.DuckDBPyConnection, generation_id: str, now: datetime
+) -> list[str]:
+    """The leases of in-progress items, not yet run out, whose owner process is gone."""
+    return [
+        lease_id
+        for (lease_id,) in connection.execute(
+            "select distinct lease_id from embedding_work_items "
+            "where generation_id = ? and state = 'in_progress' and lease_expires_at > ?",
+            [generation_id, now],
+        ).fetchall()
+        if lease_id and lease_owner_is_dead(lease_id)
+    ]
+
+
 def release_dead_leases(
     connection: duckdb.DuckDBPyConnection, generation_id: str, now: datetime
 ) -> int:
@@ -236,15 +251,7 @@ def release_dead_leases(
     the next run for nothing when the owner is provably dead. The attempt it spent is kept,
     so a document that crashes the model every time still ends terminal.
     """
-    leases = [
-        lease_id
-        for (lease_id,) in connection.execute(
-            "select distinct lease_id from embedding_work_items "
-            "where generation_id = ? and state = 'in_progress' and lease_expires_at > ?",
-            [generation_id, now],
-        ).fetchall()
-        if lease_id and lease_owner_is_dead(lease_id)
-    ]
+    leases = _dead_owners_leases(connection, generation_id, now)
     if leases:
         connection.execute(
             "update embedding_work_items set lease_expires_at = ? "
@@ -597,16 +604,16 @@ def abandoned_claims(
 ) -> int:
     """How many `in_progress` items no run is working on: their lease ran out, or its owner
     on this host is gone (a killed run). The next run claims them again."""
-    leases = connection.execute(
-        f"select lease_id, lease_expires_at <= $now, count(*) from ({CURRENT_ITEMS}) as items "
-        "where state = 'in_progress' group by all",
-        {"generation_id": generation_id, "now": now},
-    ).fetchall()
-    return sum(
-        int(count)
-        for lease_id, expired, count in leases
-        if expired or (lease_id and lease_owner_is_dead(lease_id))
-    )
+    row = connection.execute(
+        f"select count(*) from ({CURRENT_ITEMS}) as items where state = 'in_progress' "
+        "and (lease_expires_at <= $now or list_contains($dead, lease_id))",
+        {
+            "generation_id": generation_id,
+            "now": now,
+            "dead": _dead_owners_leases(connection, generation_id, now),
+        },
+    ).fetchone()
+    return int(row[0]) if row else 0
 
 
 def coverage(connection: duckdb.DuckDBPyConnection, generation_id: str) -> dict[str, object]:
