@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from slackquery import __version__
 from slackquery.access.grants import grants_path
@@ -133,43 +133,58 @@ def _hold_writers_off(settings: Settings, held: ExitStack) -> dict[Path, str]:
     if settings.artifact_path.is_dir():
         held.enter_context(files.artifact_lock(settings.artifact_path, holder))
     damaged = {}
-    for path, _name, what in _databases(settings):
+    for database in _databases(settings):
         try:
-            held.callback(open_database(str(path), read_only=True, what=what).close)
+            opened = open_database(str(database.path), read_only=True, what=database.what)
         except DamagedDatabase as damage:
-            damaged[path] = damage.detail
+            damaged[database.path] = damage.detail
+        else:
+            held.callback(opened.close)
     return damaged
 
 
-# What brings a damaged database back, by its name in a home.
-DAMAGED_HINTS = {
-    "canonical.duckdb": "an earlier backup's copy, or `slackquery import` or `sync` into a "
-    "fresh home, brings the canonical store back",
-    "state.duckdb": "`slackquery reconcile` in the backup projects the canonical store again "
-    "and embeds every message again",
-}
+class HomeDatabase(NamedTuple):
+    """One database a home may have: its file, its name in a home, what it is, and what
+    brings it back when its bytes are damaged."""
+
+    path: Path
+    name: str
+    what: str
+    if_damaged: str
 
 
-def _all_databases(settings: Settings) -> list[tuple[Path, str, str]]:
-    """(file, its name in a home, what it is) of each database a home may have."""
+def _all_databases(settings: Settings) -> list[HomeDatabase]:
+    """Each database a home may have."""
     return [
-        (settings.canonical_path, "canonical.duckdb", "canonical store"),
-        (settings.state_path, "state.duckdb", "state database"),
+        HomeDatabase(
+            settings.canonical_path,
+            "canonical.duckdb",
+            "canonical store",
+            "an earlier backup's copy, or `slackquery import` or `sync` into a fresh home, "
+            "brings the canonical store back",
+        ),
+        HomeDatabase(
+            settings.state_path,
+            "state.duckdb",
+            "state database",
+            "`slackquery reconcile` in the backup projects the canonical store again and "
+            "embeds every message again",
+        ),
     ]
 
 
-def _databases(settings: Settings) -> list[tuple[Path, str, str]]:
+def _databases(settings: Settings) -> list[HomeDatabase]:
     """`_all_databases` this home has."""
-    return [database for database in _all_databases(settings) if database[0].is_file()]
+    return [database for database in _all_databases(settings) if database.path.is_file()]
 
 
 def _missing(settings: Settings) -> list[str]:
     """What a backup would hold that this home lacks (lost, or never made): the record says
     so, since the copy cannot bring it back."""
     missing = [
-        f"the {what} ({path})"
-        for path, _name, what in _all_databases(settings)
-        if not path.is_file()
+        f"the {database.what} ({database.path})"
+        for database in _all_databases(settings)
+        if not database.path.is_file()
     ]
     target = current_target(settings.artifact_path)
     if target is not None and current_artifact(settings) is None:
@@ -188,13 +203,16 @@ def _copy_home(
     (with the killed backups' copies this one `removed` beside it). A `damaged` database is
     left out, and named, so that the rest is still backed up."""
     left_out = []
-    for source, name, what in _databases(settings):
+    for database in _databases(settings):
+        source, copy = database.path, staging / database.name
         if source in damaged:
-            left_out.append(f"the {what}, damaged ({damaged[source]}); {DAMAGED_HINTS[name]}")
+            left_out.append(
+                f"the {database.what}, damaged ({damaged[source]}); {database.if_damaged}"
+            )
             continue
-        step(f"copying the {what}")
-        _copy_if_present(source, staging / name)
-        _copy_if_present(wal_file(source), wal_file(staging / name))
+        step(f"copying the {database.what}")
+        _copy_if_present(source, copy)
+        _copy_if_present(wal_file(source), wal_file(copy))
     _copy_if_present(grants_path(settings), staging / "access" / "grants.json")
     _copy_if_present(settings.home / CURSOR_KEY_NAME, staging / CURSOR_KEY_NAME)
     build_id, artifact_left_out = _copy_published(settings, staging / "artifacts", step)
