@@ -4,18 +4,21 @@ Each subcommand lives in `slackquery/commands/<name>.py` and exposes
 `register(subparsers)`, which adds its parser and sets `handler`. Handlers return a
 result; `SlackqueryError`, and a storage failure (`io_failure`: a full disk, a read-only
 or forbidden file), become a one-line `error: …` on stderr (with the error's notes after
-it; under `--json` also `{"error": …}` on stdout) and exit status 1. Any other exception
-is a bug and keeps its traceback.
+it; under `--json` also `{"error": …}` on stdout) and exit status 1. A usage error is
+argparse's, exit status 2 (under `--json` also a document). Any other exception is a bug
+and keeps its traceback.
 """
 
 import argparse
 import errno
 import importlib
+import json
 import os
 import re
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import NoReturn
 
 from pydantic import ValidationError
 
@@ -28,7 +31,7 @@ from slackquery.commands import (
     with_exclusions,
 )
 from slackquery.errors import SlackqueryError
-from slackquery.escaping import terminal_line
+from slackquery.escaping import json_text, terminal_line
 from slackquery.settings import Settings, get_settings
 
 # The OS errors by which storage, not the code, refuses a command; the first three only
@@ -70,11 +73,27 @@ COMMAND_MODULES = {
 }
 
 
+class CommandParser(argparse.ArgumentParser):
+    """argparse's parser, whose usage errors under `--json` are also a document on stdout.
+
+    Every parser of one command line (the command's is made by `add_subparsers` of this
+    class) is told by `parse_arguments` whether that line asked for JSON; a handler's own
+    usage error (`args.usage_error`) goes through the same parser."""
+
+    json_errors = False
+
+    def error(self, message: str) -> NoReturn:
+        if self.json_errors:
+            document = json.dumps({"error": message, "exit_status": 2}, ensure_ascii=False)
+            print(json_text(document), flush=True)
+        super().error(message)
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The argument parser with `command` registered, or every subcommand when `command`
     is None or unknown (help, typos). Importing all command modules (pandas, SciPy,
     the Slack client) took ~4 s, most of a cold `slackquery search`."""
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="slackquery",
         description="Search Slack history offline: import an export, project it with dbt, "
         "embed it, build a validated artifact, publish it, then search it from the CLI "
@@ -175,6 +194,7 @@ def parse_arguments(words: list[str]) -> argparse.Namespace:
     # The top-level options take no values, so the first other word names the command.
     command = next((word for word in words if not word.startswith("-")), None)
     parser = build_parser(command)
+    _json_errors(parser, command, words)
     before_command = words[: words.index(command)] if command else words
     options = parser._option_string_actions
     stray = [  # what argparse would take: an option, or a long one's prefix (`--vers`)
@@ -191,6 +211,35 @@ def parse_arguments(words: list[str]) -> argparse.Namespace:
         args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     with_exclusions(args, exclusions)
     return args
+
+
+def _json_errors(parser: argparse.ArgumentParser, command: str | None, words: list[str]) -> None:
+    """Tell every parser whether `words` ask for JSON: `--json` before any `--`, unless the
+    command's `--json` takes a value (`eval --json OUT` names a file). An unknown command
+    cannot say, so the word alone decides there."""
+    options = words[: words.index("--")] if "--" in words else words
+    if "--json" not in options:
+        return
+    named = _subparsers(parser).get(command)
+    flag = named._option_string_actions.get("--json") if named else None
+    if flag is not None and flag.nargs != 0:
+        return
+    for each in _every_parser(parser):
+        each.json_errors = True
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """The parsers of `parser`'s subcommands (`access`'s actions, say), by name."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action.choices
+    return {}
+
+
+def _every_parser(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    yield parser
+    for each in _subparsers(parser).values():
+        yield from _every_parser(each)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -191,6 +191,34 @@ def test_under_json_an_error_is_also_a_document_on_stdout(
 
 
 @pytest.mark.parametrize(
+    ("words", "document"),
+    [
+        (["search", "--json", "--limit", "abc", "x"], "argument --limit: 'abc' is not a whole"),
+        (["search", "x", "--json", "--in"], "argument --in: expected one argument"),
+        (["serch", "--json"], "argument COMMAND: invalid choice: 'serch'"),
+        (["access", "list", "--json", "--bogus"], "unrecognized arguments: --bogus"),
+        (["search", "--limit", "abc", "x"], None),  # no --json
+        (["search", "--limit", "abc", "x", "--", "--json"], None),  # a word of the query
+        (["eval", "--json"], None),  # eval's --json names the file to write
+    ],
+)
+def test_under_json_a_usage_error_is_also_a_document_on_stdout(
+    capsys: pytest.CaptureFixture[str], words: list[str], document: str | None
+) -> None:
+    # A script reading `--json` output got nothing on stdout for a mistaken argument.
+    with pytest.raises(SystemExit) as exit_info:
+        main(words)
+    assert exit_info.value.code == 2
+    said = capsys.readouterr()
+    assert "usage: slackquery" in said.err  # argparse's own text stays on stderr
+    if document is None:
+        assert said.out == ""
+    else:
+        assert json.loads(said.out)["error"].startswith(document)
+        assert json.loads(said.out)["exit_status"] == 2
+
+
+@pytest.mark.parametrize(
     ("variable", "value"),
     [
         ("SLACKQUERY_SLACK_API_URL", "http://[::1"),
