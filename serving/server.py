@@ -21,7 +21,7 @@ from typing import Any
 import pydantic_core
 import uvicorn
 from mcp.server.mcpserver import MCPServer
-from mcp.server.transport_security import TransportSecuritySettings
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from mcp.types import INVALID_REQUEST, jsonrpc_message_adapter
 from pydantic import ValidationError
 from starlette.requests import Request
@@ -123,10 +123,14 @@ class ReadinessCheck:
 
 
 def build_server(
-    engine: SearchEngine, metrics: Metrics, grants: GrantStore | None = None
+    engine: SearchEngine,
+    metrics: Metrics,
+    grants: GrantStore | None = None,
+    rebinding: TransportSecuritySettings | None = None,
 ) -> MCPServer:
     """The MCP server with its tools, prompt and the `slackquery://guide` resource; over
-    HTTP, `grants` (which the guard checks tokens against) must be readable to be ready."""
+    HTTP, `grants` (which the guard checks tokens against) must be readable to be ready,
+    and `/metrics` answers only the requests `rebinding` lets MCP answer."""
     server = ToolServer(
         "slackquery",
         title="Slack history search",
@@ -177,8 +181,14 @@ def build_server(
         # Public and unauthenticated: no counts, which would include private conversations.
         return JSONResponse({key: status[key] for key in READY_FIELDS})
 
+    host_check = TransportSecurityMiddleware(rebinding)
+
     @server.custom_route("/metrics", methods=["GET"])
     async def metrics_route(request: Request) -> Response:
+        # Not public as the probes are: what was asked, how often, of which build.
+        refused = await host_check.validate_request(request)
+        if refused is not None:
+            return refused
         return PlainTextResponse(metrics.render(), media_type="text/plain; version=0.0.4")
 
     return server
@@ -343,12 +353,13 @@ def build_http_app(
     `clock` decides grant expiry (tests pass a fake one)."""
     engine = engine or SearchEngine(settings)
     grants = GrantStore(grants_path(settings))
-    server = build_server(engine, Metrics(), grants)
+    rebinding = rebinding_guard(settings.serve_host)
+    server = build_server(engine, Metrics(), grants, rebinding)
     app = server.streamable_http_app(
         stateless_http=True,
         json_response=True,
         max_request_body_size=settings.serve_max_request_bytes,
-        transport_security=rebinding_guard(settings.serve_host),
+        transport_security=rebinding,
     )
     return HttpGuard(
         _mcp_edges(app),

@@ -444,6 +444,11 @@ def test_a_loopback_server_answers_only_requests_addressed_to_loopback(
         assert tools_list(Host=f"{bound_to}:{port}").status_code == 200
         answered = tools_list(Origin=f"http://localhost:{port}")
         assert answered.status_code == 200 and answered.json()["result"]["tools"]
+        # The SDK guards /mcp alone; what was asked, and of which build, is not public.
+        metrics = f"{url}/metrics"
+        assert httpx.get(metrics, headers={"Host": f"attacker.example:{port}"}).status_code == 421
+        assert httpx.get(metrics, headers={"Origin": "http://attacker.example"}).status_code == 403
+        assert "slackquery_requests_total" in httpx.get(metrics).text
 
 
 def test_beyond_loopback_no_rebinding_guard() -> None:
