@@ -99,7 +99,8 @@ class CursorCodec:
             raise SlackqueryError("cursor is malformed" + _RESTART) from None
         if cursor_artifact != artifact_id:
             raise SlackqueryError(
-                "cursor belongs to an older artifact (a new one was published)" + _RESTART
+                "cursor belongs to another artifact than the published one (one was "
+                "published or rolled back to since)" + _RESTART
             )
         if cursor_fingerprint != request_fingerprint:
             raise SlackqueryError(

@@ -337,10 +337,12 @@ def rebinding_guard(host: str) -> TransportSecuritySettings | None:
     if not is_loopback(host):
         return None
     names = ["127.0.0.1", "localhost", "[::1]", bracketed(host)]
+    origins = [f"{scheme}://{name}" for name in names for scheme in ("http", "https")]
+    # Without the port too: a client leaves out the default one (`--port 80`).
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
-        allowed_hosts=[f"{name}:*" for name in names],
-        allowed_origins=[f"{scheme}://{name}:*" for name in names for scheme in ("http", "https")],
+        allowed_hosts=[*names, *(f"{name}:*" for name in names)],
+        allowed_origins=[*origins, *(f"{origin}:*" for origin in origins)],
     )
 
 

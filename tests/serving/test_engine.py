@@ -383,7 +383,7 @@ def test_publish_swaps_artifact_and_invalidates_cursor(
         assert after.artifact_id == pipeline.second_build
         assert "zebra" in after.results[0].text
         assert held.bm25.score(["deploy"]).any()  # old artifact still usable
-    with pytest.raises(SlackqueryError, match="older artifact"):
+    with pytest.raises(SlackqueryError, match="another artifact than the published one"):
         search(engine, "the", limit=2, mode="lexical", cursor=page.next_cursor)
 
 

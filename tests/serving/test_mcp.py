@@ -442,6 +442,9 @@ def test_a_loopback_server_answers_only_requests_addressed_to_loopback(
         assert tools_list(Host=f"attacker.example:{port}").status_code == 421
         assert tools_list(Origin="http://attacker.example").status_code == 403
         assert tools_list(Host=f"{bound_to}:{port}").status_code == 200
+        assert tools_list(Host="localhost").status_code == 200  # as sent for port 80
+        assert tools_list(Origin="https://127.0.0.1").status_code == 200
+        assert tools_list(Host="localhost.attacker.example").status_code == 421
         answered = tools_list(Origin=f"http://localhost:{port}")
         assert answered.status_code == 200 and answered.json()["result"]["tools"]
         # The SDK guards /mcp alone; what was asked, and of which build, is not public.
