@@ -191,6 +191,11 @@ def test_what_the_home_lost_is_named_not_passed_over(
     assert main(["backup", str(tmp_path / "again")]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].endswith(", published artifact none")
+    # It said `slackquery serve`, which has nothing to answer from in such a copy.
+    assert lines[1] == (
+        f"  use it: SLACKQUERY_HOME={tmp_path / 'again'} slackquery reconcile, then serve "
+        "(or copy it back as the home)"
+    )
     assert lines[2:] == [
         f"  not in the home, so not in the backup: {part}" for part in record["missing_from_home"]
     ]

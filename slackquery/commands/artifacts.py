@@ -67,7 +67,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     holder = pipeline_holder(settings.home)
     if holder is not None:
         raise SlackqueryError(
-            f"{holder} is writing the state database: the build history once it is done"
+            f"{holder} holds the state database: the build history once it is done"
         )
     rows = list_artifacts(settings, args.limit)
     lines = [f"{'':2}{'build id':36} {'status':11} {'documents':>9} {'vectors':>8}  file"]

@@ -23,13 +23,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "database with its vectors and build history, the access grants, the cursor key, "
         "and the published artifact with its seal) into DEST, a folder that must not exist. "
         "DEST is itself a home: `SLACKQUERY_HOME=DEST slackquery serve` serves it, and "
-        "`reconcile` there goes on from it. Import, sync, reconcile, build, publish and "
-        "rollback are kept out while the copy is taken (one already running makes the "
-        "backup fail at once); search and serve go on. The copy of the artifact is checked "
-        "against its seal (a published artifact that does not match it, damaged, is left "
-        "out, and the line says so, as is a database DuckDB cannot read: the rest is still "
-        "copied), and DEST appears only once complete. Exit status 0 when everything was "
-        "copied, 3 when a damaged part was left out (1 is an error: no copy was made).",
+        "`reconcile` there goes on from it. Import, sync, project, embed, build, publish and "
+        "rollback are kept out while the copy is taken, and reconcile skips its run (one "
+        "already running makes the backup fail at once); search and serve go on. The copy "
+        "of the artifact is checked against its seal (a published artifact that does not "
+        "match it, damaged, is left out, and the line says so, as is a database DuckDB "
+        "cannot read: the rest is still copied), and DEST appears only once complete. Exit "
+        "status 0 when everything was copied, 3 when a damaged part was left out (1 is an "
+        "error: no copy was made).",
     )
     parser.add_argument("destination", metavar="DEST", type=Path, help="a new folder")
     add_json_flag(parser)
@@ -52,8 +53,10 @@ def render(destination: Path, record: dict[str, Any]) -> str:
     published = record["published_build"] or ("none" if lost else "none (nothing was published)")
     lines = [f"{head}, published artifact {published}"]
     lines += [f"  left out {part}" for part in record["left_out"]]
+    # With no artifact in the copy, serve has nothing to answer from until a reconcile there.
+    use = "serve" if record["published_build"] else "reconcile, then serve"
     lines.append(
-        f"  use it: SLACKQUERY_HOME={destination} slackquery serve (or copy it back as the home)"
+        f"  use it: SLACKQUERY_HOME={destination} slackquery {use} (or copy it back as the home)"
     )
     lines += [
         f"  not in the home, so not in the backup: {part}" for part in record["missing_from_home"]

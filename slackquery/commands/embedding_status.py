@@ -208,5 +208,5 @@ def run(args: argparse.Namespace, settings: Settings) -> None:
 def _while_written(settings: Settings, holder: str) -> dict[str, Any]:
     running = running_embed(settings.state_path, files.holder_pid(holder))
     if running is None:
-        raise SlackqueryError(f"{holder} is writing the state database: the report once it is done")
+        raise SlackqueryError(f"{holder} holds the state database: the report once it is done")
     return _running_report(settings, running)

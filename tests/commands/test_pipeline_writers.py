@@ -37,7 +37,7 @@ def test_writers_and_readers_meet_a_running_reconcile_at_once_and_name_it(
             )
         assert main(["artifacts"]) == 1
         assert capsys.readouterr().err == (
-            f"error: {reconcile} is writing the state database: the build history once it is done\n"
+            f"error: {reconcile} holds the state database: the build history once it is done\n"
         )
         assert main(["embedding-status"]) == 1
         assert "the report once it is done" in capsys.readouterr().err
