@@ -44,6 +44,7 @@ from slackquery.evaluation.report import (
     write_json,
     write_report,
 )
+from slackquery.folders import make_folder
 from slackquery.settings import Settings
 
 DEFAULT_MODES = ",".join(MODES)
@@ -415,7 +416,7 @@ def first_uses(sets: Sequence[tuple]) -> list[bool]:
 
 def write_rows(path: Path, rows: Sequence[Mapping], progress: Callable[[str], None]) -> None:
     """Per-query rows, one JSON object a line: the input of a later `--compare`."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(path.parent)
     path.write_text(
         "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8"
     )
@@ -424,7 +425,7 @@ def write_rows(path: Path, rows: Sequence[Mapping], progress: Callable[[str], No
 
 def write_compare_report(path: Path, texts: Sequence[str], progress: Callable[[str], None]) -> None:
     """The comparisons' Markdown, one section after another."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(path.parent)
     path.write_text("\n\n".join(texts) + "\n", encoding="utf-8")
     progress(f"wrote {path}")
 

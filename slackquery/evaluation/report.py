@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from slackquery.evaluation.metrics import MRR_K, NDCG_K, RECALL_KS, summarize
+from slackquery.folders import make_folder
 
 DEFAULT_CONFIG = "default"
 
@@ -354,7 +355,7 @@ def write_plot(evaluation: Evaluation, path: Path, *, split: str = "all") -> Non
     axes.set_title(f"Recall@10 and MRR@{MRR_K} ({split} split; default shaded)")
     axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     axes.grid(axis="y", alpha=0.3)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(path.parent)
     figure.savefig(path, dpi=110)
 
 
@@ -381,5 +382,5 @@ def _jsonable(value: Any) -> Any:
 
 
 def _write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(path.parent)
     path.write_text(text, encoding="utf-8")

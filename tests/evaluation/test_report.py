@@ -96,6 +96,8 @@ def test_report_writes_markdown_plot_and_rows(tmp_path: Path) -> None:
     first = rows[0]
     assert (first["mode"], first["config"], first["query_id"]) == ("lexical", "default", "Q1")
     assert first["evidence_ranks"] == [12]
+    # Query texts and ids: a folder made for them is private, as the home's (umask 022 gave 0755).
+    assert (tmp_path / "out").stat().st_mode & 0o777 == 0o700
 
 
 def test_without_grid_the_plot_compares_modes(tmp_path: Path) -> None:
