@@ -22,7 +22,7 @@ from typing import NoReturn
 
 from pydantic import ValidationError
 
-from slackquery import __version__
+from slackquery import __version__, interrupts
 from slackquery.commands import (
     emit,
     exclusions_apart,
@@ -246,7 +246,7 @@ def _run(args: argparse.Namespace) -> int:
     """The command's exit status, every failure of it one line on stderr."""
     try:
         settings = settings_from_environment()
-        with pipeline_writer(args, settings):
+        with pipeline_writer(args, settings), interrupts.as_raised():
             return args.handler(args, settings) or 0
     except SlackqueryError as error:
         return _failed(args, str(error), error, 1)

@@ -29,6 +29,7 @@ from typing import Any
 import duckdb
 import yaml
 
+from slackquery import interrupts
 from slackquery.canonical import torn_commits
 from slackquery.crash import crash_point
 from slackquery.duckdb_setup import open_database
@@ -386,6 +387,7 @@ def run_dbt(
         _environment(environment),
         redirect_stdout(sys.stderr),
         _Progress() if progress else nullcontext() as display,
+        interrupts.kept(),  # a run-operation's query ended by Ctrl-C is dbt's "error"
     ):
         result = _invoke_dbt(full_args, display)
     _raise_for_failure(result, args[0], logs / "dbt.log")

@@ -32,7 +32,7 @@ from typing import Any
 
 import duckdb
 
-from slackquery import __version__, projection
+from slackquery import __version__, interrupts, projection
 from slackquery.artifacts import (
     arrays,
     files,
@@ -494,8 +494,9 @@ def build_artifact(settings: Settings, step: Callable[[str], None] = _no_step) -
                     counts=sealed["counts"],
                     validation=result,
                 )
-            except BaseException as error:
+            except BaseException as raised:
                 remove_candidate(artifact_dir, build_id)
+                error = interrupts.stop_behind(raised) or raised
                 if not isinstance(error, Exception):
                     history.mark_stopped(conn, build_id, error)
                 elif not isinstance(error, validate.ValidationFailed):

@@ -13,11 +13,12 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import duckdb
 import orjson
 
+from slackquery import interrupts
 from slackquery.artifacts.files import holder_name
 from slackquery.canonical import store, torn_commits
 from slackquery.canonical.formats import LOADERS
@@ -132,22 +133,18 @@ def _import_in_one_transaction(
         )
         store.drop_stage_tables(connection)
         crash_point("import_before_commit")
-        torn_commits.mark(db_path, run_id, path)
-        _commit(connection)
     except BaseException as error:
-        _abandon(connection)
-        # A kept store keeps the marker: a commit that failed while writing its log (a full
-        # disk) may have left it torn, and the next open replays it. A whole one is cleared.
-        if created:
-            _remove_store_files(db_path)
-        if isinstance(error, duckdb.IOException):
-            detail = " ".join(str(error).split())
-            raise SlackqueryError(
-                f"{db_path}: could not write the canonical store, nothing was imported ({detail})"
-            ) from error
-        raise
-    torn_commits.clear_mark(db_path)  # the commit returned: its log entry is whole
-    connection.close()
+        _give_up(connection, db_path, created, error)
+    # A stop (Ctrl-C, SIGTERM) waits for the commit, so the command's last word is the
+    # store's: DuckDB would end the commit in an error, whole or not.
+    with interrupts.held(f"import run {run_id} had committed whole"):
+        try:
+            torn_commits.mark(db_path, run_id, path)
+            _commit(connection)
+        except BaseException as error:
+            _give_up(connection, db_path, created, error)
+        torn_commits.clear_mark(db_path)  # the commit returned: its log entry is whole
+        connection.close()
     return {**report, "messages_staged": staged.messages_staged}
 
 
@@ -172,6 +169,24 @@ def _commit(connection: duckdb.DuckDBPyConnection) -> None:
         if "Could not write" in str(error) or "No space left" in str(error):
             raise duckdb.IOException(str(error)) from error
         raise
+
+
+def _give_up(
+    connection: duckdb.DuckDBPyConnection, db_path: Path, created: bool, error: BaseException
+) -> NoReturn:
+    """Leave the store as it was before the import, and raise `error` (a failed write as
+    one line saying nothing was imported)."""
+    _abandon(connection)
+    # A kept store keeps the marker: a commit that failed while writing its log (a full
+    # disk) may have left it torn, and the next open replays it. A whole one is cleared.
+    if created:
+        _remove_store_files(db_path)
+    if isinstance(error, duckdb.IOException):
+        detail = " ".join(str(error).split())
+        raise SlackqueryError(
+            f"{db_path}: could not write the canonical store, nothing was imported ({detail})"
+        ) from error
+    raise error
 
 
 def _abandon(connection: duckdb.DuckDBPyConnection) -> None:

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 import duckdb
 import numpy as np
 
+from slackquery import interrupts
 from slackquery.crash import crash_point
 from slackquery.embedding import build_embedder, state
 from slackquery.embedding.base import Embedder
@@ -354,17 +355,18 @@ def embed_pending(
     started = time.perf_counter()
     run = EmbedRun(settings, embedder=embedder, now=now, rng=rng)
     try:
-        prepared = run.prepare(retry_failed=retry_failed)
-        drive_batches(
-            run,
-            prepared["claimable"],
-            max_items=max_items,
-            progress=progress,
-            claim=run.claim,
-            submit=lambda claim: Done(run.embed(claim)),
-            record=run.record,
-        )
-        return run.summary(started, prepared)
+        with interrupts.as_raised():
+            prepared = run.prepare(retry_failed=retry_failed)
+            drive_batches(
+                run,
+                prepared["claimable"],
+                max_items=max_items,
+                progress=progress,
+                claim=run.claim,
+                submit=lambda claim: Done(run.embed(claim)),
+                record=run.record,
+            )
+            return run.summary(started, prepared)
     except KeyboardInterrupt:
         run.release_unrecorded()  # drive_batches did, unless it was interrupted outside it
         run.record_interrupted(started)
@@ -421,7 +423,7 @@ def drive_batches(
     out: deque[tuple[state.Claim, Pending]] = deque()
     exhausted = False
     try:
-        with ProgressBar(progress, total) as advance:
+        with interrupts.as_raised(), ProgressBar(progress, total) as advance:
             while True:
                 while not exhausted and len(out) < in_flight:
                     limit = batch_size or run.settings.embedding_batch_size

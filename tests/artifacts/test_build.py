@@ -541,18 +541,22 @@ def test_a_full_disk_fails_the_build_in_one_line_and_keeps_what_is_published(
     assert len(failed) == 1 and "No space left on device" in failed[0]["error_message"]
 
 
+@pytest.mark.parametrize("inside_duckdb", [False, True], ids=["python", "duckdb"])
 def test_a_build_stopped_from_outside_is_interrupted_and_names_what_stopped_it(
-    state_settings: Settings, monkeypatch: pytest.MonkeyPatch
+    state_settings: Settings, monkeypatch: pytest.MonkeyPatch, inside_duckdb: bool
 ) -> None:
     # Prefect's cancel raises a TerminationSignal with no message: it was recorded failed,
-    # as "TerminationSignal: ".
+    # as "TerminationSignal: ". Ctrl-C while DuckDB copies the tables comes wrapped in
+    # DuckDB's error: it was recorded failed, as "RuntimeError: Query interrupted".
     settings = state_settings
 
     def cancelled(*args: object, **kwargs: object) -> None:
+        if inside_duckdb:
+            raise RuntimeError("Query interrupted") from KeyboardInterrupt()
         raise KeyboardInterrupt
 
     monkeypatch.setattr(validate, "run_checkpoint", cancelled)
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises((KeyboardInterrupt, RuntimeError)):
         build_artifact(settings)
     [row] = _builds(settings).values()
     assert (row["status"], row["error_message"]) == ("interrupted", "stopped by KeyboardInterrupt")

@@ -2,11 +2,15 @@
 
 import datetime as dt
 import json
+import os
+import re
+import signal
 import stat
 from pathlib import Path
 
 import pytest
 
+from slackquery.canonical import importer
 from slackquery.canonical.importer import import_source, slug_from_path
 from slackquery.cli import main
 from slackquery.errors import SlackqueryError
@@ -269,6 +273,26 @@ def test_cli_prints_json_report(
     report = json.loads(capsys.readouterr().out)
     assert report["workspace"]["workspace_name"] == "Acme Inc"
     assert report["counts"]["messages"]["inserted"] == 10
+    assert main(["import", str(export_zip)]) == 0
+    assert "no changes (already imported)" in capsys.readouterr().out
+
+
+def test_a_stop_during_the_commit_waits_for_it_and_says_the_import_is_in(
+    home: Path, export_zip: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    # DuckDB ended the commit in "RuntimeError: Query interrupted" with a traceback and exit
+    # status 1, with the import committed whole: the command said it failed.
+    commit = importer._commit
+
+    def stopped_while_committing(connection: object) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)  # a service manager's stop, as the commit starts
+        commit(connection)
+
+    monkeypatch.setattr(importer, "_commit", stopped_while_committing)
+    assert main(["import", str(export_zip)]) == 128 + signal.SIGTERM
+    error = capsys.readouterr().err
+    assert re.fullmatch(r"error: terminated; import run \S+ had committed whole\n", error)
+    monkeypatch.setattr(importer, "_commit", commit)
     assert main(["import", str(export_zip)]) == 0
     assert "no changes (already imported)" in capsys.readouterr().out
 

@@ -201,8 +201,9 @@ def test_an_old_state_db_upgrades_and_retry_failed_gives_terminal_items_a_chance
     assert {row[1] for row in _items(settings.state_path).values()} == {1}
 
 
+@pytest.mark.parametrize("inside_duckdb", [False, True], ids=["python", "duckdb"])
 def test_ctrl_c_hands_the_runs_claims_back_uncharged_and_records_its_rate(
-    settings: Settings,
+    settings: Settings, inside_duckdb: bool
 ) -> None:
     create_state_db(settings.state_path, message_texts(12))
     config = settings.model_copy(update={"embedding_batch_size": 4})
@@ -211,6 +212,8 @@ def test_ctrl_c_hands_the_runs_claims_back_uncharged_and_records_its_rate(
 
     def interrupted_on_the_second_batch(texts: Sequence[str]) -> tuple[np.ndarray, dict]:
         calls.append(texts)
+        if len(calls) == 2 and inside_duckdb:  # as DuckDB ends a query for Ctrl-C
+            raise RuntimeError("Query interrupted") from KeyboardInterrupt()
         if len(calls) == 2:
             raise KeyboardInterrupt
         return embed_batch(texts)
