@@ -37,8 +37,9 @@ from slackquery.settings import Settings, get_settings
 # The OS errors by which storage, not the code, refuses a command; the first three only
 # ever come from writing.
 WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
-# EPERM: what an immutable folder (`chattr +i`) answers a new file in it.
-STORAGE_ERRNOS = (*WRITE_ERRNOS, errno.EACCES, errno.EPERM)
+# EPERM: what an immutable folder (`chattr +i`) answers a new file in it; ENAMETOOLONG: a
+# name the file system cannot hold (a path given, or a file Slackquery puts beside it).
+STORAGE_ERRNOS = (*WRITE_ERRNOS, errno.EACCES, errno.EPERM, errno.ENAMETOOLONG)
 # How DuckDB's I/O errors name the file: `Could not write file "<path>": <strerror>`.
 _DUCKDB_FILE = re.compile(r'file "([^"]*)"')
 # DuckDB's IOException wordings for a read or write that the storage refused.

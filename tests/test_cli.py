@@ -263,6 +263,7 @@ def test_memory_sizes_duckdb_parses_and_http_urls_are_accepted() -> None:
         ),
         (OSError(errno.EDQUOT, "Disk quota exceeded"), "disk quota exceeded"),
         (PermissionError(errno.EACCES, "Permission denied", "/data"), "permission denied: /data"),
+        (OSError(errno.ENAMETOOLONG, "File name too long", "/b/cc"), "file name too long: /b/cc"),
         (
             duckdb.IOException(
                 'IO Error: Cannot open file "/h/artifacts/search-1.duckdb.tmp": Operation not '

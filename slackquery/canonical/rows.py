@@ -75,6 +75,12 @@ def datetime_to_us(moment: datetime) -> int:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
+def us_to_datetime(ts_us: int) -> datetime:
+    """The UTC moment of microseconds since the epoch, exactly (a float division rounds the
+    last microsecond of the year 9999 up into the year 10000)."""
+    return EPOCH + timedelta(microseconds=ts_us)
+
+
 # The last microsecond of the year 9999. A later ts is no datetime (it has no conversation
 # day, and every reader that turns ts_us into a date would fail on it), and one past 2**63
 # µs is not even a bigint: no writer stores a message with a ts after it (`message_ts`).

@@ -7,7 +7,7 @@ runs inside the caller's single transaction, so a failed import leaves no trace.
 
 import contextlib
 from collections.abc import Iterator
-from datetime import date, datetime, timedelta
+from datetime import date, datetime
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -18,13 +18,13 @@ import pandas as pd
 from slackquery.artifacts.files import exclusive_lock
 from slackquery.canonical import torn_commits
 from slackquery.canonical.rows import (
-    EPOCH,
     LAST_STORABLE_US,
     MESSAGE_COLUMNS,
     ChannelRow,
     FileRow,
     UserRow,
     datetime_to_us,
+    us_to_datetime,
 )
 from slackquery.duckdb_setup import open_database
 from slackquery.errors import SlackqueryError
@@ -351,7 +351,7 @@ def input_observed_at(connection: duckdb.DuckDBPyConnection, read_by: datetime) 
         {"read_by_us": datetime_to_us(read_by)},
     ).fetchone()
     newest_us = int(row[0]) if row else 0
-    return EPOCH + timedelta(microseconds=newest_us)
+    return us_to_datetime(newest_us)
 
 
 def _stage_value(table: str, column: str) -> str:
@@ -512,7 +512,7 @@ def summarize(path: Path) -> dict[str, Any]:
         connection.close()
     assert row is not None
     first, last = (
-        (EPOCH + timedelta(microseconds=value)).date().isoformat() if value is not None else None
+        us_to_datetime(value).date().isoformat() if value is not None else None
         for value in row[5:7]
     )
     keys = ("workspaces", "channels", "users", "messages", "threads")

@@ -1,5 +1,6 @@
 """Bad input: one clear error naming the file (or a counted warning), store untouched."""
 
+import json
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -152,6 +153,36 @@ def test_bad_beacon_line_names_the_line(settings: Settings, tmp_path: Path) -> N
     with pytest.raises(SlackqueryError, match=r"chat\.jsonl:1: malformed JSON"):
         import_source(settings, path)
     assert not settings.canonical_path.exists()
+
+
+@pytest.mark.parametrize(
+    "created_at", ["1960-01-01T00:00:00Z", "0001-01-01", "9999-12-31T23:00:00-05:00"]
+)
+def test_a_beacon_time_no_slack_ts_can_hold_is_refused_by_line(
+    settings: Settings, tmp_path: Path, created_at: str
+) -> None:
+    # Before 1970 it became a negative ts, whose permalink `thread` refused; in the year
+    # 10000 (UTC) a traceback.
+    path = tmp_path / "chat.jsonl"
+    line = {"local_id": "1", "channel": "eng", "author": "ana", "created_at": created_at}
+    path.write_text(json.dumps({**line, "text": "x"}) + "\n", encoding="utf-8")
+    with pytest.raises(
+        SlackqueryError, match=r"chat\.jsonl:1: created_at .* lies before 1970 or after the year"
+    ):
+        import_source(settings, path)
+    assert not settings.canonical_path.exists()
+
+
+def test_a_beacon_message_in_the_last_microsecond_of_9999_is_kept(
+    settings: Settings, tmp_path: Path
+) -> None:
+    # The channel's creation time, a float division, rounded it into the year 10000.
+    path = tmp_path / "chat.jsonl"
+    last = "9999-12-31T23:59:59.999999Z"
+    line = {"local_id": "1", "channel": "eng", "author": "ana", "created_at": last, "text": "x"}
+    path.write_text(json.dumps(line) + "\n", encoding="utf-8")
+    import_source(settings, path)
+    assert query(settings.canonical_path, "select ts from messages") == [("253402300799.999999",)]
 
 
 class _DiskFullOnCommit:

@@ -16,11 +16,13 @@ import duckdb
 import orjson
 
 from slackquery.canonical.rows import (
+    LAST_STORABLE_US,
     ChannelRow,
     UserRow,
     canonical_json,
     datetime_to_us,
     raw_columns,
+    us_to_datetime,
     us_to_ts,
 )
 from slackquery.canonical.sources import iter_jsonl
@@ -66,7 +68,14 @@ class BeaconLoader:
                 raise SlackqueryError(
                     f"{where}: created_at {record['created_at']!r} is not ISO 8601"
                 ) from error
-            records.append((number, record, datetime_to_us(created)))
+            created_us = datetime_to_us(created)
+            # A Slack ts counts seconds since 1970 and names a day up to the year 9999.
+            if not 0 <= created_us <= LAST_STORABLE_US:
+                raise SlackqueryError(
+                    f"{where}: created_at {record['created_at']!r} lies before 1970 or after "
+                    "the year 9999 (UTC)"
+                )
+            records.append((number, record, created_us))
         if not records:
             raise SlackqueryError(f"{self.path.name}: empty input (no JSON lines)")
         return records
@@ -185,7 +194,7 @@ class BeaconLoader:
             conversation_type="public_channel",
             is_archived=False,
             is_general=False,
-            created_at=datetime.fromtimestamp(created_us / 1_000_000, UTC) if created_us else None,
+            created_at=us_to_datetime(created_us) if created_us is not None else None,
             creator_id=stable_id("U", str(ordered[0][1]["author"])) if ordered else None,
             topic=None,
             purpose=None,
