@@ -5,6 +5,7 @@ names (`../`, absolute paths) before a single byte of content is read, and each 
 read and parsed on its own, so memory holds one day file at a time.
 """
 
+import codecs
 import os
 import re
 import zipfile
@@ -242,9 +243,11 @@ class ExportReader:
 
 
 def parse_json(data: bytes, where: str) -> Any:
-    """orjson parse with one-line errors that tell invalid UTF-8 from malformed JSON."""
+    """orjson parse with one-line errors that tell invalid UTF-8 from malformed JSON. A
+    leading byte order mark, which JSON forbids but editors on Windows write, is passed over:
+    it carries nothing."""
     try:
-        return orjson.loads(data)
+        return orjson.loads(data.removeprefix(codecs.BOM_UTF8))
     except orjson.JSONDecodeError as error:
         try:
             data.decode("utf-8")

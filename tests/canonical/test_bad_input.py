@@ -1,5 +1,6 @@
 """Bad input: one clear error naming the file (or a counted warning), store untouched."""
 
+import codecs
 import json
 import zipfile
 from collections.abc import Callable
@@ -183,6 +184,22 @@ def test_a_beacon_message_in_the_last_microsecond_of_9999_is_kept(
     path.write_text(json.dumps(line) + "\n", encoding="utf-8")
     import_source(settings, path)
     assert query(settings.canonical_path, "select ts from messages") == [("253402300799.999999",)]
+
+
+def test_json_files_saved_with_a_byte_order_mark_are_read(
+    settings: Settings, tmp_path: Path
+) -> None:
+    # An export edited on Windows stopped the import: "malformed JSON (unexpected character)".
+    members = {
+        name: codecs.BOM_UTF8 + json.dumps(value).encode("utf-8")
+        for name, value in default_members().items()
+    }
+    report = import_source(settings, write_export(tmp_path / "edited.zip", members))
+    assert report["counts"]["messages"]["inserted"] == 10
+    path = tmp_path / "chat.jsonl"
+    line = {"local_id": "1", "channel": "eng", "author": "ana", "created_at": "2024-01-02"}
+    path.write_bytes(codecs.BOM_UTF8 + json.dumps({**line, "text": "x"}).encode("utf-8"))
+    assert import_source(settings, path)["counts"]["messages"]["inserted"] == 1
 
 
 class _DiskFullOnCommit:
