@@ -465,7 +465,7 @@ class SearchEngine:
         elif request.mode == "lexical" and not terms.known and not terms.unknown:
             raise SlackqueryError(
                 "query has no searchable tokens for lexical search (letters or digits); "
-                "try mode='semantic' for emoji or symbols"
+                "for emoji or symbols, the semantic mode (mode='semantic', --mode semantic)"
             )
         # No filters (the common case): no per-request pass over every row at all.
         mask: np.ndarray | None = None

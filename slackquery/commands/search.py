@@ -83,6 +83,7 @@ def add_filter_flags(parser: argparse.ArgumentParser) -> None:
         "--in",
         dest="channels",
         action="append",
+        type=named,
         metavar="CHANNEL",
         help="only this channel (#name or id); repeatable",
     )
@@ -90,6 +91,7 @@ def add_filter_flags(parser: argparse.ArgumentParser) -> None:
         "--from",
         dest="authors",
         action="append",
+        type=named,
         metavar="USER",
         help="only this author (@name or id); repeatable",
     )
@@ -97,6 +99,7 @@ def add_filter_flags(parser: argparse.ArgumentParser) -> None:
         "--workspace",
         dest="workspaces",
         action="append",
+        type=named,
         metavar="WORKSPACE",
         help="only this workspace (slug or id); repeatable",
     )
@@ -114,6 +117,14 @@ def add_filter_flags(parser: argparse.ArgumentParser) -> None:
         help="only messages before this UTC day; like before:, it excludes the day it names "
         "(`today` and `yesterday` work too)",
     )
+
+
+def named(value: str) -> str:
+    """An argparse type: a name or id, so that `--in ""` is a usage error of the flag, not
+    the search's refusal in the MCP field's name (`channel_ids`)."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("must name one (it was empty)")
+    return value
 
 
 def search_day(value: str) -> str:

@@ -41,6 +41,16 @@ def test_a_count_out_of_range_is_a_usage_error(
     assert error.startswith(f"slackquery {argv[0]}: error: ") and problem in error
 
 
+@pytest.mark.parametrize("flag", ["--in", "--from", "--workspace"])
+def test_an_empty_filter_is_a_usage_error_of_its_flag(
+    flag: str, home: object, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # It was exit 1 naming the MCP field: "channel_ids values must be non-empty".
+    for command in (["search", "x"], ["ask", "x?"]):
+        error = usage_error([*command, flag, " "], capsys)
+        assert error.endswith(f"error: argument {flag}: must name one (it was empty)")
+
+
 def test_a_count_in_range_is_taken_as_a_number() -> None:
     from slackquery.cli import build_parser
 
