@@ -156,6 +156,13 @@ def io_failure(error: Exception) -> str | None:
     return " ".join(message.split()) if storage else None
 
 
+# How long a stopped command may take to clean up before the kernel ends the process, as
+# SIGKILL would (the stores are made for a killed run): DuckDB 1.5.5 can spin for good
+# cleaning up a query a signal ended (about 1 run in 10 here), a core busy and the
+# pipeline lock held, where no Python handler runs again.
+STOP_GRACE_S = 60
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM (a service manager's stop, `kill`), raised where the command is, so that it
     cleans up as after Ctrl-C: a build records itself interrupted and removes its
@@ -163,7 +170,20 @@ class Terminated(KeyboardInterrupt):
 
 
 def _terminate(signum: int, frame: object) -> None:
+    _end_after_grace()
     raise Terminated
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    _end_after_grace()
+    raise KeyboardInterrupt
+
+
+def _end_after_grace() -> None:
+    """Have the kernel end the process STOP_GRACE_S from now (SIGALRM's default action),
+    left armed when `main` returns: a hang can come as late as the interpreter's exit."""
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    signal.alarm(STOP_GRACE_S)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -182,11 +202,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FileNotFoundError:  # dbt, among others, ended in a traceback there
         print("error: the current folder was removed; change to one that exists", file=sys.stderr)
         return 1
-    previous = signal.signal(signal.SIGTERM, _terminate)
+    previous = {
+        signal.SIGTERM: signal.signal(signal.SIGTERM, _terminate),
+        signal.SIGINT: signal.signal(signal.SIGINT, _interrupt),
+    }
     try:
         return _run(args)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 def parse_arguments(words: list[str]) -> argparse.Namespace:

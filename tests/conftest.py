@@ -4,6 +4,7 @@ import gc
 import os
 import pprint
 import shutil
+import signal
 from collections.abc import Callable, Iterator
 from functools import wraps
 from pathlib import Path
@@ -135,6 +136,14 @@ def lock_wait_clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
     monkeypatch.setattr(duckdb_setup, "_clock", clock)
     monkeypatch.setattr(duckdb_setup, "_sleep", clock.sleep)
     return clock
+
+
+@pytest.fixture(autouse=True)
+def no_stop_grace_left() -> Iterator[None]:
+    """A command stopped in this process (`main` under a test) arms the kernel's alarm that
+    ends a command stuck after a stop (`cli.STOP_GRACE_S`): here it must not end pytest."""
+    yield
+    signal.alarm(0)
 
 
 @pytest.fixture

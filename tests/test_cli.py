@@ -339,6 +339,28 @@ def test_sigterm_stops_a_command_as_ctrl_c_does(
     assert main(["settings"]) == 128 + signal.SIGTERM
     assert capsys.readouterr().err == "error: terminated\n"
     assert cleaned == ["Terminated"] and signal.getsignal(signal.SIGTERM) == before
+    # The kernel ends the process if the clean-up has not ended it STOP_GRACE_S after.
+    assert signal.getsignal(signal.SIGALRM) == signal.SIG_DFL
+    assert 0 < signal.alarm(0) <= cli.STOP_GRACE_S
+
+
+STUCK_AFTER_A_STOP = """
+import signal, threading
+from slackquery import cli
+cli.STOP_GRACE_S = 1
+signal.signal(signal.SIGTERM, cli._terminate)
+try:
+    signal.raise_signal(signal.SIGTERM)
+except cli.Terminated:
+    threading.Event().wait()  # a clean-up that never ends, as DuckDB's can
+"""
+
+
+def test_a_command_stuck_after_a_stop_is_ended_by_the_kernel() -> None:
+    # DuckDB spun for good now and then after a query a signal ended: the process held
+    # the pipeline lock, and every scheduled reconcile after it skipped its run.
+    ended = subprocess.run([sys.executable, "-c", STUCK_AFTER_A_STOP], timeout=60)
+    assert ended.returncode == -signal.SIGALRM
 
 
 def test_the_console_command_starts_without_duckdb() -> None:
