@@ -67,6 +67,8 @@ class ExportReader:
             names = self._walk_folder(path)
         elif path.is_file():
             names = self._open_zip(path)
+        elif path.exists():  # a device, a pipe, a socket: `import /dev/stdin` cannot seek
+            raise SlackqueryError(f"{path}: not a file or folder; give the export's ZIP or folder")
         else:
             raise SlackqueryError(f"{path}: no such file or folder")
         try:

@@ -2,6 +2,7 @@
 
 import codecs
 import json
+import os
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -184,6 +185,16 @@ def test_a_beacon_message_in_the_last_microsecond_of_9999_is_kept(
     path.write_text(json.dumps(line) + "\n", encoding="utf-8")
     import_source(settings, path)
     assert query(settings.canonical_path, "select ts from messages") == [("253402300799.999999",)]
+
+
+def test_a_pipe_or_device_is_named_for_what_it_is(settings: Settings, tmp_path: Path) -> None:
+    # `import /dev/null` said "no such file or folder" of a path that exists.
+    pipe = tmp_path / "export.fifo"
+    os.mkfifo(pipe)
+    for path in (pipe, Path("/dev/null")):
+        with pytest.raises(SlackqueryError, match=r": not a file or folder; give the export's"):
+            import_source(settings, path)
+    assert not settings.canonical_path.exists()
 
 
 def test_json_files_saved_with_a_byte_order_mark_are_read(
